@@ -1,0 +1,1 @@
+//! placeholder: the python binding

@@ -1,0 +1,337 @@
+//! The one config schema, loaded from YAML, JSON, TOML or an in-memory map.
+//!
+//! Guarantees: every key has the default from DESIGN.md; an unknown key or an
+//! invalid value is a `ConfigError` whose message starts with the field path,
+//! e.g. `services.orders.retry.max_retries: expected an integer >= 0, got -1`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::HarnessError;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub client: ClientConfig,
+    pub log: LogConfig,
+    pub services: BTreeMap<String, ServiceConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// Sent as the user agent and in logs.
+    pub name: String,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig { name: "harness".into() }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// One JSON line per request on stderr; host listeners get the record either way.
+    pub enabled: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { enabled: true }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServiceConfig {
+    pub base_url: String,
+    pub timeouts: TimeoutConfig,
+    pub retry: RetryConfig,
+    pub breaker: BreakerConfig,
+    pub bulkhead: BulkheadConfig,
+    pub headers: Headers,
+}
+
+/// Static headers sent with every request; values are redacted from Debug output.
+#[derive(Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct Headers(pub BTreeMap<String, String>);
+
+impl fmt::Debug for Headers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.0.keys().map(|k| (k, "<redacted>"))).finish()
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeoutConfig {
+    pub connect_ms: u64,
+    pub response_ms: u64,
+    pub request_ms: u64,
+}
+
+impl Default for TimeoutConfig {
+    fn default() -> Self {
+        TimeoutConfig { connect_ms: 1000, response_ms: 3000, request_ms: 15000 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    pub max_retries: u32,
+    pub base_delay_ms: u64,
+    pub max_delay_ms: u64,
+    pub retry_on_500: bool,
+    pub max_retry_after_ms: u64,
+    /// Retries allowed as a fraction of requests (Finagle-style budget).
+    pub budget_ratio: f64,
+    /// Retries per second always allowed, whatever the ratio says.
+    pub budget_min_per_sec: u32,
+    /// Full jitter on backoff; off only for deterministic tests.
+    pub jitter: bool,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_retries: 1,
+            base_delay_ms: 200,
+            max_delay_ms: 5000,
+            retry_on_500: false,
+            max_retry_after_ms: 30000,
+            budget_ratio: 0.2,
+            budget_min_per_sec: 10,
+            jitter: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerConfig {
+    pub failure_threshold: u32,
+    pub open_ms: u64,
+    pub half_open_probes: u32,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig { failure_threshold: 5, open_ms: 30000, half_open_probes: 1 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BulkheadConfig {
+    pub max_concurrency: u32,
+}
+
+impl Default for BulkheadConfig {
+    fn default() -> Self {
+        BulkheadConfig { max_concurrency: 200 }
+    }
+}
+
+impl Config {
+    /// Loads a `.yaml`/`.yml`, `.json` or `.toml` file.
+    pub fn from_path(path: impl AsRef<Path>) -> Result<Config, HarnessError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| HarnessError::config(format!("config file {}: {e}", path.display())))?;
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+        Self::from_str_with_format(&text, &ext)
+    }
+
+    /// Parses text in the given format (`yaml`, `yml`, `json` or `toml`).
+    pub fn from_str_with_format(text: &str, format: &str) -> Result<Config, HarnessError> {
+        let parse_err = |e: String| HarnessError::config(format!("config: cannot parse {format}: {e}"));
+        let value: Value = match format {
+            "yaml" | "yml" => serde_yaml::from_str(text).map_err(|e| parse_err(e.to_string()))?,
+            "json" => serde_json::from_str(text).map_err(|e| parse_err(e.to_string()))?,
+            "toml" => {
+                let t: toml::Value = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
+                serde_json::to_value(t).map_err(|e| parse_err(e.to_string()))?
+            }
+            other => {
+                return Err(HarnessError::config(format!(
+                    "config: unknown file format `{other}` (expected .yaml, .yml, .json or .toml)"
+                )))
+            }
+        };
+        Self::from_value(value)
+    }
+
+    /// Builds a config from the in-memory map the bindings pass.
+    pub fn from_value(value: Value) -> Result<Config, HarnessError> {
+        let value = if value.is_null() { Value::Object(Default::default()) } else { value };
+        let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            HarnessError::config(describe(&path, &e.into_inner().to_string()))
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the value ranges serde cannot express.
+    pub fn validate(&self) -> Result<(), HarnessError> {
+        fn bad(path: String, msg: impl fmt::Display) -> HarnessError {
+            HarnessError::config(format!("{path}: {msg}"))
+        }
+        for (name, s) in &self.services {
+            let p = |field: &str| format!("services.{name}.{field}");
+            if s.base_url.is_empty() {
+                return Err(bad(p("base_url"), "required (e.g. http://127.0.0.1:8080)"));
+            }
+            match url::Url::parse(&s.base_url) {
+                Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
+                _ => return Err(bad(p("base_url"), format!("expected an http(s) URL, got {:?}", s.base_url))),
+            }
+            for (field, v) in [
+                ("timeouts.connect_ms", s.timeouts.connect_ms),
+                ("timeouts.response_ms", s.timeouts.response_ms),
+                ("timeouts.request_ms", s.timeouts.request_ms),
+                ("breaker.open_ms", s.breaker.open_ms),
+            ] {
+                if v == 0 {
+                    return Err(bad(p(field), "expected an integer >= 1, got 0"));
+                }
+            }
+            if s.retry.max_delay_ms < s.retry.base_delay_ms {
+                return Err(bad(
+                    p("retry.max_delay_ms"),
+                    format!("must be >= retry.base_delay_ms ({}), got {}", s.retry.base_delay_ms, s.retry.max_delay_ms),
+                ));
+            }
+            if !(0.0..=1.0).contains(&s.retry.budget_ratio) || s.retry.budget_ratio.is_nan() {
+                return Err(bad(p("retry.budget_ratio"), format!("expected a number from 0 to 1, got {}", s.retry.budget_ratio)));
+            }
+            if s.breaker.failure_threshold == 0 {
+                return Err(bad(p("breaker.failure_threshold"), "expected an integer >= 1, got 0"));
+            }
+            if s.breaker.half_open_probes == 0 {
+                return Err(bad(p("breaker.half_open_probes"), "expected an integer >= 1, got 0"));
+            }
+            if s.bulkhead.max_concurrency == 0 {
+                return Err(bad(p("bulkhead.max_concurrency"), "expected an integer >= 1, got 0"));
+            }
+            for (k, v) in &s.headers.0 {
+                if http::HeaderName::try_from(k.as_str()).is_err() || http::HeaderValue::try_from(v.as_str()).is_err() {
+                    return Err(bad(p(&format!("headers.{k}")), "not a valid HTTP header"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn service(&self, name: &str) -> Option<&ServiceConfig> {
+        self.services.get(name)
+    }
+}
+
+/// Turns serde's message into `path: expected ..., got ...`.
+fn describe(path: &str, serde_msg: &str) -> String {
+    let path = if path == "." { "config".to_string() } else { path.to_string() };
+    if let Some(rest) = serde_msg.strip_prefix("unknown field `") {
+        let key = rest.split('`').next().unwrap_or("");
+        let full = if path == "config" { key.to_string() } else { format!("{path}.{key}") };
+        let expected = rest.split_once("expected ").map(|(_, e)| format!(" (expected {e})")).unwrap_or_default();
+        return format!("{full}: unknown key{expected}");
+    }
+    if let Some(rest) = serde_msg.strip_prefix("missing field `") {
+        let key = rest.split('`').next().unwrap_or("");
+        return format!("{path}.{key}: required");
+    }
+    // "invalid value: integer `-1`, expected u32" / "invalid type: string \"x\", expected u64"
+    let (got, expected) = match serde_msg.split_once(", expected ") {
+        Some((g, e)) => (g, e),
+        None => return format!("{path}: {serde_msg}"),
+    };
+    let got = got
+        .trim_start_matches("invalid value: ")
+        .trim_start_matches("invalid type: ")
+        .replace('`', "");
+    let got = got.strip_prefix("integer ").map(str::to_string).unwrap_or(got);
+    let got = got.strip_prefix("floating point ").map(str::to_string).unwrap_or(got);
+    let expected = match expected {
+        e if e.starts_with('u') && e[1..].chars().all(|c| c.is_ascii_digit()) => "an integer >= 0".to_string(),
+        "f64" | "f32" => "a number".to_string(),
+        "a boolean" => "true or false".to_string(),
+        e => e.to_string(),
+    };
+    format!("{path}: expected {expected}, got {got}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(v: Value) -> String {
+        Config::from_value(v).unwrap_err().message
+    }
+
+    #[test]
+    fn defaults_match_design() {
+        let c = Config::from_value(json!({"services": {"orders": {"base_url": "http://127.0.0.1:1"}}})).unwrap();
+        let s = &c.services["orders"];
+        assert_eq!((s.timeouts.connect_ms, s.timeouts.response_ms, s.timeouts.request_ms), (1000, 3000, 15000));
+        assert_eq!(s.retry.max_retries, 1);
+        assert_eq!(s.retry.base_delay_ms, 200);
+        assert!(!s.retry.retry_on_500);
+        assert_eq!(s.retry.budget_ratio, 0.2);
+        assert_eq!((s.breaker.failure_threshold, s.breaker.open_ms, s.breaker.half_open_probes), (5, 30000, 1));
+        assert_eq!(s.bulkhead.max_concurrency, 200);
+        assert!(c.log.enabled);
+    }
+
+    #[test]
+    fn negative_integer_names_field() {
+        let m = err(json!({"services": {"orders": {"base_url": "http://x", "retry": {"max_retries": -1}}}}));
+        assert_eq!(m, "services.orders.retry.max_retries: expected an integer >= 0, got -1");
+    }
+
+    #[test]
+    fn unknown_key_names_field() {
+        let m = err(json!({"services": {"orders": {"base_url": "http://x", "retry": {"max_retry": 2}}}}));
+        assert!(m.starts_with("services.orders.retry.max_retry: unknown key"), "{m}");
+    }
+
+    #[test]
+    fn wrong_type_names_field() {
+        let m = err(json!({"services": {"orders": {"base_url": "http://x", "timeouts": {"connect_ms": "fast"}}}}));
+        assert_eq!(m, "services.orders.timeouts.connect_ms: expected an integer >= 0, got string \"fast\"");
+    }
+
+    #[test]
+    fn missing_base_url() {
+        assert!(err(json!({"services": {"orders": {}}})).starts_with("services.orders.base_url: required"));
+    }
+
+    #[test]
+    fn ratio_out_of_range() {
+        let m = err(json!({"services": {"o": {"base_url": "http://x", "retry": {"budget_ratio": 1.5}}}}));
+        assert!(m.starts_with("services.o.retry.budget_ratio:"), "{m}");
+    }
+
+    #[test]
+    fn yaml_and_toml_load_the_same_shape() {
+        let y = Config::from_str_with_format("services:\n  a:\n    base_url: http://127.0.0.1:1\n    retry: { max_retries: 3 }\n", "yaml").unwrap();
+        let t = Config::from_str_with_format("[services.a]\nbase_url = \"http://127.0.0.1:1\"\n[services.a.retry]\nmax_retries = 3\n", "toml").unwrap();
+        assert_eq!(y.services["a"].retry.max_retries, 3);
+        assert_eq!(t.services["a"].retry.max_retries, 3);
+    }
+
+    #[test]
+    fn header_values_are_redacted_in_debug() {
+        let c = Config::from_value(json!({"services": {"a": {"base_url": "http://x", "headers": {"authorization": "Bearer s3cr3t"}}}})).unwrap();
+        assert!(!format!("{c:?}").contains("s3cr3t"));
+    }
+}

@@ -1,0 +1,267 @@
+//! The one error type every binding maps to native exceptions.
+//!
+//! `ErrorKind::name()` is the stable, cross-language class name; the context
+//! (service, endpoint, method, attempts, trace id) is filled by the pipeline.
+//! Messages never contain header values, tokens or query strings.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+/// Which timeout expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeoutPhase {
+    Connect,
+    Response,
+    Total,
+}
+
+impl TimeoutPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeoutPhase::Connect => "connect",
+            TimeoutPhase::Response => "response",
+            TimeoutPhase::Total => "total",
+        }
+    }
+}
+
+/// The stable kinds, named as the exception classes are in every language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    Timeout(TimeoutPhase),
+    CircuitOpen,
+    BulkheadFull,
+    RateLimited,
+    HttpStatus,
+    Auth,
+    Schema,
+    Connect,
+    Cancelled,
+    NoHealthyProvider,
+    Config,
+    /// Anything else (a used-after-fork runtime, a closed client, a broken body).
+    Harness,
+}
+
+impl ErrorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout(_) => "TimeoutError",
+            ErrorKind::CircuitOpen => "CircuitOpenError",
+            ErrorKind::BulkheadFull => "BulkheadFullError",
+            ErrorKind::RateLimited => "RateLimitedError",
+            ErrorKind::HttpStatus => "HttpStatusError",
+            ErrorKind::Auth => "AuthError",
+            ErrorKind::Schema => "SchemaError",
+            ErrorKind::Connect => "ConnectError",
+            ErrorKind::Cancelled => "CancelledError",
+            ErrorKind::NoHealthyProvider => "NoHealthyProviderError",
+            ErrorKind::Config => "ConfigError",
+            ErrorKind::Harness => "HarnessError",
+        }
+    }
+
+    /// Every kind name, base first; bindings build their class trees from this.
+    pub const NAMES: [&'static str; 12] = [
+        "HarnessError",
+        "TimeoutError",
+        "CircuitOpenError",
+        "BulkheadFullError",
+        "RateLimitedError",
+        "HttpStatusError",
+        "AuthError",
+        "SchemaError",
+        "ConnectError",
+        "CancelledError",
+        "NoHealthyProviderError",
+        "ConfigError",
+    ];
+}
+
+/// An error with the context a caller needs to act on it.
+#[derive(Clone)]
+pub struct HarnessError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub service: Option<String>,
+    pub endpoint: Option<String>,
+    pub method: Option<String>,
+    pub attempts: u32,
+    pub status: Option<u16>,
+    /// Normalised downstream error code (`code`, `errCode`, `error.code`).
+    pub code: Option<String>,
+    pub retry_after_ms: Option<u64>,
+    pub trace_id: Option<String>,
+    /// Raw downstream body, for `HttpStatusError` and friends.
+    pub body: Option<Bytes>,
+}
+
+impl HarnessError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        HarnessError {
+            kind,
+            message: message.into(),
+            service: None,
+            endpoint: None,
+            method: None,
+            attempts: 0,
+            status: None,
+            code: None,
+            retry_after_ms: None,
+            trace_id: None,
+            body: None,
+        }
+    }
+
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Config, message)
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    pub fn phase(&self) -> Option<&'static str> {
+        match self.kind {
+            ErrorKind::Timeout(p) => Some(p.as_str()),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for HarnessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.name(), self.message)?;
+        let mut ctx = Vec::new();
+        if let Some(s) = &self.service {
+            ctx.push(format!("service={s}"));
+        }
+        if let (Some(m), Some(e)) = (&self.method, &self.endpoint) {
+            ctx.push(format!("endpoint={m} {e}"));
+        }
+        if let Some(s) = self.status {
+            ctx.push(format!("status={s}"));
+        }
+        if self.attempts > 0 {
+            ctx.push(format!("attempts={}", self.attempts));
+        }
+        if let Some(t) = &self.trace_id {
+            ctx.push(format!("trace_id={t}"));
+        }
+        if !ctx.is_empty() {
+            write!(f, " ({})", ctx.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for HarnessError {
+    // The raw body is left out: it is downstream data and may be large.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HarnessError")
+            .field("kind", &self.name())
+            .field("message", &self.message)
+            .field("service", &self.service)
+            .field("endpoint", &self.endpoint)
+            .field("method", &self.method)
+            .field("attempts", &self.attempts)
+            .field("status", &self.status)
+            .field("code", &self.code)
+            .field("trace_id", &self.trace_id)
+            .finish()
+    }
+}
+
+impl std::error::Error for HarnessError {}
+
+/// Code and message pulled out of a downstream error body.
+#[derive(Debug, Default, PartialEq)]
+pub struct NormalizedBody {
+    pub code: Option<String>,
+    pub message: Option<String>,
+}
+
+/// Normalises a downstream error body: JSON `code`/`errCode`/`error.code` and
+/// `message`/`msg`/`error.message`; an HTML page is reduced to its title.
+pub fn normalize_body(content_type: Option<&str>, body: &[u8]) -> NormalizedBody {
+    let text = String::from_utf8_lossy(body);
+    let trimmed = text.trim_start();
+    let looks_json = content_type.is_some_and(|c| c.contains("json")) || trimmed.starts_with('{');
+    if looks_json {
+        if let Ok(serde_json::Value::Object(obj)) = serde_json::from_str::<serde_json::Value>(trimmed) {
+            let scalar = |v: &serde_json::Value| match v {
+                serde_json::Value::String(s) => Some(s.clone()),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            };
+            let nested = obj.get("error").and_then(|e| e.as_object());
+            let code = obj
+                .get("code")
+                .and_then(scalar)
+                .or_else(|| obj.get("errCode").and_then(scalar))
+                .or_else(|| nested.and_then(|e| e.get("code")).and_then(scalar));
+            let message = obj
+                .get("message")
+                .and_then(scalar)
+                .or_else(|| obj.get("msg").and_then(scalar))
+                .or_else(|| nested.and_then(|e| e.get("message")).and_then(scalar))
+                .or_else(|| obj.get("error").and_then(|e| e.as_str().map(str::to_string)));
+            return NormalizedBody { code, message };
+        }
+    }
+    let looks_html = content_type.is_some_and(|c| c.contains("html")) || trimmed.starts_with('<');
+    if looks_html {
+        let lower = text.to_ascii_lowercase();
+        if let Some(start) = lower.find("<title") {
+            if let Some(open_end) = lower[start..].find('>') {
+                let from = start + open_end + 1;
+                if let Some(len) = lower[from..].find("</title>") {
+                    let title = text[from..from + len].split_whitespace().collect::<Vec<_>>().join(" ");
+                    return NormalizedBody { code: None, message: Some(title) };
+                }
+            }
+        }
+        return NormalizedBody::default();
+    }
+    let short: String = text.chars().take(200).collect();
+    NormalizedBody { code: None, message: (!short.trim().is_empty()).then(|| short.trim().to_string()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_top_level_code_and_message() {
+        let n = normalize_body(Some("application/json"), br#"{"code":"E42","message":"nope"}"#);
+        assert_eq!(n, NormalizedBody { code: Some("E42".into()), message: Some("nope".into()) });
+    }
+
+    #[test]
+    fn json_err_code_and_msg() {
+        let n = normalize_body(None, br#"{"errCode":1001,"msg":"bad"}"#);
+        assert_eq!(n, NormalizedBody { code: Some("1001".into()), message: Some("bad".into()) });
+    }
+
+    #[test]
+    fn json_nested_error_object() {
+        let n = normalize_body(Some("application/json"), br#"{"error":{"code":"rate","message":"slow down"}}"#);
+        assert_eq!(n, NormalizedBody { code: Some("rate".into()), message: Some("slow down".into()) });
+    }
+
+    #[test]
+    fn html_reduced_to_title() {
+        let n = normalize_body(Some("text/html"), b"<html><head><TITLE>502 Bad\n Gateway</TITLE></head><body>x</body></html>");
+        assert_eq!(n.message.as_deref(), Some("502 Bad Gateway"));
+    }
+
+    #[test]
+    fn display_has_no_body() {
+        let mut e = HarnessError::new(ErrorKind::HttpStatus, "upstream answered 500");
+        e.body = Some(Bytes::from_static(b"secret-token-xyz"));
+        assert!(!e.to_string().contains("secret"));
+        assert!(!format!("{e:?}").contains("secret"));
+    }
+}

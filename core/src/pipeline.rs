@@ -1,0 +1,302 @@
+//! The request path, in its one fixed order, readable top to bottom:
+//!
+//! resolve service and endpoint -> total deadline -> attempt loop {
+//!   breaker check -> bulkhead permit -> transport -> record outcome ->
+//!   retry decision (method, outcome, budget) -> backoff within the deadline
+//! } -> typed result or typed error -> one log record, metrics, listeners.
+
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderName, HeaderValue, Method};
+use tokio::time::Instant;
+
+use crate::breaker::Outcome;
+use crate::client::{ClientInner, EndpointState, ServiceState};
+use crate::config::ServiceConfig;
+use crate::deadline::Deadline;
+use crate::endpoint;
+use crate::error::{normalize_body, ErrorKind, HarnessError, TimeoutPhase};
+use crate::observability::log::{self, RequestRecord};
+use crate::observability::metrics::{ErrorLabels, RequestLabels};
+use crate::observability::trace::TraceContext;
+use crate::request::{Body, Request, Response};
+use crate::retry::{self, Failure};
+use crate::transport;
+
+pub(crate) async fn execute(inner: &ClientInner, req: Request) -> Result<Response, HarnessError> {
+    let started = Instant::now();
+    let config = inner.config.load();
+    let (svc_cfg, svc) = match (config.services.get(&req.service), inner.services.get(&req.service)) {
+        (Some(c), Some(s)) => (c, s),
+        _ => {
+            let known: Vec<&str> = config.services.keys().map(String::as_str).collect();
+            return Err(HarnessError::config(format!(
+                "request.service: unknown service `{}` (configured: {})",
+                req.service,
+                known.join(", ")
+            )));
+        }
+    };
+    let method = Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| HarnessError::config(format!("request.method: not an HTTP method: {:?}", req.method)))?;
+    let endpoint = req.endpoint.clone().unwrap_or_else(|| endpoint::template(&req.path));
+    let ep = inner.endpoint_state(&req.service, &endpoint, method.as_str());
+    let trace = TraceContext::child_of(req.traceparent.as_deref());
+    let template = build_request(svc, &req, &method, &trace)?;
+
+    let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc_cfg.timeouts.request_ms));
+    let deadline = Deadline::after(timeout);
+    svc.budget.deposit();
+
+    let mut attempts = 0u32;
+    let result = attempt_loop(inner, svc_cfg, svc, &ep, &req, &method, template, &deadline, &mut attempts).await;
+
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let result = match result {
+        Ok(mut resp) => {
+            resp.elapsed_ms = elapsed_ms;
+            resp.trace_id = trace.trace_id.clone();
+            Ok(resp)
+        }
+        Err(mut e) => {
+            e.service = Some(req.service.clone());
+            e.endpoint = Some(endpoint.clone());
+            e.method = Some(method.as_str().to_string());
+            e.attempts = attempts;
+            e.trace_id = Some(trace.trace_id.clone());
+            Err(e)
+        }
+    };
+    observe(inner, &config.client.name, &req.service, &endpoint, &method, &ep, &trace, attempts, elapsed_ms, &result);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn attempt_loop(
+    inner: &ClientInner,
+    cfg: &ServiceConfig,
+    svc: &ServiceState,
+    ep: &EndpointState,
+    req: &Request,
+    method: &Method,
+    template: reqwest::Request,
+    deadline: &Deadline,
+    attempts: &mut u32,
+) -> Result<Response, HarnessError> {
+    let response_timeout = Duration::from_millis(cfg.timeouts.response_ms);
+    loop {
+        if deadline.expired() {
+            return Err(HarnessError::new(ErrorKind::Timeout(TimeoutPhase::Total), "request deadline expired before the next attempt"));
+        }
+        // Breaker before every attempt.
+        let permit = ep.breaker.acquire(&cfg.breaker).map_err(|r| {
+            let mut e = HarnessError::new(ErrorKind::CircuitOpen, "circuit breaker is open: the call was not sent");
+            e.retry_after_ms = Some(r.retry_in.as_millis() as u64);
+            e
+        })?;
+        // Bulkhead: full means fail fast; the breaker permit drops unrecorded (ignored).
+        let Some(bulkhead_permit) = svc.bulkhead.try_acquire() else {
+            return Err(HarnessError::new(
+                ErrorKind::BulkheadFull,
+                format!("bulkhead full: {} requests already in flight", svc.bulkhead.max()),
+            ));
+        };
+        *attempts += 1;
+        let request = template.try_clone().expect("bodies are always in memory, so requests clone");
+        let outcome = match transport::send_head(&svc.http, request, response_timeout, deadline).await {
+            Ok(head) => {
+                let status = head.status().as_u16();
+                let headers: Vec<(String, String)> = head
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                    .collect();
+                transport::read_body(head, deadline).await.map(|body| (status, headers, body))
+            }
+            Err(f) => Err(f),
+        };
+        drop(bulkhead_permit);
+
+        let (failure, error, retry_after) = match outcome {
+            Ok((status, headers, body)) if status < 400 => {
+                permit.record(Outcome::Success, &cfg.breaker);
+                return Ok(Response { status, headers, body, elapsed_ms: 0.0, attempts: *attempts, trace_id: String::new() });
+            }
+            Ok((status, headers, body)) => {
+                let health = if status >= 500 { Outcome::Failure } else if status == 429 { Outcome::Ignored } else { Outcome::Success };
+                permit.record(health, &cfg.breaker);
+                let retry_after = headers
+                    .iter()
+                    .find(|(k, _)| k == "retry-after")
+                    .and_then(|(_, v)| retry::parse_retry_after(v, SystemTime::now()));
+                (Failure::Status(status), status_error(status, &headers, body, retry_after), retry_after)
+            }
+            Err(tf) => {
+                permit.record(Outcome::Failure, &cfg.breaker);
+                let kind = match tf.phase() {
+                    Some(phase) => ErrorKind::Timeout(phase),
+                    None if tf.failure == Failure::ConnectRefused => ErrorKind::Connect,
+                    None => ErrorKind::Connect,
+                };
+                (tf.failure, HarnessError::new(kind, tf.message), None)
+            }
+        };
+
+        // May this be sent again?
+        if !retry::is_retryable(failure, &cfg.retry)
+            || *attempts > cfg.retry.max_retries
+            || !retry::may_resend(method, req.idempotency_key.is_some(), failure)
+        {
+            return Err(error);
+        }
+        let delay = retry::delay_for(*attempts, &cfg.retry, retry_after, inner.jitter());
+        // Never sleep past the deadline: when the wait cannot fit, fail now.
+        if !deadline.fits(delay) || !svc.budget.try_withdraw() {
+            return Err(error);
+        }
+        ep.retries.inc();
+        tokio::time::sleep(delay).await;
+    }
+}
+
+fn status_error(status: u16, headers: &[(String, String)], body: bytes::Bytes, retry_after: Option<Duration>) -> HarnessError {
+    let content_type = headers.iter().find(|(k, _)| k == "content-type").map(|(_, v)| v.as_str());
+    let norm = normalize_body(content_type, &body);
+    let kind = match status {
+        401 | 403 => ErrorKind::Auth,
+        429 => ErrorKind::RateLimited,
+        _ => ErrorKind::HttpStatus,
+    };
+    let reason = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
+    let message = match &norm.message {
+        Some(m) => format!("upstream answered {status} {reason}: {m}"),
+        None => format!("upstream answered {status} {reason}"),
+    };
+    let mut e = HarnessError::new(kind, message);
+    e.status = Some(status);
+    e.code = norm.code;
+    e.retry_after_ms = retry_after.map(|d| d.as_millis() as u64);
+    e.body = Some(body);
+    e
+}
+
+/// Builds the request once; each attempt sends a clone.
+fn build_request(svc: &ServiceState, req: &Request, method: &Method, trace: &TraceContext) -> Result<reqwest::Request, HarnessError> {
+    if !req.path.starts_with('/') {
+        return Err(HarnessError::config(format!("request.path: must start with '/', got {:?}", req.path)));
+    }
+    let mut url = url::Url::parse(&format!("{}{}", svc.base_url, req.path))
+        .map_err(|e| HarnessError::config(format!("request.path: cannot form a URL: {e}")))?;
+    if !req.query.is_empty() {
+        url.query_pairs_mut().extend_pairs(req.query.iter());
+    }
+    let mut request = reqwest::Request::new(method.clone(), url);
+    let headers = request.headers_mut();
+    headers.extend(svc.static_headers.clone());
+    for (k, v) in &req.headers {
+        let name = HeaderName::try_from(k.as_str())
+            .map_err(|_| HarnessError::config(format!("request.headers: invalid header name {k:?}")))?;
+        let mut value = HeaderValue::try_from(v.as_str())
+            .map_err(|_| HarnessError::config(format!("request.headers.{k}: invalid header value")))?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    if let Some(key) = &req.idempotency_key {
+        let v = HeaderValue::try_from(key.as_str())
+            .map_err(|_| HarnessError::config("request.idempotency_key: not a valid header value"))?;
+        headers.insert("idempotency-key", v);
+    }
+    headers.insert("traceparent", HeaderValue::try_from(trace.header()).expect("hex is a valid header"));
+    match &req.body {
+        Body::Empty => {}
+        Body::Bytes(b) => *request.body_mut() = Some(b.clone().into()),
+        Body::Json(v) => {
+            let bytes = serde_json::to_vec(v).map_err(|e| HarnessError::config(format!("request.json: {e}")))?;
+            if !request.headers().contains_key(http::header::CONTENT_TYPE) {
+                request.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            }
+            *request.body_mut() = Some(bytes.into());
+        }
+    }
+    Ok(request)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn observe(
+    inner: &ClientInner,
+    client_name: &str,
+    service: &str,
+    endpoint: &str,
+    method: &Method,
+    ep: &EndpointState,
+    trace: &TraceContext,
+    attempts: u32,
+    elapsed_ms: f64,
+    result: &Result<Response, HarnessError>,
+) {
+    let m = &inner.metrics;
+    ep.latency.observe(elapsed_ms / 1000.0);
+    let status = match result {
+        Ok(r) => Some(r.status),
+        Err(e) => e.status,
+    };
+    let status_label = status.map(|s| s.to_string()).unwrap_or_else(|| "error".into());
+    m.requests
+        .get_or_create(&RequestLabels {
+            service: service.into(),
+            endpoint: endpoint.into(),
+            method: method.as_str().into(),
+            status: status_label,
+        })
+        .inc();
+    if let Err(e) = result {
+        m.errors
+            .get_or_create(&ErrorLabels {
+                service: service.into(),
+                endpoint: endpoint.into(),
+                method: method.as_str().into(),
+                kind: e.name().into(),
+            })
+            .inc();
+    }
+    let log_enabled = inner.config.load().log.enabled;
+    let listeners = inner.listeners.read().clone();
+    if !log_enabled && listeners.is_empty() {
+        return;
+    }
+    let record = RequestRecord {
+        ts_ms: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+        client: client_name.to_string(),
+        trace_id: trace.trace_id.clone(),
+        span_id: trace.span_id.clone(),
+        service: service.to_string(),
+        endpoint: endpoint.to_string(),
+        method: method.as_str().to_string(),
+        status,
+        duration_ms: (elapsed_ms * 1000.0).round() / 1000.0,
+        attempts,
+        retry_count: attempts.saturating_sub(1),
+        breaker: ep.breaker.state().as_str(),
+        error_kind: result.as_ref().err().map(|e| e.name()),
+        error_code: result.as_ref().err().and_then(|e| e.code.clone()),
+        error_message: result.as_ref().err().map(|e| e.message.clone()),
+    };
+    tracing::info!(
+        target: "harness.request",
+        trace_id = %record.trace_id,
+        service = %record.service,
+        endpoint = %record.endpoint,
+        method = %record.method,
+        status = record.status,
+        duration_ms = record.duration_ms,
+        retry_count = record.retry_count,
+        error_kind = record.error_kind,
+    );
+    if log_enabled {
+        log::write_stderr(&record);
+    }
+    // Listeners run after every lock is released (the read guard was dropped by clone()).
+    for l in listeners {
+        l.on_request(&record);
+    }
+}

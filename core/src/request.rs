@@ -1,0 +1,53 @@
+//! What business code asks for, and what it gets back.
+
+use bytes::Bytes;
+
+#[derive(Debug, Clone, Default)]
+pub enum Body {
+    #[default]
+    Empty,
+    Bytes(Bytes),
+    Json(serde_json::Value),
+}
+
+/// One call: which service, which endpoint, which payload; everything else is the pipeline's.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub service: String,
+    pub method: String,
+    pub path: String,
+    /// Label for breaker keys and metrics; default: the path with IDs collapsed to `{id}`.
+    pub endpoint: Option<String>,
+    pub query: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
+    pub body: Body,
+    /// Sent as `Idempotency-Key`; makes any method safe to retry.
+    pub idempotency_key: Option<String>,
+    /// Overrides the service's total timeout (`timeouts.request_ms`).
+    pub timeout_ms: Option<u64>,
+    /// The caller's W3C `traceparent`, continued downstream.
+    pub traceparent: Option<String>,
+}
+
+impl Request {
+    pub fn new(service: impl Into<String>, method: impl Into<String>, path: impl Into<String>) -> Self {
+        Request { service: service.into(), method: method.into(), path: path.into(), ..Default::default() }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    /// Header names in lower case, in the order received.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    pub elapsed_ms: f64,
+    pub attempts: u32,
+    pub trace_id: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}

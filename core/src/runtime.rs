@@ -1,0 +1,101 @@
+//! The one tokio runtime of the process, owned by the core.
+//!
+//! Created lazily, it records the PID that made it; use in a forked child gives a
+//! clear `HarnessError` instead of a hang (tokio's threads do not survive fork).
+//! Bindings `spawn` a request onto it and await the `Task` from any executor;
+//! dropping the `Task` aborts the request and frees every permit it held.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+
+use tokio::runtime::{Handle, Runtime};
+use tokio::task::JoinHandle;
+
+use crate::error::{ErrorKind, HarnessError};
+
+struct Owned {
+    runtime: Runtime,
+    pid: u32,
+}
+
+static RUNTIME: OnceLock<Result<Owned, String>> = OnceLock::new();
+
+/// The core's runtime handle; an error after a fork or if the runtime could not start.
+pub fn handle() -> Result<Handle, HarnessError> {
+    let owned = RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .thread_name("harness-worker")
+            .enable_all()
+            .build()
+            .map(|runtime| Owned { runtime, pid: std::process::id() })
+            .map_err(|e| e.to_string())
+    });
+    match owned {
+        Ok(o) if o.pid == std::process::id() => Ok(o.runtime.handle().clone()),
+        Ok(o) => Err(HarnessError::new(
+            ErrorKind::Harness,
+            format!(
+                "the Harness runtime was started in process {} and cannot be used in forked child {}: create clients after fork (or use a spawn/forkserver start method)",
+                o.pid,
+                std::process::id()
+            ),
+        )),
+        Err(e) => Err(HarnessError::new(ErrorKind::Harness, format!("cannot start the Harness runtime: {e}"))),
+    }
+}
+
+/// A spawned piece of work; awaiting it gives the result, dropping it cancels the work.
+pub struct Task<T> {
+    join: JoinHandle<T>,
+}
+
+impl<T> Drop for Task<T> {
+    fn drop(&mut self) {
+        self.join.abort();
+    }
+}
+
+impl<T> Future for Task<T> {
+    type Output = Result<T, HarnessError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.join).poll(cx).map(|r| {
+            r.map_err(|e| {
+                if e.is_cancelled() {
+                    HarnessError::new(ErrorKind::Cancelled, "the request was cancelled")
+                } else {
+                    HarnessError::new(ErrorKind::Harness, "the request task panicked (a bug in Harness)")
+                }
+            })
+        })
+    }
+}
+
+impl<T: Send + 'static> Task<T> {
+    /// Blocks the calling (non-runtime) thread for at most `timeout`; `None` if not done yet,
+    /// so a host can check for interrupts (Ctrl-C) between waits.
+    pub fn wait_timeout(&mut self, timeout: std::time::Duration) -> Option<Result<T, HarnessError>> {
+        let handle = match handle() {
+            Ok(h) => h,
+            Err(e) => return Some(Err(e)),
+        };
+        if Handle::try_current().is_ok() {
+            return Some(Err(HarnessError::new(
+                ErrorKind::Harness,
+                "a blocking Harness call was made from inside an async runtime; use the async API",
+            )));
+        }
+        handle.block_on(async { tokio::time::timeout(timeout, &mut *self).await.ok() })
+    }
+}
+
+/// Spawns `fut` on the core runtime.
+pub fn spawn<F>(fut: F) -> Result<Task<F::Output>, HarnessError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Ok(Task { join: handle()?.spawn(fut) })
+}

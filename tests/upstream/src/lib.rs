@@ -1,0 +1,326 @@
+//! A loopback-only HTTP/1.1 upstream that injects faults on a script.
+//!
+//! Hand-written on tokio TCP rather than hyper: resets, truncated bodies and
+//! hangs need byte-level control of the connection that a server framework hides.
+//! The protocol (scripts, steps, the request log) is described in `tests/README.md`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One scripted answer.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub headers: HashMap<String, String>,
+    pub body: Option<String>,
+    pub json: Option<Value>,
+    pub html: Option<String>,
+    pub delay_ms: Option<u64>,
+    pub retry_after: Option<String>,
+    pub retry_after_date_s: Option<u64>,
+    pub action: Option<String>,
+    pub times: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptSpec {
+    steps: Vec<Step>,
+}
+
+struct Script {
+    steps: Vec<Step>,
+    /// Index of the current step and how many requests it has answered.
+    cursor: (usize, u32),
+    installed: Instant,
+    log: Vec<Value>,
+}
+
+impl Script {
+    fn next_step(&mut self) -> Step {
+        if self.steps.is_empty() {
+            return Step::default();
+        }
+        let (i, used) = self.cursor;
+        let step = self.steps[i].clone();
+        let times = step.times.unwrap_or(1).max(1);
+        if used + 1 >= times && i + 1 < self.steps.len() {
+            self.cursor = (i + 1, 0);
+        } else {
+            self.cursor = (i, used + 1);
+        }
+        step
+    }
+}
+
+#[derive(Default)]
+struct State {
+    scripts: Mutex<HashMap<String, Script>>,
+}
+
+/// A running upstream; dropping it does not stop the tasks (they end with the runtime).
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub blackhole: SocketAddr,
+    // Kept so the blackhole's accept queue stays full for the upstream's lifetime.
+    _blackhole_socket: socket2::Socket,
+    _fillers: Vec<std::net::TcpStream>,
+}
+
+impl Upstream {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+    pub fn blackhole_url(&self) -> String {
+        format!("http://{}", self.blackhole)
+    }
+}
+
+/// Starts the upstream on an ephemeral loopback port, on the current tokio runtime.
+pub async fn start() -> std::io::Result<Upstream> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let state = Arc::new(State::default());
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let _ = stream.set_nodelay(true);
+            let state = state.clone();
+            tokio::spawn(async move {
+                let _ = serve_connection(stream, state).await;
+            });
+        }
+    });
+    let (blackhole_socket, blackhole, fillers) = blackhole()?;
+    Ok(Upstream { addr, blackhole, _blackhole_socket: blackhole_socket, _fillers: fillers })
+}
+
+/// A listener with a backlog of 0 that never accepts; after filling its queue,
+/// further SYNs are dropped and connects hang until the client's connect timeout.
+fn blackhole() -> std::io::Result<(socket2::Socket, SocketAddr, Vec<std::net::TcpStream>)> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    socket.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())?;
+    socket.listen(0)?;
+    let addr = socket.local_addr()?.as_socket().expect("ipv4");
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
+            Ok(s) => fillers.push(s),
+            Err(_) => break,
+        }
+    }
+    Ok((socket, addr, fillers))
+}
+
+struct Incoming {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+async fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Incoming>> {
+    use tokio::io::AsyncBufReadExt;
+    let mut line = String::new();
+    if reader.read_line(&mut line).await? == 0 {
+        return Ok(None);
+    }
+    let mut parts = line.trim_end().splitn(3, ' ');
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("/").to_string();
+    let mut headers = Vec::new();
+    let mut content_length = 0usize;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).await? == 0 {
+            return Ok(None);
+        }
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            let k = k.trim().to_ascii_lowercase();
+            let v = v.trim().to_string();
+            if k == "content-length" {
+                content_length = v.parse().unwrap_or(0);
+            }
+            headers.push((k, v));
+        }
+    }
+    let mut body = vec![0u8; content_length];
+    reader.read_exact(&mut body).await?;
+    Ok(Some(Incoming { method, path, headers, body }))
+}
+
+async fn serve_connection(stream: TcpStream, state: Arc<State>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream);
+    while let Some(req) = read_request(&mut reader).await? {
+        let keep_open = respond(&mut reader, req, &state).await?;
+        if !keep_open {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        409 => "Conflict",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
+
+async fn write_response(
+    reader: &mut BufReader<TcpStream>,
+    status: u16,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> std::io::Result<()> {
+    let mut out = format!("HTTP/1.1 {} {}\r\ncontent-length: {}\r\n", status, reason(status), body.len());
+    for (k, v) in headers {
+        out.push_str(k);
+        out.push_str(": ");
+        out.push_str(v);
+        out.push_str("\r\n");
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(body);
+    reader.get_mut().write_all(&bytes).await
+}
+
+/// Answers one request; returns whether the connection stays open.
+async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State) -> std::io::Result<bool> {
+    let json_ct = vec![("content-type".to_string(), "application/json".to_string())];
+    if let Some(name) = req.path.strip_prefix("/__admin/script/") {
+        let spec: Result<ScriptSpec, _> = serde_json::from_slice(&req.body);
+        return match spec {
+            Ok(spec) => {
+                state.scripts.lock().insert(
+                    name.to_string(),
+                    Script { steps: spec.steps, cursor: (0, 0), installed: Instant::now(), log: Vec::new() },
+                );
+                write_response(reader, 200, &json_ct, b"{\"ok\":true}").await.map(|_| true)
+            }
+            Err(e) => {
+                let body = json!({"error": {"code": "bad_script", "message": e.to_string()}}).to_string();
+                write_response(reader, 400, &json_ct, body.as_bytes()).await.map(|_| true)
+            }
+        };
+    }
+    if let Some(name) = req.path.strip_prefix("/__admin/log/") {
+        let log = state.scripts.lock().get(name).map(|s| s.log.clone()).unwrap_or_default();
+        let body = json!({ "requests": log }).to_string();
+        return write_response(reader, 200, &json_ct, body.as_bytes()).await.map(|_| true);
+    }
+    let script_name = req
+        .path
+        .strip_prefix("/s/")
+        .map(|rest| rest.split(['/', '?']).next().unwrap_or("").to_string());
+    let step = match script_name {
+        None => {
+            return write_response(reader, 200, &json_ct, b"{\"ok\":true}").await.map(|_| true);
+        }
+        Some(name) => {
+            let mut scripts = state.scripts.lock();
+            match scripts.get_mut(&name) {
+                None => None,
+                Some(script) => {
+                    let headers: serde_json::Map<String, Value> =
+                        req.headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+                    script.log.push(json!({
+                        "method": req.method,
+                        "path": req.path,
+                        "headers": headers,
+                        "body": String::from_utf8_lossy(&req.body),
+                        "at_ms": script.installed.elapsed().as_secs_f64() * 1000.0,
+                    }));
+                    Some(script.next_step())
+                }
+            }
+        }
+    };
+    let Some(step) = step else {
+        let body = br#"{"error":{"code":"no_script","message":"no script installed for this path"}}"#;
+        return write_response(reader, 404, &json_ct, body).await.map(|_| true);
+    };
+    if let Some(ms) = step.delay_ms {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    match step.action.as_deref() {
+        Some("hang") => {
+            // Hold the connection open without answering until the client gives up.
+            let mut sink = [0u8; 1024];
+            while reader.read(&mut sink).await? > 0 {}
+            return Ok(false);
+        }
+        Some("reset") => {
+            // SO_LINGER 0 makes close() send RST instead of FIN.
+            let std_stream = reader.get_ref();
+            let sock = socket2::SockRef::from(std_stream);
+            sock.set_linger(Some(Duration::ZERO))?;
+            return Ok(false);
+        }
+        _ => {}
+    }
+    let mut headers: Vec<(String, String)> = step.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
+    let body: Vec<u8> = if let Some(j) = &step.json {
+        headers.push(("content-type".into(), "application/json".into()));
+        j.to_string().into_bytes()
+    } else if let Some(h) = &step.html {
+        headers.push(("content-type".into(), "text/html; charset=utf-8".into()));
+        h.clone().into_bytes()
+    } else if let Some(b) = &step.body {
+        headers.push(("content-type".into(), "text/plain".into()));
+        b.clone().into_bytes()
+    } else {
+        headers.push(("content-type".into(), "application/json".into()));
+        b"{\"ok\":true}".to_vec()
+    };
+    if let Some(ra) = &step.retry_after {
+        headers.push(("retry-after".into(), ra.clone()));
+    }
+    if let Some(s) = step.retry_after_date_s {
+        let at = SystemTime::now() + Duration::from_secs(s);
+        headers.push(("retry-after".into(), httpdate::fmt_http_date(at)));
+    }
+    let status = step.status.unwrap_or(200);
+    if step.action.as_deref() == Some("truncate") {
+        let mut out = format!("HTTP/1.1 {} {}\r\ncontent-length: {}\r\n", status, reason(status), body.len() + 100);
+        for (k, v) in &headers {
+            out.push_str(&format!("{k}: {v}\r\n"));
+        }
+        out.push_str("\r\n");
+        let mut bytes = out.into_bytes();
+        bytes.extend_from_slice(&body[..body.len() / 2]);
+        reader.get_mut().write_all(&bytes).await?;
+        reader.get_mut().shutdown().await?;
+        return Ok(false);
+    }
+    write_response(reader, status, &headers, &body).await?;
+    Ok(true)
+}
