@@ -241,7 +241,14 @@ fn describe(path: &str, serde_msg: &str) -> String {
     let path = if path == "." { "config".to_string() } else { path.to_string() };
     if let Some(rest) = serde_msg.strip_prefix("unknown field `") {
         let key = rest.split('`').next().unwrap_or("");
-        let full = if path == "config" { key.to_string() } else { format!("{path}.{key}") };
+        // serde_path_to_error already ends the path with the unknown key.
+        let full = if path == "config" {
+            key.to_string()
+        } else if path == key || path.ends_with(&format!(".{key}")) {
+            path.clone()
+        } else {
+            format!("{path}.{key}")
+        };
         let expected = rest.split_once("expected ").map(|(_, e)| format!(" (expected {e})")).unwrap_or_default();
         return format!("{full}: unknown key{expected}");
     }

@@ -41,7 +41,11 @@ pub(crate) async fn execute(inner: &ClientInner, req: Request) -> Result<Respons
         .map_err(|_| HarnessError::config(format!("request.method: not an HTTP method: {:?}", req.method)))?;
     let endpoint = req.endpoint.clone().unwrap_or_else(|| endpoint::template(&req.path));
     let ep = inner.endpoint_state(&req.service, &endpoint, method.as_str());
-    let trace = TraceContext::child_of(req.traceparent.as_deref());
+    // The caller's trace: the explicit field, else a `traceparent` among its headers.
+    let parent = req.traceparent.as_deref().or_else(|| {
+        req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("traceparent")).map(|(_, v)| v.as_str())
+    });
+    let trace = TraceContext::child_of(parent);
     let template = build_request(svc, &req, &method, &trace)?;
 
     let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc_cfg.timeouts.request_ms));

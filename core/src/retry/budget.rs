@@ -6,36 +6,37 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 pub struct RetryBudget {
-    ratio: f64,
+    /// Thousandths of a token per request: integer sums, so ten deposits of 0.2 make exactly two.
+    ratio_milli: u64,
     min_per_sec: f64,
     inner: Mutex<BudgetState>,
 }
 
 struct BudgetState {
-    /// Tokens earned by requests; capped so a quiet period cannot bank a storm.
-    earned: f64,
+    /// Thousandths of tokens earned by requests; capped so a quiet period cannot bank a storm.
+    earned_milli: u64,
     /// The floor's own bucket, refilled at `min_per_sec`.
     floor: f64,
     last_refill: Instant,
 }
 
 /// Most retries a long quiet spell can save up from deposits.
-const EARNED_CAP: f64 = 100.0;
+const EARNED_CAP_MILLI: u64 = 100_000;
 
 impl RetryBudget {
     pub fn new(ratio: f64, min_per_sec: u32) -> Self {
         let min_per_sec = min_per_sec as f64;
         RetryBudget {
-            ratio,
+            ratio_milli: (ratio * 1000.0).round() as u64,
             min_per_sec,
-            inner: Mutex::new(BudgetState { earned: 0.0, floor: min_per_sec, last_refill: Instant::now() }),
+            inner: Mutex::new(BudgetState { earned_milli: 0, floor: min_per_sec, last_refill: Instant::now() }),
         }
     }
 
     /// Called once per request (not per attempt).
     pub fn deposit(&self) {
         let mut s = self.inner.lock();
-        s.earned = (s.earned + self.ratio).min(EARNED_CAP);
+        s.earned_milli = (s.earned_milli + self.ratio_milli).min(EARNED_CAP_MILLI);
     }
 
     /// Takes one retry token; false means the budget is spent and the retry must not happen.
@@ -48,8 +49,8 @@ impl RetryBudget {
         if s.floor >= 1.0 {
             s.floor -= 1.0;
             true
-        } else if s.earned >= 1.0 {
-            s.earned -= 1.0;
+        } else if s.earned_milli >= 1000 {
+            s.earned_milli -= 1000;
             true
         } else {
             false

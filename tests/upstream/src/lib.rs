@@ -72,6 +72,8 @@ struct State {
 pub struct Upstream {
     pub addr: SocketAddr,
     pub blackhole: SocketAddr,
+    /// A loopback port with nothing listening: connects are refused at once.
+    pub closed: SocketAddr,
     // Kept so the blackhole's accept queue stays full for the upstream's lifetime.
     _blackhole_socket: socket2::Socket,
     _fillers: Vec<std::net::TcpStream>,
@@ -83,6 +85,9 @@ impl Upstream {
     }
     pub fn blackhole_url(&self) -> String {
         format!("http://{}", self.blackhole)
+    }
+    pub fn closed_url(&self) -> String {
+        format!("http://{}", self.closed)
     }
 }
 
@@ -102,7 +107,8 @@ pub async fn start() -> std::io::Result<Upstream> {
         }
     });
     let (blackhole_socket, blackhole, fillers) = blackhole()?;
-    Ok(Upstream { addr, blackhole, _blackhole_socket: blackhole_socket, _fillers: fillers })
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    Ok(Upstream { addr, blackhole, closed, _blackhole_socket: blackhole_socket, _fillers: fillers })
 }
 
 /// A listener with a backlog of 0 that never accepts; after filling its queue,
@@ -320,6 +326,16 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         reader.get_mut().write_all(&bytes).await?;
         reader.get_mut().shutdown().await?;
         return Ok(false);
+    }
+    if req.method == "HEAD" {
+        // A HEAD answer carries the length but no body, or the next response on this connection breaks.
+        let mut out = format!("HTTP/1.1 {} {}\r\ncontent-length: {}\r\n", status, reason(status), body.len());
+        for (k, v) in &headers {
+            out.push_str(&format!("{k}: {v}\r\n"));
+        }
+        out.push_str("\r\n");
+        reader.get_mut().write_all(out.as_bytes()).await?;
+        return Ok(true);
     }
     write_response(reader, status, &headers, &body).await?;
     Ok(true)
