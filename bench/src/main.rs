@@ -1,1 +1,161 @@
-fn main(){}
+//! Measures the full Harness pipeline (retry, breaker, bulkhead, metrics and the
+//! log line on) against plain reqwest on the same loopback upstream, side by side
+//! in one run, at concurrency 1 and 64. Prints a table; run via `bench/run.sh`.
+//!
+//! The upstream runs in a child process so its CPU is not counted as the client's.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use harness_core::{Client, Request};
+use serde_json::json;
+
+fn cpu_time() -> Duration {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+#[derive(Clone, Copy)]
+struct Row {
+    rps: f64,
+    p50_us: f64,
+    p99_us: f64,
+    cpu_ms_per_1k: f64,
+}
+
+async fn measure<F, Fut>(concurrency: usize, total: usize, call: F) -> Row
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    let call = Arc::new(call);
+    // Warm-up: fill the pool.
+    for _ in 0..concurrency * 4 {
+        call().await;
+    }
+    let per_worker = total / concurrency;
+    let cpu0 = cpu_time();
+    let t0 = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..concurrency {
+        let call = call.clone();
+        handles.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(per_worker);
+            for _ in 0..per_worker {
+                let s = Instant::now();
+                assert!(call().await, "a bench request failed");
+                lat.push(s.elapsed().as_secs_f64() * 1e6);
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::with_capacity(total);
+    for h in handles {
+        lat.extend(h.await.unwrap());
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = (cpu_time() - cpu0).as_secs_f64() * 1000.0;
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = lat.len();
+    Row { rps: n as f64 / wall, p50_us: lat[n / 2], p99_us: lat[n * 99 / 100], cpu_ms_per_1k: cpu / n as f64 * 1000.0 }
+}
+
+fn median(rows: &[Row], f: impl Fn(&Row) -> f64) -> f64 {
+    let mut v: Vec<f64> = rows.iter().map(f).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--upstream") {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        rt.block_on(async {
+            let u = harness_upstream::start().await.unwrap();
+            println!("{}", u.url());
+            // Serve until the parent closes stdin.
+            let _ = tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new())).await;
+        });
+        return;
+    }
+    let total: usize = std::env::var("BENCH_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .arg("--upstream")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the upstream");
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    let url = url.trim().to_string();
+
+    let handle = harness_core::runtime::handle().expect("runtime");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plain = reqwest::Client::builder().tcp_nodelay(true).no_proxy().pool_max_idle_per_host(1024).build().unwrap();
+    let harness = Client::from_value(json!({
+        "client": {"name": "bench"},
+        "log": {"enabled": true},
+        "services": {"bench": {"base_url": url, "retry": {"max_retries": 1}, "bulkhead": {"max_concurrency": 256}}}
+    }))
+    .unwrap();
+
+    println!("Harness core vs plain reqwest, loopback upstream in a child process, {total} requests per cell, median of {rounds} interleaved rounds");
+    println!("(full pipeline: retry, breaker, bulkhead, metrics and the JSON log line on; log lines go to stderr)\n");
+    println!("| client | concurrency | req/s | p50 µs | p99 µs | CPU ms / 1k req |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let levels: Vec<usize> = match std::env::var("BENCH_CONCURRENCY") {
+        Ok(v) => v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        Err(_) => vec![1, 64],
+    };
+    for concurrency in levels {
+        let n = if concurrency == 1 { total / 4 } else { total };
+        let mut plain_rows = Vec::new();
+        let mut harness_rows = Vec::new();
+        for _ in 0..rounds {
+            let (p, u) = (plain.clone(), format!("{url}/bench"));
+            plain_rows.push(handle.block_on(measure(concurrency, n, move || {
+                let (p, u) = (p.clone(), u.clone());
+                async move {
+                    match p.get(&u).send().await {
+                        Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+                        Err(_) => false,
+                    }
+                }
+            })));
+            let h = harness.clone();
+            harness_rows.push(handle.block_on(measure(concurrency, n, move || {
+                let h = h.clone();
+                async move { h.request(Request::new("bench", "GET", "/bench")).await.is_ok() }
+            })));
+        }
+        let mut cells = Vec::new();
+        for (name, rows) in [("reqwest", &plain_rows), ("harness", &harness_rows)] {
+            let row = Row {
+                rps: median(rows, |r| r.rps),
+                p50_us: median(rows, |r| r.p50_us),
+                p99_us: median(rows, |r| r.p99_us),
+                cpu_ms_per_1k: median(rows, |r| r.cpu_ms_per_1k),
+            };
+            println!(
+                "| {name} | {concurrency} | {:.0} | {:.1} | {:.1} | {:.1} |",
+                row.rps, row.p50_us, row.p99_us, row.cpu_ms_per_1k
+            );
+            cells.push(row);
+        }
+        let (p, h) = (cells[0], cells[1]);
+        println!(
+            "| harness vs reqwest | {concurrency} | {:+.1}% | {:+.1} µs | {:+.1} µs | {:+.1}% |",
+            (h.rps / p.rps - 1.0) * 100.0,
+            h.p50_us - p.p50_us,
+            h.p99_us - p.p99_us,
+            (h.cpu_ms_per_1k / p.cpu_ms_per_1k - 1.0) * 100.0
+        );
+    }
+    drop(child.stdin.take());
+    let _ = child.wait();
+}

@@ -221,6 +221,7 @@ impl Client {
     /// Refuses new requests; requests in flight finish (or are cancelled by their callers).
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::Release);
+        crate::observability::log::flush();
     }
 
     pub fn is_closed(&self) -> bool {

@@ -5,8 +5,11 @@
 //! every lock is released. No header, query string or body is ever in a record.
 
 use std::io::Write;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use serde::Serialize;
 
@@ -41,29 +44,48 @@ pub trait RequestListener: Send + Sync {
     fn on_request(&self, record: &RequestRecord);
 }
 
-/// Writes JSON lines to stderr from one background thread, so a request never
-/// waits on the terminal or a pipe.
+/// Records waiting for the stderr writer.
+static PENDING: Mutex<Vec<RequestRecord>> = Mutex::new(Vec::new());
+/// Most records held before new ones are dropped (counted in `dropped_records`).
+const MAX_PENDING: usize = 100_000;
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Queues a record for stderr. A background thread formats and writes every
+/// few milliseconds, so a request pays neither the formatting nor a wake-up.
 pub fn write_stderr(record: &RequestRecord) {
-    static SENDER: OnceLock<mpsc::SyncSender<String>> = OnceLock::new();
-    let tx = SENDER.get_or_init(|| {
-        let (tx, rx) = mpsc::sync_channel::<String>(65536);
+    static WRITER: OnceLock<()> = OnceLock::new();
+    WRITER.get_or_init(|| {
         std::thread::Builder::new()
             .name("harness-log".into())
-            .spawn(move || {
-                let stderr = std::io::stderr();
-                while let Ok(line) = rx.recv() {
-                    // Lock per batch, never across waits, so host code can still write to stderr.
-                    let mut out = std::io::BufWriter::new(stderr.lock());
-                    let _ = writeln!(out, "{line}");
-                    while let Ok(more) = rx.try_recv() {
-                        let _ = writeln!(out, "{more}");
-                    }
-                    let _ = out.flush();
-                }
+            .spawn(|| loop {
+                std::thread::sleep(Duration::from_millis(20));
+                flush();
             })
             .expect("spawn the log writer thread");
-        tx
     });
-    // A full queue drops the line rather than stall a request; the metrics still count it.
-    let _ = tx.try_send(record.to_json());
+    let mut pending = PENDING.lock();
+    if pending.len() < MAX_PENDING {
+        pending.push(record.clone());
+    } else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Writes every queued record now (called by the writer thread and on client close).
+pub fn flush() {
+    let batch = std::mem::take(&mut *PENDING.lock());
+    let dropped = DROPPED.swap(0, Ordering::Relaxed);
+    if batch.is_empty() && dropped == 0 {
+        return;
+    }
+    // Lock stderr per batch, never across waits, so host code can still write to it.
+    let stderr = std::io::stderr();
+    let mut out = std::io::BufWriter::new(stderr.lock());
+    for r in &batch {
+        let _ = writeln!(out, "{}", r.to_json());
+    }
+    if dropped > 0 {
+        let _ = writeln!(out, "{{\"event\":\"harness.log_overflow\",\"dropped_records\":{dropped}}}");
+    }
+    let _ = out.flush();
 }

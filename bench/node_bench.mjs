@@ -1,0 +1,134 @@
+// Node benchmark: harness-sdk (retry, breaker and bulkhead on) vs undici.request vs global fetch,
+// at concurrency 1 and 64, against the loopback upstream (`/bench` answers 200 {"ok":true}).
+// Prints throughput, p50/p99 latency and client CPU per 1,000 requests (process.cpuUsage:
+// this process only, including Harness's tokio threads; the upstream is a child process).
+//
+//   cargo build --release -p harness-upstream --features tokio/io-std
+//   npm install ./bindings-node            # release build of the native module
+//   (cd bench && npm install) && node bench/node_bench.mjs
+//
+// Env: BENCH_REQUESTS (per cell, default 20000), BENCH_ROUNDS (default 3, median reported),
+// HARNESS_BENCH_LOG=1 to keep the per-request JSON log line on (stderr).
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import fs from 'node:fs'
+import path from 'node:path'
+import readline from 'node:readline'
+import { fileURLToPath } from 'node:url'
+
+import { Agent, request as undiciRequest } from 'undici'
+
+import { Client } from '../bindings-node/index.mjs'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const repoRoot = path.resolve(here, '..')
+const targetDir = path.join(repoRoot, 'target', process.env.CARGO_BUILD_TARGET || 'x86_64-unknown-linux-gnu')
+const bin =
+  process.env.HARNESS_UPSTREAM_BIN ??
+  ['release', 'debug'].map((p) => path.join(targetDir, p, 'harness-upstream')).find((p) => fs.existsSync(p))
+if (!bin) throw new Error('build the upstream first: cargo build --release -p harness-upstream')
+
+const TOTAL = Number(process.env.BENCH_REQUESTS ?? 20000)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const LOG = process.env.HARNESS_BENCH_LOG === '1'
+
+const upstream = spawn(bin, [], { stdio: ['pipe', 'pipe', 'inherit'] })
+const [line] = await once(readline.createInterface({ input: upstream.stdout }), 'line')
+const addr = JSON.parse(line).addr
+const url = `http://${addr}/bench`
+
+const harness = new Client({
+  client: { name: 'bench' },
+  log: { enabled: LOG },
+  services: {
+    bench: {
+      base_url: `http://${addr}`,
+      retry: { max_retries: 1 },
+      breaker: { failure_threshold: 5, open_ms: 30000 },
+      bulkhead: { max_concurrency: 200 },
+    },
+  },
+})
+const agent = new Agent({ keepAliveTimeout: 30000, connections: 128 })
+
+const clients = {
+  harness: async () => {
+    const r = await harness.get('bench', '/bench')
+    return r.status === 200 && r.body.length > 0
+  },
+  'undici.request': async () => {
+    const r = await undiciRequest(url, { dispatcher: agent })
+    const body = await r.body.arrayBuffer()
+    return r.statusCode === 200 && body.byteLength > 0
+  },
+  fetch: async () => {
+    const r = await fetch(url)
+    const body = await r.arrayBuffer()
+    return r.status === 200 && body.byteLength > 0
+  },
+}
+
+async function measure(call, concurrency, total) {
+  for (let i = 0; i < concurrency * 4; i++) await call() // warm the pool
+  await Promise.all(Array.from({ length: concurrency }, call))
+  const perWorker = Math.floor(total / concurrency)
+  const lat = new Float64Array(perWorker * concurrency)
+  let n = 0
+  const cpu0 = process.cpuUsage()
+  const t0 = performance.now()
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = 0; i < perWorker; i++) {
+        const s = performance.now()
+        if (!(await call())) throw new Error('a bench request failed')
+        lat[n++] = performance.now() - s
+      }
+    }),
+  )
+  const secs = (performance.now() - t0) / 1000
+  const cpu = process.cpuUsage(cpu0)
+  lat.sort()
+  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]
+  return {
+    rps: n / secs,
+    p50: q(0.5),
+    p99: q(0.99),
+    cpuPer1k: ((cpu.user + cpu.system) / 1000 / n) * 1000,
+  }
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+const results = {}
+for (const concurrency of [1, 64]) {
+  const total = concurrency === 1 ? Math.max(1000, Math.floor(TOTAL / 4)) : TOTAL
+  for (let round = 0; round < ROUNDS; round++) {
+    // Interleaved rounds, so drift (other load on the machine) hits every client alike.
+    for (const [name, call] of Object.entries(clients)) {
+      const key = `${name}@${concurrency}`
+      ;(results[key] ??= []).push(await measure(call, concurrency, total))
+    }
+  }
+}
+
+const fmt = (x, d = 0) => x.toFixed(d)
+console.log(`harness-sdk vs undici.request vs fetch (Node ${process.version}), loopback upstream in a child process,`)
+console.log(`median of ${ROUNDS} interleaved rounds; Harness with retry, breaker and bulkhead on, log line ${LOG ? 'on' : 'off'}\n`)
+console.log('| client | concurrency | req/s | p50 ms | p99 ms | CPU ms / 1k req |')
+console.log('|---|---:|---:|---:|---:|---:|')
+for (const concurrency of [1, 64]) {
+  for (const name of Object.keys(clients)) {
+    const rows = results[`${name}@${concurrency}`]
+    const m = (k) => median(rows.map((r) => r[k]))
+    console.log(`| ${name} | ${concurrency} | ${fmt(m('rps'))} | ${fmt(m('p50'), 3)} | ${fmt(m('p99'), 3)} | ${fmt(m('cpuPer1k'), 1)} |`)
+  }
+}
+const ratio = (k, a, b) => median(results[a].map((r) => r[k])) / median(results[b].map((r) => r[k]))
+console.log(
+  `\nat concurrency 64: harness/undici throughput ${fmt(ratio('rps', 'harness@64', 'undici.request@64'), 2)}x, ` +
+    `CPU per request ${fmt(ratio('cpuPer1k', 'harness@64', 'undici.request@64'), 2)}x`,
+)
+
+harness.close()
+await agent.close()
+upstream.stdin.end()

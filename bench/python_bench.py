@@ -1,0 +1,251 @@
+"""Python row of the Harness benchmark: harness vs httpx / aiohttp / requests on one loopback upstream.
+
+Compares, against the repo's fault-injecting upstream (`/bench` answers 200 {"ok":true}):
+  * harness.AsyncClient vs httpx.AsyncClient vs aiohttp.ClientSession at concurrency 1 and 64
+  * harness.Client (sync) vs requests.Session at concurrency 1
+and prints throughput (req/s), p50/p99 latency (µs) and process CPU ms per 1,000 requests.
+Harness runs with retry, circuit breaker and bulkhead all on (the production shape); its
+request log is off, as the others log nothing either.
+
+Setup (release builds; `pip install` builds the binding in release by default):
+
+    export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
+    cargo build --release -p harness-upstream
+    python3 -m venv bindings-python/.venv
+    bindings-python/.venv/bin/pip install ./bindings-python httpx aiohttp requests
+    bindings-python/.venv/bin/python bench/python_bench.py [--requests 5000] [--only harness,aiohttp]
+
+CPU is this process's user+system time (time.process_time), so it includes the Rust
+runtime's worker threads; the upstream runs in its own process and is not counted.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRIPLE = "x86_64-unknown-linux-gnu"
+
+
+def upstream_bin() -> str:
+    if os.environ.get("HARNESS_UPSTREAM_BIN"):
+        return os.environ["HARNESS_UPSTREAM_BIN"]
+    for profile in ("release", "debug"):
+        for sub in (f"{TRIPLE}/{profile}", profile):
+            p = REPO / "target" / sub / "harness-upstream"
+            if p.exists():
+                return str(p)
+    raise SystemExit("build the upstream first: cargo build --release -p harness-upstream")
+
+
+class Result:
+    def __init__(self, name: str, concurrency: int, latencies_ns: list, wall_s: float, cpu_s: float) -> None:
+        self.name, self.concurrency = name, concurrency
+        n = len(latencies_ns)
+        lat = sorted(latencies_ns)
+        self.rps = n / wall_s
+        self.p50_us = lat[n // 2] / 1000
+        self.p99_us = lat[min(n - 1, int(n * 0.99))] / 1000
+        self.cpu_ms_per_1k = cpu_s * 1000 / n * 1000
+
+
+def measure(name: str, concurrency: int, run) -> Result:
+    """`run()` performs the requests and returns the per-request latencies (ns)."""
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    lat = run()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return Result(name, concurrency, lat, wall, cpu)
+
+
+async def drive(call, n: int, concurrency: int) -> list:
+    """Runs `n` awaits of `call()` with `concurrency` workers; returns latencies in ns."""
+    lat: list = []
+    remaining = n
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            t = time.perf_counter_ns()
+            await call()
+            lat.append(time.perf_counter_ns() - t)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return lat
+
+
+def harness_config(base: str) -> dict:
+    return {
+        "client": {"name": "bench"},
+        "log": {"enabled": False},
+        "services": {
+            "up": {
+                "base_url": base,
+                "retry": {"max_retries": 1},
+                "breaker": {"failure_threshold": 5, "open_ms": 30000},
+                "bulkhead": {"max_concurrency": 256},
+            }
+        },
+    }
+
+
+def bench_async(name: str, base: str, n: int, warmup: int, concurrency: int) -> Result:
+    async def session():
+        if name == "harness.AsyncClient":
+            import harness
+
+            client = harness.AsyncClient(harness_config(base))
+
+            async def call():
+                r = await client.get("up", "/bench")
+                assert r.status == 200 and r.content
+
+            return call, client.aclose
+        if name == "httpx.AsyncClient":
+            import httpx
+
+            client = httpx.AsyncClient(base_url=base, limits=httpx.Limits(max_connections=256, max_keepalive_connections=256))
+
+            async def call():
+                r = await client.get("/bench")
+                assert r.status_code == 200 and r.content
+
+            return call, client.aclose
+        if name == "aiohttp":
+            import aiohttp
+
+            client = aiohttp.ClientSession(base, connector=aiohttp.TCPConnector(limit=256))
+
+            async def call():
+                async with client.get("/bench") as r:
+                    assert r.status == 200 and await r.read()
+
+            return call, client.close
+        raise ValueError(name)
+
+    async def go():
+        call, close = await session()
+        try:
+            await drive(call, warmup, concurrency)
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            lat = await drive(call, n, concurrency)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            return Result(name, concurrency, lat, wall, cpu)
+        finally:
+            await close()
+
+    return asyncio.run(go())
+
+
+def bench_sync(name: str, base: str, n: int, warmup: int) -> Result:
+    if name == "harness.Client":
+        import harness
+
+        client = harness.Client(harness_config(base))
+
+        def call():
+            r = client.get("up", "/bench")
+            assert r.status == 200 and r.content
+
+        close = client.close
+    elif name == "requests.Session":
+        import requests
+
+        client = requests.Session()
+        client.trust_env = False  # no proxy lookups per request
+
+        def call():
+            r = client.get(base + "/bench")
+            assert r.status_code == 200 and r.content
+
+        close = client.close
+    else:
+        raise ValueError(name)
+
+    def run(count):
+        lat = []
+        for _ in range(count):
+            t = time.perf_counter_ns()
+            call()
+            lat.append(time.perf_counter_ns() - t)
+        return lat
+
+    try:
+        run(warmup)
+        return measure(name, 1, lambda: run(n))
+    finally:
+        close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=5000, help="measured requests per row (default 5000)")
+    ap.add_argument("--warmup", type=int, default=500)
+    ap.add_argument("--upstream", help="use a running upstream at this base URL instead of starting one")
+    ap.add_argument("--only", help="comma-separated substrings of row names to run")
+    ap.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    args = ap.parse_args()
+
+    proc = None
+    if args.upstream:
+        base = args.upstream.rstrip("/")
+    else:
+        proc = subprocess.Popen([upstream_bin()], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        base = "http://" + json.loads(proc.stdout.readline())["addr"]
+
+    rows = [
+        ("async", "harness.AsyncClient", 1),
+        ("async", "httpx.AsyncClient", 1),
+        ("async", "aiohttp", 1),
+        ("async", "harness.AsyncClient", 64),
+        ("async", "httpx.AsyncClient", 64),
+        ("async", "aiohttp", 64),
+        ("sync", "harness.Client", 1),
+        ("sync", "requests.Session", 1),
+    ]
+    only = [s.strip() for s in args.only.split(",")] if args.only else None
+    results = []
+    try:
+        for kind, name, conc in rows:
+            if only and not any(o in name for o in only):
+                continue
+            try:
+                if kind == "async":
+                    r = bench_async(name, base, args.requests, args.warmup, conc)
+                else:
+                    r = bench_sync(name, base, args.requests, args.warmup)
+            except ImportError as e:
+                print(f"skipping {name}: {e} (pip install httpx aiohttp requests)")
+                continue
+            results.append(r)
+            print(f"  done: {name} c={conc}", flush=True)
+    finally:
+        if proc:
+            proc.stdin.close()
+            proc.wait(timeout=5)
+
+    print()
+    print(f"{'client':<22}{'conc':>5}{'req/s':>10}{'p50 µs':>10}{'p99 µs':>10}{'CPU ms/1k':>11}")
+    for r in results:
+        print(f"{r.name:<22}{r.concurrency:>5}{r.rps:>10.0f}{r.p50_us:>10.0f}{r.p99_us:>10.0f}{r.cpu_ms_per_1k:>11.1f}")
+
+    def ratio(a, b, c):
+        ra = next((r for r in results if r.name == a and r.concurrency == c), None)
+        rb = next((r for r in results if r.name == b and r.concurrency == c), None)
+        if ra and rb:
+            print(f"{a} / {b} at c={c}: {ra.rps / rb.rps:.2f}x throughput, {rb.cpu_ms_per_1k / ra.cpu_ms_per_1k:.2f}x less CPU")
+
+    print()
+    ratio("harness.AsyncClient", "aiohttp", 64)
+    ratio("harness.AsyncClient", "httpx.AsyncClient", 64)
+    ratio("harness.Client", "requests.Session", 1)
+    if args.json:
+        print(json.dumps([r.__dict__ for r in results], indent=1))
+
+
+if __name__ == "__main__":
+    main()
