@@ -8,6 +8,7 @@
 //   (cd bench && npm install) && node bench/node_bench.mjs
 //
 // Env: BENCH_REQUESTS (per cell, default 20000), BENCH_ROUNDS (default 3, median reported),
+// BENCH_ONLY (comma list of clients: harness, undici.request, fetch),
 // HARNESS_BENCH_LOG=1 to keep the per-request JSON log line on (stderr).
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -97,6 +98,12 @@ async function measure(call, concurrency, total) {
   }
 }
 
+// BENCH_ONLY=harness (comma list) measures a subset, e.g. under a profiler.
+if (process.env.BENCH_ONLY) {
+  const keep = new Set(process.env.BENCH_ONLY.split(','))
+  for (const name of Object.keys(clients)) if (!keep.has(name)) delete clients[name]
+}
+
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
 const results = {}
@@ -123,8 +130,9 @@ for (const concurrency of [1, 64]) {
     console.log(`| ${name} | ${concurrency} | ${fmt(m('rps'))} | ${fmt(m('p50'), 3)} | ${fmt(m('p99'), 3)} | ${fmt(m('cpuPer1k'), 1)} |`)
   }
 }
-const ratio = (k, a, b) => median(results[a].map((r) => r[k])) / median(results[b].map((r) => r[k]))
-console.log(
+const ratio = (k, a, b) =>
+  results[a] && results[b] && median(results[a].map((r) => r[k])) / median(results[b].map((r) => r[k]))
+if (results['harness@64'] && results['undici.request@64']) console.log(
   `\nat concurrency 64: harness/undici throughput ${fmt(ratio('rps', 'harness@64', 'undici.request@64'), 2)}x, ` +
     `CPU per request ${fmt(ratio('cpuPer1k', 'harness@64', 'undici.request@64'), 2)}x`,
 )

@@ -99,7 +99,7 @@ fn main() {
     let plain = reqwest::Client::builder().tcp_nodelay(true).no_proxy().pool_max_idle_per_host(1024).build().unwrap();
     let harness = Client::from_value(json!({
         "client": {"name": "bench"},
-        "log": {"enabled": true},
+        "log": {"enabled": std::env::var("BENCH_LOG").map(|v| v != "0").unwrap_or(true)},
         "services": {"bench": {"base_url": url, "retry": {"max_retries": 1}, "bulkhead": {"max_concurrency": 256}}}
     }))
     .unwrap();

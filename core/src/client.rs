@@ -18,7 +18,7 @@ use crate::bulkhead::Bulkhead;
 use crate::config::Config;
 use crate::error::{ErrorKind, HarnessError};
 use crate::observability::log::RequestListener;
-use crate::observability::metrics::{EndpointLabels, Metrics, ServiceLabels, TransitionLabels};
+use crate::observability::metrics::{EndpointLabels, Metrics, RequestLabels, ServiceLabels, TransitionLabels};
 use crate::request::{Request, Response};
 use crate::retry::RetryBudget;
 use crate::runtime::{self, Task};
@@ -36,12 +36,44 @@ pub(crate) struct EndpointState {
     pub breaker: Arc<CircuitBreaker>,
     pub latency: Histogram,
     pub retries: Counter,
+    /// `harness_requests_total` handles by final status, so the hot path skips the family lookup.
+    requests_by_status: RwLock<Vec<(Option<u16>, Counter)>>,
+    labels: EndpointLabels,
+}
+
+impl EndpointState {
+    pub fn requests_counter(&self, metrics: &Metrics, status: Option<u16>) -> Counter {
+        if let Some((_, c)) = self.requests_by_status.read().iter().find(|(s, _)| *s == status) {
+            return c.clone();
+        }
+        let counter = metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                service: self.labels.service.clone(),
+                endpoint: self.labels.endpoint.clone(),
+                method: self.labels.method.clone(),
+                status: status.map(|s| s.to_string()).unwrap_or_else(|| "error".into()),
+            })
+            .clone();
+        self.requests_by_status.write().push((status, counter.clone()));
+        counter
+    }
+}
+
+/// Borrowed form of the endpoint key; hashes exactly like `(String, String, String)`.
+#[derive(Hash)]
+struct KeyRef<'a>(&'a str, &'a str, &'a str);
+
+impl hashbrown::Equivalent<(String, String, String)> for KeyRef<'_> {
+    fn equivalent(&self, key: &(String, String, String)) -> bool {
+        self.0 == key.0 && self.1 == key.1 && self.2 == key.2
+    }
 }
 
 pub(crate) struct ClientInner {
     pub config: ArcSwap<Config>,
     pub services: HashMap<String, ServiceState>,
-    endpoints: RwLock<HashMap<(String, String, String), Arc<EndpointState>>>,
+    endpoints: RwLock<hashbrown::HashMap<(String, String, String), Arc<EndpointState>>>,
     pub metrics: Arc<Metrics>,
     pub listeners: RwLock<Vec<Arc<dyn RequestListener>>>,
     rng: Mutex<SmallRng>,
@@ -54,11 +86,10 @@ impl ClientInner {
     }
 
     pub fn endpoint_state(&self, service: &str, endpoint: &str, method: &str) -> Arc<EndpointState> {
-        // Borrowed-tuple lookups need a raw-entry API; three small clones on the read path are cheap.
-        let key = (service.to_string(), endpoint.to_string(), method.to_string());
-        if let Some(e) = self.endpoints.read().get(&key) {
+        if let Some(e) = self.endpoints.read().get(&KeyRef(service, endpoint, method)) {
             return e.clone();
         }
+        let key = (service.to_string(), endpoint.to_string(), method.to_string());
         let mut map = self.endpoints.write();
         map.entry(key)
             .or_insert_with(|| {
@@ -80,6 +111,8 @@ impl ClientInner {
                     breaker,
                     latency: self.metrics.latency.get_or_create(&labels).clone(),
                     retries: self.metrics.retries.get_or_create(&labels).clone(),
+                    requests_by_status: RwLock::new(Vec::new()),
+                    labels,
                 })
             })
             .clone()
@@ -161,7 +194,7 @@ impl Client {
             inner: Arc::new(ClientInner {
                 config: ArcSwap::from_pointee(config),
                 services,
-                endpoints: RwLock::new(HashMap::new()),
+                endpoints: RwLock::new(hashbrown::HashMap::new()),
                 metrics,
                 listeners: RwLock::new(options.listeners),
                 rng: Mutex::new(rng),
@@ -194,8 +227,8 @@ impl Client {
     /// template of `path`. `closed` for a key that has seen no traffic.
     pub fn breaker_state(&self, service: &str, method: &str, path: &str, endpoint: Option<&str>) -> &'static str {
         let ep = endpoint.map(str::to_string).unwrap_or_else(|| endpoint::template(path));
-        let key = (service.to_string(), ep, method.to_ascii_uppercase());
-        match self.inner.endpoints.read().get(&key) {
+        let method = method.to_ascii_uppercase();
+        match self.inner.endpoints.read().get(&KeyRef(service, &ep, &method)) {
             Some(e) => e.breaker.state().as_str(),
             None => BreakerState::Closed.as_str(),
         }

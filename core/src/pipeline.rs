@@ -12,12 +12,12 @@ use tokio::time::Instant;
 
 use crate::breaker::Outcome;
 use crate::client::{ClientInner, EndpointState, ServiceState};
-use crate::config::ServiceConfig;
+use crate::config::{Config, ServiceConfig};
 use crate::deadline::Deadline;
 use crate::endpoint;
 use crate::error::{normalize_body, ErrorKind, HarnessError, TimeoutPhase};
 use crate::observability::log::{self, RequestRecord};
-use crate::observability::metrics::{ErrorLabels, RequestLabels};
+use crate::observability::metrics::ErrorLabels;
 use crate::observability::trace::TraceContext;
 use crate::request::{Body, Request, Response};
 use crate::retry::{self, Failure};
@@ -71,7 +71,7 @@ pub(crate) async fn execute(inner: &ClientInner, req: Request) -> Result<Respons
             Err(e)
         }
     };
-    observe(inner, &config.client.name, &req.service, &endpoint, &method, &ep, &trace, attempts, elapsed_ms, &result);
+    observe(inner, &config, &req.service, &endpoint, &method, &ep, &trace, attempts, elapsed_ms, &result);
     result
 }
 
@@ -107,18 +107,13 @@ async fn attempt_loop(
         };
         *attempts += 1;
         let request = template.try_clone().expect("bodies are always in memory, so requests clone");
-        let outcome = match transport::send_head(&svc.http, request, response_timeout, deadline).await {
-            Ok(head) => {
-                let status = head.status().as_u16();
-                let headers: Vec<(String, String)> = head
-                    .headers()
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                    .collect();
-                transport::read_body(head, deadline).await.map(|body| (status, headers, body))
-            }
-            Err(f) => Err(f),
-        };
+        let outcome = transport::send(&svc.http, request, response_timeout, deadline).await.map(|(status, headers, body)| {
+            let headers: Vec<(String, String)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .collect();
+            (status.as_u16(), headers, body)
+        });
         drop(bulkhead_permit);
 
         let (failure, error, retry_after) = match outcome {
@@ -228,7 +223,7 @@ fn build_request(svc: &ServiceState, req: &Request, method: &Method, trace: &Tra
 #[allow(clippy::too_many_arguments)]
 fn observe(
     inner: &ClientInner,
-    client_name: &str,
+    config: &Config,
     service: &str,
     endpoint: &str,
     method: &Method,
@@ -244,15 +239,7 @@ fn observe(
         Ok(r) => Some(r.status),
         Err(e) => e.status,
     };
-    let status_label = status.map(|s| s.to_string()).unwrap_or_else(|| "error".into());
-    m.requests
-        .get_or_create(&RequestLabels {
-            service: service.into(),
-            endpoint: endpoint.into(),
-            method: method.as_str().into(),
-            status: status_label,
-        })
-        .inc();
+    ep.requests_counter(m, status).inc();
     if let Err(e) = result {
         m.errors
             .get_or_create(&ErrorLabels {
@@ -263,14 +250,14 @@ fn observe(
             })
             .inc();
     }
-    let log_enabled = inner.config.load().log.enabled;
+    let log_enabled = config.log.enabled;
     let listeners = inner.listeners.read().clone();
     if !log_enabled && listeners.is_empty() {
         return;
     }
     let record = RequestRecord {
         ts_ms: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
-        client: client_name.to_string(),
+        client: config.client.name.clone(),
         trace_id: trace.trace_id.clone(),
         span_id: trace.span_id.clone(),
         service: service.to_string(),
@@ -296,11 +283,11 @@ fn observe(
         retry_count = record.retry_count,
         error_kind = record.error_kind,
     );
-    if log_enabled {
-        log::write_stderr(&record);
-    }
     // Listeners run after every lock is released (the read guard was dropped by clone()).
     for l in listeners {
         l.on_request(&record);
+    }
+    if log_enabled {
+        log::write_stderr(record);
     }
 }

@@ -66,31 +66,46 @@ fn classify(e: &reqwest::Error) -> TransportFailure {
     TransportFailure { failure: Failure::Broken, message: format!("connection broken: {detail}") }
 }
 
-/// Sends the request and waits for the response head, bounded by the response
-/// timeout and the deadline; a connect failure is reported as such.
-pub async fn send_head(
+/// Sends the request and reads the whole body. The head must come within the
+/// response timeout (and the deadline); the body within the deadline. One timer
+/// serves both phases: it is re-armed, not re-registered.
+pub async fn send(
     client: &reqwest::Client,
     request: reqwest::Request,
     response_timeout: Duration,
     deadline: &Deadline,
-) -> Result<reqwest::Response, TransportFailure> {
-    let (until, is_total) = deadline.cap(response_timeout);
-    match tokio::time::timeout_at(until, client.execute(request)).await {
-        Ok(Ok(resp)) => Ok(resp),
-        Ok(Err(e)) => Err(classify(&e)),
-        Err(_) if is_total => Err(TransportFailure { failure: Failure::TotalTimeout, message: "request deadline expired".into() }),
-        Err(_) => Err(TransportFailure {
-            failure: Failure::ResponseTimeout,
-            message: format!("no response within {} ms", response_timeout.as_millis()),
-        }),
+) -> Result<(reqwest::StatusCode, reqwest::header::HeaderMap, Bytes), TransportFailure> {
+    let (until, head_bound_is_total) = deadline.cap(response_timeout);
+    let timer = tokio::time::sleep_until(until);
+    tokio::pin!(timer);
+    let head = tokio::select! {
+        biased;
+        r = client.execute(request) => r.map_err(|e| classify(&e))?,
+        _ = &mut timer => {
+            return Err(if head_bound_is_total {
+                TransportFailure { failure: Failure::TotalTimeout, message: "request deadline expired".into() }
+            } else {
+                TransportFailure {
+                    failure: Failure::ResponseTimeout,
+                    message: format!("no response within {} ms", response_timeout.as_millis()),
+                }
+            });
+        }
+    };
+    let status = head.status();
+    let headers = head.headers().clone();
+    if !head_bound_is_total {
+        timer.as_mut().reset(deadline.at());
     }
-}
-
-/// Reads the whole body, bounded by the deadline; a short body is a broken connection.
-pub async fn read_body(resp: reqwest::Response, deadline: &Deadline) -> Result<Bytes, TransportFailure> {
-    match tokio::time::timeout_at(deadline.at(), resp.bytes()).await {
-        Ok(Ok(b)) => Ok(b),
-        Ok(Err(e)) => Err(TransportFailure { failure: Failure::Broken, message: format!("body cut short: {}", classify(&e).message) }),
-        Err(_) => Err(TransportFailure { failure: Failure::TotalTimeout, message: "request deadline expired while reading the body".into() }),
+    tokio::select! {
+        biased;
+        r = head.bytes() => match r {
+            Ok(body) => Ok((status, headers, body)),
+            Err(e) => Err(TransportFailure { failure: Failure::Broken, message: format!("body cut short: {}", classify(&e).message) }),
+        },
+        _ = &mut timer => Err(TransportFailure {
+            failure: Failure::TotalTimeout,
+            message: "request deadline expired while reading the body".into(),
+        }),
     }
 }

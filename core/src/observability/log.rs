@@ -52,7 +52,7 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Queues a record for stderr. A background thread formats and writes every
 /// few milliseconds, so a request pays neither the formatting nor a wake-up.
-pub fn write_stderr(record: &RequestRecord) {
+pub fn write_stderr(record: RequestRecord) {
     static WRITER: OnceLock<()> = OnceLock::new();
     WRITER.get_or_init(|| {
         std::thread::Builder::new()
@@ -65,7 +65,7 @@ pub fn write_stderr(record: &RequestRecord) {
     });
     let mut pending = PENDING.lock();
     if pending.len() < MAX_PENDING {
-        pending.push(record.clone());
+        pending.push(record);
     } else {
         DROPPED.fetch_add(1, Ordering::Relaxed);
     }

@@ -1,0 +1,151 @@
+package dev.harness.bench
+
+import dev.harness.HarnessClient
+import io.github.resilience4j.circuitbreaker.CircuitBreaker
+import io.github.resilience4j.circuitbreaker.CircuitBreakerConfig
+import io.github.resilience4j.retry.Retry
+import io.github.resilience4j.retry.RetryConfig
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.launch
+import kotlinx.coroutines.runBlocking
+import okhttp3.ConnectionPool
+import okhttp3.OkHttpClient
+import okhttp3.Request
+import java.io.File
+import java.io.IOException
+import java.lang.management.ManagementFactory
+import java.time.Duration
+import java.util.concurrent.CountDownLatch
+import java.util.concurrent.TimeUnit
+import java.util.concurrent.atomic.AtomicInteger
+
+/**
+ * HarnessClient (retry, breaker and bulkhead on, as by default) vs plain OkHttp vs OkHttp wrapped in
+ * resilience4j Retry + CircuitBreaker, GET /bench on the loopback harness-upstream, at concurrency 1
+ * and 64. CPU is this process's CPU time (so it includes the engine's Rust threads), per 1,000 requests.
+ */
+
+private val osBean = ManagementFactory.getOperatingSystemMXBean() as com.sun.management.OperatingSystemMXBean
+
+private class Row(val name: String, val concurrency: Int, val n: Int, val seconds: Double, val p50: Double, val p99: Double, val cpuMsPer1k: Double) {
+    override fun toString() = "| %-34s | %3d | %9.0f | %8.3f | %8.3f | %8.1f |".format(name, concurrency, n / seconds, p50, p99, cpuMsPer1k)
+}
+
+/** Runs [total] calls of [call] from [concurrency] blocking threads; latencies in ms. */
+private fun measureThreads(name: String, concurrency: Int, total: Int, call: () -> Unit): Row {
+    val lat = LongArray(total)
+    val next = AtomicInteger()
+    val failures = AtomicInteger()
+    val done = CountDownLatch(concurrency)
+    val cpu0 = osBean.processCpuTime
+    val t0 = System.nanoTime()
+    repeat(concurrency) {
+        Thread {
+            while (true) {
+                val i = next.getAndIncrement()
+                if (i >= total) break
+                val s = System.nanoTime()
+                try { call() } catch (e: Exception) { failures.incrementAndGet() }
+                lat[i] = System.nanoTime() - s
+            }
+            done.countDown()
+        }.start()
+    }
+    done.await()
+    return row(name, concurrency, total, t0, cpu0, lat, failures.get())
+}
+
+/** The same with [concurrency] coroutines on Dispatchers.Default (the idiomatic Kotlin caller). */
+private fun measureCoroutines(name: String, concurrency: Int, total: Int, call: suspend () -> Unit): Row {
+    val lat = LongArray(total)
+    val next = AtomicInteger()
+    val failures = AtomicInteger()
+    val cpu0 = osBean.processCpuTime
+    val t0 = System.nanoTime()
+    runBlocking {
+        repeat(concurrency) {
+            launch(Dispatchers.Default) {
+                while (true) {
+                    val i = next.getAndIncrement()
+                    if (i >= total) break
+                    val s = System.nanoTime()
+                    try { call() } catch (e: Exception) { failures.incrementAndGet() }
+                    lat[i] = System.nanoTime() - s
+                }
+            }
+        }
+    }
+    return row(name, concurrency, total, t0, cpu0, lat, failures.get())
+}
+
+private fun row(name: String, concurrency: Int, total: Int, t0: Long, cpu0: Long, lat: LongArray, failures: Int): Row {
+    val seconds = (System.nanoTime() - t0) / 1e9
+    val cpuMs = (osBean.processCpuTime - cpu0) / 1e6
+    check(failures == 0) { "$name: $failures of $total requests failed" }
+    lat.sort()
+    fun pct(p: Double) = lat[((lat.size - 1) * p).toInt()] / 1e6
+    return Row(name, concurrency, total, seconds, pct(0.50), pct(0.99), cpuMs / (total / 1000.0))
+}
+
+fun main(args: Array<String>) {
+    val root = File(System.getProperty("harness.root") ?: "../..").canonicalFile
+    val bin = System.getenv("HARNESS_UPSTREAM_BIN")
+        ?: listOf("release", "debug").map { File(root, "target/x86_64-unknown-linux-gnu/$it/harness-upstream") }.first { it.canExecute() }.path
+    val scale = (System.getenv("BENCH_SCALE") ?: "1").toDouble()
+    val upstream = ProcessBuilder(bin).redirectError(ProcessBuilder.Redirect.INHERIT).start()
+    try {
+        val line = upstream.inputStream.bufferedReader().readLine()
+        val addr = Regex("\"addr\":\"([^\"]+)\"").find(line)!!.groupValues[1]
+        val url = "http://$addr/bench"
+
+        val harness = HarnessClient(mapOf(
+            "client" to mapOf("name" to "bench"),
+            "log" to mapOf("enabled" to false),
+            // Defaults: 1 retry for GET, breaker on 5 consecutive failures, bulkhead of 200.
+            "services" to mapOf("up" to mapOf("base_url" to "http://$addr")),
+        ))
+        val ok = OkHttpClient.Builder()
+            .connectionPool(ConnectionPool(128, 5, TimeUnit.MINUTES))
+            .connectTimeout(Duration.ofMillis(1000)).readTimeout(Duration.ofMillis(3000)).callTimeout(Duration.ofMillis(15000))
+            .build()
+        val retry = Retry.of("up", RetryConfig.custom<Any>()
+            .maxAttempts(2).waitDuration(Duration.ofMillis(200)).retryExceptions(IOException::class.java).build())
+        val breaker = CircuitBreaker.of("up", CircuitBreakerConfig.custom()
+            .slidingWindowType(CircuitBreakerConfig.SlidingWindowType.COUNT_BASED).slidingWindowSize(5)
+            .failureRateThreshold(100f).waitDurationInOpenState(Duration.ofSeconds(30)).build())
+
+        fun okGet() {
+            ok.newCall(Request.Builder().url(url).build()).execute().use { r ->
+                val body = r.body!!.bytes()
+                if (r.code >= 500) throw IOException("status ${r.code}")
+                check(body.size == 11)
+            }
+        }
+        val resilient = Retry.decorateCheckedSupplier(retry, CircuitBreaker.decorateCheckedSupplier(breaker) { okGet() })
+
+        val contenders: List<Pair<String, (Int, Int) -> Row>> = listOf(
+            "okhttp" to { c, n -> measureThreads("okhttp", c, n) { okGet() } },
+            "okhttp + resilience4j" to { c, n -> measureThreads("okhttp + resilience4j retry+breaker", c, n) { resilient.get() } },
+            "harness (suspend)" to { c, n -> measureCoroutines("harness (suspend fun)", c, n) { check(harness.get("up", "/bench").status == 200) } },
+            "harness (future)" to { c, n -> measureThreads("harness (CompletableFuture.join)", c, n) { check(harness.getAsync("up", "/bench").join().status == 200) } },
+        )
+        val rows = mutableListOf<Row>()
+        for (c in listOf(1, 64)) {
+            val n = ((if (c == 1) 5_000 else 30_000) * scale).toInt()
+            for ((_, run) in contenders) {
+                run(c, n / 5) // warm-up: JIT, connection pools
+                rows += run(c, n)
+            }
+        }
+        println("| client                             |   c |   req/s   | p50 ms   | p99 ms   | CPU ms/1k |")
+        println("|------------------------------------|-----|-----------|----------|----------|-----------|")
+        rows.forEach(::println)
+        harness.close()
+        ok.dispatcher.executorService.shutdown()
+        ok.connectionPool.evictAll()
+    } finally {
+        runCatching { upstream.outputStream.close() }
+        if (!upstream.waitFor(2, TimeUnit.SECONDS)) upstream.destroyForcibly()
+    }
+    System.exit(0)
+}
