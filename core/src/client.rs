@@ -28,7 +28,10 @@ pub(crate) struct ServiceState {
     pub http: reqwest::Client,
     pub bulkhead: Bulkhead,
     pub budget: RetryBudget,
-    pub base_url: String,
+    /// Parsed once; each request only sets path and query (no host re-parse).
+    pub base_url: url::Url,
+    /// The base URL's own path prefix, without a trailing slash.
+    pub base_path: String,
     pub static_headers: HeaderMap,
 }
 
@@ -181,7 +184,11 @@ impl Client {
                     http: transport::build_client(svc, &config.client.name)?,
                     bulkhead: Bulkhead::new(svc.bulkhead.max_concurrency, gauge),
                     budget: RetryBudget::new(svc.retry.budget_ratio, svc.retry.budget_min_per_sec),
-                    base_url: svc.base_url.trim_end_matches('/').to_string(),
+                    base_url: url::Url::parse(&svc.base_url)
+                        .map_err(|e| HarnessError::config(format!("services.{name}.base_url: {e}")))?,
+                    base_path: url::Url::parse(&svc.base_url)
+                        .map(|u| u.path().trim_end_matches('/').to_string())
+                        .unwrap_or_default(),
                     static_headers,
                 },
             );

@@ -184,8 +184,17 @@ fn build_request(svc: &ServiceState, req: &Request, method: &Method, trace: &Tra
     if !req.path.starts_with('/') {
         return Err(HarnessError::config(format!("request.path: must start with '/', got {:?}", req.path)));
     }
-    let mut url = url::Url::parse(&format!("{}{}", svc.base_url, req.path))
-        .map_err(|e| HarnessError::config(format!("request.path: cannot form a URL: {e}")))?;
+    let (path, query) = match req.path.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (req.path.as_str(), None),
+    };
+    let mut url = svc.base_url.clone();
+    if svc.base_path.is_empty() {
+        url.set_path(path);
+    } else {
+        url.set_path(&format!("{}{}", svc.base_path, path));
+    }
+    url.set_query(query);
     if !req.query.is_empty() {
         url.query_pairs_mut().extend_pairs(req.query.iter());
     }

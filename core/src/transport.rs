@@ -92,8 +92,9 @@ pub async fn send(
             });
         }
     };
+    let mut head = head;
     let status = head.status();
-    let headers = head.headers().clone();
+    let headers = std::mem::take(head.headers_mut());
     if !head_bound_is_total {
         timer.as_mut().reset(deadline.at());
     }

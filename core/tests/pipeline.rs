@@ -168,3 +168,16 @@ async fn closed_client_refuses_requests() {
     assert_eq!(e.name(), "HarnessError");
     assert!(e.message.contains("closed"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn base_url_prefix_path_query_and_query_params_compose() {
+    let u = upstream().await;
+    script(&u, "pfx", json!([{ "status": 200 }])).await;
+    let client = Client::from_value(json!({"log": {"enabled": false}, "services": {"svc": {"base_url": format!("{}/s/pfx/", u.url())}}})).unwrap();
+    let mut req = Request::new("svc", "GET", "/items/7?view=full");
+    req.query = vec![("page".into(), "2".into()), ("q".into(), "a b".into())];
+    assert_eq!(client.request(req).await.unwrap().status, 200);
+    let log = reqwest::Client::new().get(format!("{}/__admin/log/pfx", u.url())).send().await.unwrap().bytes().await.unwrap();
+    let log: serde_json::Value = serde_json::from_slice(&log).unwrap();
+    assert_eq!(log["requests"][0]["path"], "/s/pfx/items/7?view=full&page=2&q=a+b");
+}
