@@ -1,1 +1,237 @@
-//! placeholder: the kotlin binding
+//! harness-kotlin: the UniFFI surface the Kotlin facade (`dev.harness`) is built on.
+//!
+//! Translation only: JSON strings in (config, JSON bodies), core `Request` /
+//! `Response` / `HarnessError` out. Requests spawn on the core's own runtime and the
+//! async method awaits the `Task`; when a coroutine is cancelled UniFFI drops this
+//! future, which drops the `Task`, which aborts the request and frees its permits.
+//! Nothing here panics on bad input: every bad value is a `ConfigError` naming the field.
+
+use harness_core::{Body, Client, ErrorKind, HarnessError, Request, Response};
+
+uniffi::setup_scaffolding!();
+
+/// One header or query parameter; a list of these keeps order and repeats.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeEntry {
+    pub name: String,
+    pub value: String,
+}
+
+/// A request as the facade passes it; `json` is a JSON document as text.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeRequest {
+    pub service: String,
+    pub method: String,
+    pub path: String,
+    pub endpoint: Option<String>,
+    pub query: Vec<NativeEntry>,
+    pub headers: Vec<NativeEntry>,
+    pub json: Option<String>,
+    pub body: Option<Vec<u8>>,
+    pub idempotency_key: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub traceparent: Option<String>,
+}
+
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeResponse {
+    pub status: u16,
+    pub headers: Vec<NativeEntry>,
+    pub body: Vec<u8>,
+    pub elapsed_ms: f64,
+    pub attempts: u32,
+    pub trace_id: String,
+}
+
+/// The core error, flattened; the Kotlin facade maps `kind` to its sealed exception tree.
+#[derive(uniffi::Error, Debug, Clone)]
+pub enum NativeError {
+    Failure {
+        /// Stable kind name, e.g. `TimeoutError` (see `ErrorKind::NAMES`).
+        kind: String,
+        /// The readable message (core `Display`): no secrets, no body.
+        detail: String,
+        service: Option<String>,
+        endpoint: Option<String>,
+        method: Option<String>,
+        attempts: u32,
+        status: Option<u16>,
+        code: Option<String>,
+        retry_after_ms: Option<u64>,
+        trace_id: Option<String>,
+        phase: Option<String>,
+        body: Option<Vec<u8>>,
+    },
+}
+
+impl std::fmt::Display for NativeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let NativeError::Failure { detail, .. } = self;
+        f.write_str(detail)
+    }
+}
+
+impl std::error::Error for NativeError {}
+
+impl From<HarnessError> for NativeError {
+    fn from(e: HarnessError) -> Self {
+        NativeError::Failure {
+            kind: e.name().to_string(),
+            detail: e.to_string(),
+            phase: e.phase().map(str::to_string),
+            service: e.service,
+            endpoint: e.endpoint,
+            method: e.method,
+            attempts: e.attempts,
+            status: e.status,
+            code: e.code,
+            retry_after_ms: e.retry_after_ms,
+            trace_id: e.trace_id,
+            body: e.body.map(|b| b.to_vec()),
+        }
+    }
+}
+
+fn config_error(message: String) -> NativeError {
+    HarnessError::config(message).into()
+}
+
+fn pairs(entries: Vec<NativeEntry>) -> Vec<(String, String)> {
+    entries.into_iter().map(|e| (e.name, e.value)).collect()
+}
+
+impl TryFrom<NativeRequest> for Request {
+    type Error = NativeError;
+
+    fn try_from(r: NativeRequest) -> Result<Request, NativeError> {
+        let body = match (r.json, r.body) {
+            (Some(_), Some(_)) => return Err(config_error("body: give either json or body, not both".into())),
+            (Some(text), None) => Body::Json(
+                serde_json::from_str(&text).map_err(|e| config_error(format!("json: not a JSON document: {e}")))?,
+            ),
+            (None, Some(bytes)) => Body::Bytes(bytes.into()),
+            (None, None) => Body::Empty,
+        };
+        Ok(Request {
+            service: r.service,
+            method: r.method,
+            path: r.path,
+            endpoint: r.endpoint,
+            query: pairs(r.query),
+            headers: pairs(r.headers),
+            body,
+            idempotency_key: r.idempotency_key,
+            timeout_ms: r.timeout_ms,
+            traceparent: r.traceparent,
+        })
+    }
+}
+
+impl From<Response> for NativeResponse {
+    fn from(r: Response) -> Self {
+        NativeResponse {
+            status: r.status,
+            headers: r.headers.into_iter().map(|(name, value)| NativeEntry { name, value }).collect(),
+            body: r.body.to_vec(),
+            elapsed_ms: r.elapsed_ms,
+            attempts: r.attempts,
+            trace_id: r.trace_id,
+        }
+    }
+}
+
+/// A core `Client`; every method is a direct call into it.
+#[derive(uniffi::Object)]
+pub struct NativeClient {
+    client: Client,
+}
+
+impl std::fmt::Debug for NativeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.client.fmt(f)
+    }
+}
+
+#[uniffi::export]
+impl NativeClient {
+    /// From the config as a JSON document (the facade serialises its Map).
+    #[uniffi::constructor]
+    pub fn from_json(config: String) -> Result<Self, NativeError> {
+        let value: serde_json::Value =
+            serde_json::from_str(&config).map_err(|e| config_error(format!("config: not a JSON document: {e}")))?;
+        Ok(NativeClient { client: Client::from_value(value)? })
+    }
+
+    /// From a `.yaml`, `.json` or `.toml` file.
+    #[uniffi::constructor]
+    pub fn from_path(path: String) -> Result<Self, NativeError> {
+        Ok(NativeClient { client: Client::from_path(path)? })
+    }
+
+    pub async fn request(&self, request: NativeRequest) -> Result<NativeResponse, NativeError> {
+        let task = self.client.spawn(Request::try_from(request)?)?;
+        Ok(task.await??.into())
+    }
+
+    pub fn metrics_text(&self) -> String {
+        self.client.metrics_text()
+    }
+
+    pub fn breaker_state(&self, service: String, method: String, path: String, endpoint: Option<String>) -> String {
+        self.client.breaker_state(&service, &method, &path, endpoint.as_deref()).to_string()
+    }
+
+    pub fn bulkhead_in_use(&self, service: String) -> Result<u64, NativeError> {
+        Ok(self.client.bulkhead_in_use(&service)? as u64)
+    }
+
+    /// Refuses new requests. (Not `close`: UniFFI objects already have a Kotlin `close()`
+    /// that frees the handle; the facade leaves freeing to the GC cleaner.)
+    pub fn shutdown(&self) {
+        self.client.close()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+}
+
+/// Every kind name, base first; the Kotlin tests check the exception tree covers them.
+#[uniffi::export]
+pub fn error_kind_names() -> Vec<String> {
+    ErrorKind::NAMES.iter().map(|s| s.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(json: Option<&str>) -> NativeRequest {
+        NativeRequest {
+            service: "svc".into(),
+            method: "POST".into(),
+            path: "/x".into(),
+            endpoint: None,
+            query: vec![],
+            headers: vec![],
+            json: json.map(str::to_string),
+            body: None,
+            idempotency_key: None,
+            timeout_ms: None,
+            traceparent: None,
+        }
+    }
+
+    #[test]
+    fn bad_json_body_is_a_config_error_naming_the_field() {
+        let NativeError::Failure { kind, detail, .. } = Request::try_from(req(Some("{nope"))).unwrap_err();
+        assert_eq!(kind, "ConfigError");
+        assert!(detail.contains("json:"), "{detail}");
+    }
+
+    #[test]
+    fn bad_config_json_is_a_config_error() {
+        let NativeError::Failure { kind, .. } = NativeClient::from_json("[".into()).unwrap_err();
+        assert_eq!(kind, "ConfigError");
+    }
+}

@@ -129,10 +129,13 @@ fun main(args: Array<String>) {
             "harness (suspend)" to { c, n -> measureCoroutines("harness (suspend fun)", c, n) { check(harness.get("up", "/bench").status == 200) } },
             "harness (future)" to { c, n -> measureThreads("harness (CompletableFuture.join)", c, n) { check(harness.getAsync("up", "/bench").join().status == 200) } },
         )
+        // BENCH_ONLY=harness (a substring of a contender) and BENCH_CONCURRENCY=64 narrow the run, e.g. for a profile.
+        val only = System.getenv("BENCH_ONLY")
+        val levels = System.getenv("BENCH_CONCURRENCY")?.split(",")?.map { it.trim().toInt() } ?: listOf(1, 64)
         val rows = mutableListOf<Row>()
-        for (c in listOf(1, 64)) {
+        for (c in levels) {
             val n = ((if (c == 1) 5_000 else 30_000) * scale).toInt()
-            for ((_, run) in contenders) {
+            for ((label, run) in contenders.filter { only == null || it.first.contains(only) }) {
                 run(c, n / 5) // warm-up: JIT, connection pools
                 rows += run(c, n)
             }

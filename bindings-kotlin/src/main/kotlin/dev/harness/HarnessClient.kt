@@ -1,0 +1,226 @@
+package dev.harness
+
+import com.sun.jna.CallbackThreadInitializer
+import com.sun.jna.Native
+import dev.harness.ffi.NativeClient
+import dev.harness.ffi.NativeEntry
+import dev.harness.ffi.NativeException
+import dev.harness.ffi.NativeRequest
+import dev.harness.ffi.NativeResponse
+import dev.harness.ffi.uniffiRustFutureContinuationCallbackImpl
+import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.SupervisorJob
+import kotlinx.coroutines.future.future
+import java.nio.file.Path
+import java.util.concurrent.CompletableFuture
+
+/**
+ * A Harness client: one per process (or per config), shared by every caller; thread-safe.
+ *
+ * ```kotlin
+ * HarnessClient(mapOf("services" to mapOf("orders" to mapOf("base_url" to "http://orders:8080")))).use { h ->
+ *     val r = h.get("orders", "/orders/42")
+ *     println(r.status to r.text())
+ * }
+ * ```
+ *
+ * Every behaviour (timeouts, retries, breaker, bulkhead, metrics) is the Rust engine's; this
+ * class only translates. Cancelling the calling coroutine (or the [CompletableFuture]) drops
+ * the request in the engine and frees every permit it held.
+ */
+class HarnessClient private constructor(private val native: NativeClient) : AutoCloseable {
+
+    /** From the config as a map (the same shape as the YAML/JSON/TOML file). */
+    constructor(config: Map<String, Any?>) : this(create { NativeClient.fromJson(Json.encode(config, "config")) })
+
+    /** From a `.yaml`, `.json` or `.toml` config file. */
+    constructor(path: Path) : this(create { NativeClient.fromPath(path.toString()) })
+
+    // Futures for Java callers resume off the engine's threads; Default suits the short hand-off.
+    private val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+
+    /** Runs one request through the engine's pipeline. */
+    suspend fun request(request: HarnessRequest): HarnessResponse {
+        val lowered = request.toNative()
+        val response = try {
+            native.request(lowered)
+        } catch (e: NativeException) {
+            throw HarnessException.from(e)
+        }
+        return response.toResponse()
+    }
+
+    suspend fun request(
+        service: String,
+        method: String,
+        path: String,
+        endpoint: String? = null,
+        query: Map<String, String> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        json: Any? = null,
+        body: ByteArray? = null,
+        idempotencyKey: String? = null,
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+    ): HarnessResponse = request(
+        HarnessRequest(service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent),
+    )
+
+    suspend fun get(
+        service: String,
+        path: String,
+        query: Map<String, String> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        endpoint: String? = null,
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+    ): HarnessResponse = request(service, "GET", path, endpoint, query, headers, null, null, null, timeoutMs, traceparent)
+
+    suspend fun post(
+        service: String,
+        path: String,
+        json: Any? = null,
+        body: ByteArray? = null,
+        query: Map<String, String> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        endpoint: String? = null,
+        idempotencyKey: String? = null,
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+    ): HarnessResponse = request(service, "POST", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent)
+
+    suspend fun put(
+        service: String,
+        path: String,
+        json: Any? = null,
+        body: ByteArray? = null,
+        query: Map<String, String> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        endpoint: String? = null,
+        idempotencyKey: String? = null,
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+    ): HarnessResponse = request(service, "PUT", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent)
+
+    suspend fun patch(
+        service: String,
+        path: String,
+        json: Any? = null,
+        body: ByteArray? = null,
+        query: Map<String, String> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        endpoint: String? = null,
+        idempotencyKey: String? = null,
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+    ): HarnessResponse = request(service, "PATCH", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent)
+
+    suspend fun delete(
+        service: String,
+        path: String,
+        query: Map<String, String> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        endpoint: String? = null,
+        idempotencyKey: String? = null,
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+    ): HarnessResponse = request(service, "DELETE", path, endpoint, query, headers, null, null, idempotencyKey, timeoutMs, traceparent)
+
+    /**
+     * For Java: the same call as a [CompletableFuture]. It completes exceptionally with a
+     * [HarnessException] (wrapped in a `CompletionException` by `join()`); `cancel(true)`
+     * cancels the request in the engine.
+     */
+    fun requestAsync(request: HarnessRequest): CompletableFuture<HarnessResponse> = scope.future { request(request) }
+
+    fun getAsync(service: String, path: String): CompletableFuture<HarnessResponse> =
+        requestAsync(HarnessRequest(service, "GET", path))
+
+    fun postAsync(service: String, path: String, json: Any?): CompletableFuture<HarnessResponse> =
+        requestAsync(HarnessRequest(service, "POST", path, json = json))
+
+    fun putAsync(service: String, path: String, json: Any?): CompletableFuture<HarnessResponse> =
+        requestAsync(HarnessRequest(service, "PUT", path, json = json))
+
+    fun patchAsync(service: String, path: String, json: Any?): CompletableFuture<HarnessResponse> =
+        requestAsync(HarnessRequest(service, "PATCH", path, json = json))
+
+    fun deleteAsync(service: String, path: String): CompletableFuture<HarnessResponse> =
+        requestAsync(HarnessRequest(service, "DELETE", path))
+
+    /** This client's metrics in the Prometheus text format. */
+    fun metrics(): String = native.metricsText()
+
+    /** `closed`, `open` or `half_open` for (service, endpoint, method); endpoint defaults to the path's template. */
+    @JvmOverloads
+    fun breakerState(service: String, method: String, path: String, endpoint: String? = null): String =
+        native.breakerState(service, method, path, endpoint)
+
+    /** Bulkhead permits currently held on [service]; a [HarnessException.Config] for an unknown service. */
+    fun bulkheadInUse(service: String): Int = call { native.bulkheadInUse(service).toInt() }
+
+    /** Refuses new requests (they fail with [HarnessException.Other]); requests in flight finish. */
+    override fun close() {
+        native.shutdown()
+    }
+
+    val isClosed: Boolean get() = native.isClosed()
+
+    override fun toString(): String = "HarnessClient(closed=$isClosed)"
+
+    companion object {
+        init {
+            // Rust wakes coroutines from the engine's worker threads: keep them attached to the
+            // JVM instead of attaching and detaching one per callback.
+            Native.setCallbackThreadInitializer(
+                uniffiRustFutureContinuationCallbackImpl,
+                CallbackThreadInitializer(true, false, "harness-wake"),
+            )
+        }
+
+        /** From a `.yaml`, `.json` or `.toml` config file. */
+        @JvmStatic
+        fun fromFile(path: String): HarnessClient = HarnessClient(Path.of(path))
+
+        /** From the config as JSON text. */
+        @JvmStatic
+        fun fromJson(json: String): HarnessClient = HarnessClient(create { NativeClient.fromJson(json) })
+
+        /** Every error kind name the engine can raise, base (`HarnessError`) first. */
+        @JvmStatic
+        val errorKinds: List<String> get() = dev.harness.ffi.errorKindNames()
+
+        private inline fun create(make: () -> NativeClient): NativeClient = call(make)
+
+        private inline fun <T> call(f: () -> T): T = try {
+            f()
+        } catch (e: NativeException) {
+            throw HarnessException.from(e)
+        }
+    }
+}
+
+private fun HarnessRequest.toNative(): NativeRequest {
+    if (json != null && body != null) throw HarnessException.config("body: give either json or body, not both")
+    if (timeoutMs != null && timeoutMs < 0) throw HarnessException.config("timeout_ms: must not be negative, got $timeoutMs")
+    return NativeRequest(
+        service = service,
+        method = method,
+        path = path,
+        endpoint = endpoint,
+        query = query.map { (k, v) -> NativeEntry(k, v) },
+        headers = headers.map { (k, v) -> NativeEntry(k, v) },
+        json = json?.let { Json.encode(it, "json") },
+        body = body,
+        idempotencyKey = idempotencyKey,
+        timeoutMs = timeoutMs?.toULong(),
+        traceparent = traceparent,
+    )
+}
+
+private fun NativeResponse.toResponse(): HarnessResponse {
+    val grouped = LinkedHashMap<String, MutableList<String>>()
+    for (h in headers) grouped.getOrPut(h.name) { ArrayList(1) }.add(h.value)
+    return HarnessResponse(status.toInt(), grouped, body, elapsedMs, attempts.toInt(), traceId)
+}

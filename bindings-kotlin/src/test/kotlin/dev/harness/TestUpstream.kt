@@ -1,0 +1,59 @@
+package dev.harness
+
+import org.json.JSONObject
+import java.io.File
+import java.net.URI
+import java.net.http.HttpClient
+import java.net.http.HttpRequest
+import java.net.http.HttpResponse
+import java.util.concurrent.TimeUnit
+
+/**
+ * The shared fault-injecting upstream (tests/upstream), one process for the whole test run.
+ * It exits when its stdin closes, so a killed JVM leaves nothing behind.
+ */
+object TestUpstream {
+    val repoRoot: File = File(System.getProperty("harness.root") ?: findRoot()).canonicalFile
+
+    private val process: Process
+    val url: String
+    val blackholeUrl: String
+    val closedUrl: String
+    private val admin = HttpClient.newHttpClient()
+
+    init {
+        val bin = System.getenv("HARNESS_UPSTREAM_BIN")
+            ?: File(repoRoot, "target/x86_64-unknown-linux-gnu/debug/harness-upstream").path
+        check(File(bin).canExecute()) { "no harness-upstream at $bin: run `cargo build -p harness-upstream` (or set HARNESS_UPSTREAM_BIN)" }
+        process = ProcessBuilder(bin).redirectError(ProcessBuilder.Redirect.INHERIT).start()
+        val line = process.inputStream.bufferedReader().readLine() ?: error("harness-upstream printed nothing")
+        val addrs = JSONObject(line)
+        url = "http://" + addrs.getString("addr")
+        blackholeUrl = "http://" + addrs.getString("blackhole")
+        closedUrl = "http://" + addrs.optString("closed", "127.0.0.1:1")
+        Runtime.getRuntime().addShutdownHook(Thread {
+            runCatching { process.outputStream.close() }
+            if (!process.waitFor(2, TimeUnit.SECONDS)) process.destroyForcibly()
+        })
+    }
+
+    fun putScript(name: String, steps: Any) {
+        val body = JSONObject(mapOf("steps" to steps)).toString()
+        val r = admin.send(
+            HttpRequest.newBuilder(URI("$url/__admin/script/$name")).PUT(HttpRequest.BodyPublishers.ofString(body)).build(),
+            HttpResponse.BodyHandlers.ofString(),
+        )
+        check(r.statusCode() in 200..299) { "upstream refused script $name: ${r.body()}" }
+    }
+
+    fun log(name: String): JSONObject {
+        val r = admin.send(HttpRequest.newBuilder(URI("$url/__admin/log/$name")).GET().build(), HttpResponse.BodyHandlers.ofString())
+        return JSONObject(r.body())
+    }
+
+    private fun findRoot(): String {
+        var dir: File? = File(System.getProperty("user.dir")).absoluteFile
+        while (dir != null && !File(dir, "tests/vectors/scenarios.json").exists()) dir = dir.parentFile
+        return dir?.path ?: error("cannot find the repository root from ${System.getProperty("user.dir")}")
+    }
+}
