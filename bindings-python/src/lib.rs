@@ -1,1 +1,22 @@
-//! placeholder: the python binding
+//! harness._native: the PyO3 translation table between Python and harness-core.
+//!
+//! Argument in, core call, result or error out. No retry, timeout or breaker
+//! logic lives here; the pure-Python package `harness` wraps these types.
+
+mod bridge;
+mod client;
+mod convert;
+mod errors;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<client::NativeClient>()?;
+    m.add_class::<bridge::Bridge>()?;
+    m.add_class::<bridge::Pending>()?;
+    m.add("ERROR_NAMES", harness_core::ErrorKind::NAMES.to_vec())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

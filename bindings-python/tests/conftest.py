@@ -1,0 +1,77 @@
+"""Shared fixtures: the fault-injecting loopback upstream (tests/upstream) and its admin API."""
+
+import json
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _upstream_bin() -> str:
+    env = os.environ.get("HARNESS_UPSTREAM_BIN")
+    if env:
+        return env
+    for triple in ("x86_64-unknown-linux-gnu/", ""):
+        p = REPO / "target" / f"{triple}debug" / "harness-upstream"
+        if p.exists():
+            return str(p)
+    raise RuntimeError("harness-upstream not built: run `cargo build -p harness-upstream` (or set HARNESS_UPSTREAM_BIN)")
+
+
+class Upstream:
+    """A running harness-upstream: its addresses and its admin API."""
+
+    def __init__(self, proc: subprocess.Popen, info: dict) -> None:
+        self.proc = proc
+        self.info = info
+        self.url = "http://" + info["addr"]
+
+    def urls(self) -> dict:
+        """`{upstream}`, `{blackhole}`, `{closed}`... -> http:// URLs, for config substitution."""
+        out = {"{upstream}": self.url}
+        for key, addr in self.info.items():
+            if key != "addr":
+                out["{" + key + "}"] = "http://" + addr
+        return out
+
+    def script(self, name: str, steps: list) -> None:
+        body = json.dumps({"steps": steps}).encode()
+        req = urllib.request.Request(f"{self.url}/__admin/script/{name}", data=body, method="PUT")
+        with _NO_PROXY.open(req, timeout=10) as r:
+            assert 200 <= r.status < 300, r.read()
+
+    def log(self, name: str) -> list:
+        with _NO_PROXY.open(f"{self.url}/__admin/log/{name}", timeout=10) as r:
+            return json.loads(r.read())["requests"]
+
+
+@pytest.fixture(scope="session")
+def upstream():
+    proc = subprocess.Popen([_upstream_bin()], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        line = proc.stdout.readline()
+        info = json.loads(line)
+        yield Upstream(proc, info)
+    finally:
+        # Closing stdin is the upstream's signal to exit; kill it if it does not.
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def config(upstream):
+    """A one-service (`svc`) config on the upstream, logs off."""
+
+    def make(**svc):
+        return {"client": {"name": "pytest"}, "log": {"enabled": False}, "services": {"svc": {"base_url": upstream.url, **svc}}}
+
+    return make

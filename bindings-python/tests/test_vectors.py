@@ -1,0 +1,318 @@
+"""Runs every shared scenario vector (tests/vectors/scenarios.json) through the
+Python API, once with the sync Client and once with the AsyncClient."""
+
+import asyncio
+import copy
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import harness
+from conftest import REPO
+
+VECTORS = Path(os.environ.get("HARNESS_VECTORS", REPO / "tests" / "vectors" / "scenarios.json"))
+BASE = {"client": {"name": "vectors"}, "log": {"enabled": False}, "services": {"svc": {"base_url": "{upstream}"}}}
+
+
+def _load():
+    # A missing file fails the suite (no silent skip): collection errors are failures.
+    scenarios = json.loads(VECTORS.read_text())["scenarios"]
+    assert scenarios, f"{VECTORS} has no scenarios"
+    return scenarios
+
+
+SCENARIOS = _load()
+
+
+def merge(base, over):
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merge(out.get(k), v)
+        return out
+    return copy.deepcopy(over)
+
+
+def substitute(v, urls):
+    if isinstance(v, str):
+        for k, u in urls.items():
+            v = v.replace(k, u)
+        return v
+    if isinstance(v, list):
+        return [substitute(x, urls) for x in v]
+    if isinstance(v, dict):
+        return {k: substitute(x, urls) for k, x in v.items()}
+    return v
+
+
+def call_kwargs(name, call):
+    kw = {
+        "endpoint": call.get("endpoint"),
+        "headers": call.get("headers"),
+        "idempotency_key": call.get("idempotency_key"),
+        "timeout_ms": call.get("timeout_ms"),
+        "traceparent": call.get("traceparent"),
+    }
+    if "json" in call:
+        kw["json"] = call["json"]
+    elif "body" in call:
+        kw["content"] = call["body"]
+    return (call.get("service", "svc"), call["method"], f"/s/{name}{call['path']}"), kw
+
+
+class Outcome:
+    """What one call gave: a Response or an exception, and its wall time."""
+
+    def __init__(self, result, elapsed_ms):
+        self.result = result
+        self.elapsed_ms = elapsed_ms
+
+    @property
+    def error(self):
+        return self.result if isinstance(self.result, BaseException) else None
+
+    @property
+    def label(self):
+        if self.error is None:
+            return str(self.result.status)
+        if isinstance(self.error, harness.HarnessError):
+            return self.error.kind
+        return "CancelledError" if isinstance(self.error, (asyncio.CancelledError, _SyncCancel)) else repr(self.error)
+
+
+def check_result(name, i, call, o, errors):
+    exp = call["expect"]
+    fail = lambda what: errors.append(f"{name} call {i}: {what}")  # noqa: E731
+    err, res = o.error, (None if o.error is not None else o.result)
+    if "status" in exp and (res is None or res.status != exp["status"]):
+        fail(f"expected status {exp['status']}, got {err!r}")
+    if "error" in exp and o.label != exp["error"]:
+        fail(f"expected {exp['error']}, got {res if err is None else repr(err)}")
+    he = err if isinstance(err, harness.HarnessError) else None
+    if "phase" in exp and getattr(he, "phase", None) != exp["phase"]:
+        fail(f"expected phase {exp['phase']}, got {getattr(he, 'phase', None)}")
+    if "error_status" in exp and getattr(he, "status", None) != exp["error_status"]:
+        fail(f"expected error status {exp['error_status']}, got {getattr(he, 'status', None)}")
+    if "code" in exp and getattr(he, "code", None) != exp["code"]:
+        fail(f"expected code {exp['code']}, got {getattr(he, 'code', None)}")
+    if "message" in exp and (he is None or exp["message"] not in he.message):
+        fail(f"expected message containing {exp['message']!r}, got {getattr(he, 'message', None)!r}")
+    if "retry_after_ms" in exp and getattr(he, "retry_after_ms", None) != exp["retry_after_ms"]:
+        fail(f"expected retry_after_ms {exp['retry_after_ms']}, got {getattr(he, 'retry_after_ms', None)}")
+    if "trace_id" in exp and (res is None or res.trace_id != exp["trace_id"]):
+        fail(f"expected trace id {exp['trace_id']}, got {getattr(res, 'trace_id', None)}")
+    if "attempts" in exp:
+        got = res.attempts if res is not None else getattr(he, "attempts", None)
+        if got != exp["attempts"]:
+            fail(f"expected {exp['attempts']} attempts, got {got} ({err!r})")
+    if "min_ms" in exp and o.elapsed_ms < exp["min_ms"]:
+        fail(f"took {o.elapsed_ms:.1f} ms, expected at least {exp['min_ms']}")
+    if "max_ms" in exp and o.elapsed_ms > exp["max_ms"]:
+        fail(f"took {o.elapsed_ms:.1f} ms, expected at most {exp['max_ms']}")
+
+
+def check_breaker(name, i, call, client, errors):
+    exp = call["expect"]
+    if "breaker" in exp:
+        got = client.breaker_state(call.get("service", "svc"), call["method"], f"/s/{name}{call['path']}", call.get("endpoint"))
+        if got != exp["breaker"]:
+            errors.append(f"{name} call {i}: expected breaker {exp['breaker']}, got {got}")
+
+
+def check_outcomes(name, i, call, outcomes, errors):
+    want = call["expect"].get("outcomes")
+    if want is not None:
+        got = dict(Counter(o.label for o in outcomes))
+        if got != want:
+            errors.append(f"{name} call {i}: expected outcomes {want}, got {got}")
+
+
+def check_upstream(upstream, name, exp, errors):
+    reqs = upstream.log(name)
+    fail = lambda what: errors.append(f"{name} upstream: {what}")  # noqa: E731
+    if "requests" in exp and len(reqs) != exp["requests"]:
+        fail(f"expected {exp['requests']} requests, got {len(reqs)}")
+    if "methods" in exp and [r["method"] for r in reqs] != exp["methods"]:
+        fail(f"expected methods {exp['methods']}, got {[r['method'] for r in reqs]}")
+    if "bodies" in exp and [r["body"] for r in reqs] != exp["bodies"]:
+        fail(f"expected bodies {exp['bodies']}, got {[r['body'] for r in reqs]}")
+    for r in reqs:
+        h = r["headers"]
+        for k in exp.get("headers_present", []):
+            if k not in h:
+                fail(f"header {k} missing")
+        for k in exp.get("header_absent", []):
+            if k in h:
+                fail(f"header {k} should be absent")
+        for k, v in exp.get("header_equals", {}).items():
+            if h.get(k) != v:
+                fail(f"header {k}: expected {v!r}, got {h.get(k)!r}")
+        for k, v in exp.get("header_prefix", {}).items():
+            if not h.get(k, "").startswith(v):
+                fail(f"header {k}: expected prefix {v!r}, got {h.get(k)!r}")
+    if "min_gap_ms" in exp:
+        for a, b in zip(reqs, reqs[1:]):
+            if b["at_ms"] - a["at_ms"] < exp["min_gap_ms"]:
+                fail(f"requests {b['at_ms'] - a['at_ms']:.1f} ms apart, expected at least {exp['min_gap_ms']}")
+
+
+def scenario_config(upstream, scenario):
+    return substitute(merge(BASE, scenario.get("config", {})), upstream.urls())
+
+
+# ---- sync client ---------------------------------------------------------------------------
+
+
+class _SyncCancel(BaseException):
+    """Raised by a SIGALRM handler: the sync client's host-side cancel (the Ctrl-C path)."""
+
+
+def _sync_call(client, name, call, cancel_ms=None):
+    args, kw = call_kwargs(name, call)
+    start = time.perf_counter()
+    try:
+        if cancel_ms is None:
+            result = client.request(*args, **kw)
+        else:
+            # The blocking call checks signals every 50 ms; the handler's exception drops the Rust task.
+            def on_alarm(signum, frame):
+                raise _SyncCancel()
+
+            old = signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, cancel_ms / 1000)
+            try:
+                result = client.request(*args, **kw)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+    except BaseException as e:  # noqa: BLE001 - the outcome is what we check
+        result = e
+    return Outcome(result, (time.perf_counter() - start) * 1000)
+
+
+def _settle_bulkhead_sync(name, i, call, client, errors):
+    exp = call["expect"]
+    if "bulkhead_in_use" in exp:
+        svc, deadline = call.get("service", "svc"), time.monotonic() + 1
+        got = client.bulkhead_in_use(svc)
+        while got != exp["bulkhead_in_use"] and time.monotonic() < deadline:
+            time.sleep(0.005)
+            got = client.bulkhead_in_use(svc)
+        if got != exp["bulkhead_in_use"]:
+            errors.append(f"{name} call {i}: expected {exp['bulkhead_in_use']} bulkhead permits in use, got {got}")
+
+
+def run_sync(upstream, scenario):
+    name, errors = scenario["name"], []
+    upstream.script(name, scenario["steps"])
+    background = []
+    with harness.Client(scenario_config(upstream, scenario)) as client, ThreadPoolExecutor(max_workers=256) as pool:
+        for i, call in enumerate(scenario["calls"]):
+            if "wait_ms" in call:
+                time.sleep(call["wait_ms"] / 1000)
+            cancel = call.get("cancel_after_ms")
+            if cancel is not None and (call.get("background") or call.get("parallel")):
+                pytest.fail(f"{name} call {i}: the sync runner cancels only foreground single calls")
+            if call.get("background"):
+                background.append((i, call, pool.submit(_sync_call, client, name, call)))
+                continue
+            if "parallel" in call:
+                futs = [pool.submit(_sync_call, client, name, call) for _ in range(call["parallel"])]
+                check_outcomes(name, i, call, [f.result() for f in futs], errors)
+            else:
+                check_result(name, i, call, _sync_call(client, name, call, cancel), errors)
+            check_breaker(name, i, call, client, errors)
+            _settle_bulkhead_sync(name, i, call, client, errors)
+        for i, call, fut in background:
+            check_result(name, i, call, fut.result(), errors)
+            check_breaker(name, i, call, client, errors)
+            _settle_bulkhead_sync(name, i, call, client, errors)
+    if "upstream" in scenario:
+        check_upstream(upstream, name, scenario["upstream"], errors)
+    return errors
+
+
+# ---- async client --------------------------------------------------------------------------
+
+
+async def _async_call(client, name, call, cancel_ms=None):
+    args, kw = call_kwargs(name, call)
+    start = time.perf_counter()
+    task = asyncio.ensure_future(client.request(*args, **kw))
+    try:
+        if cancel_ms is not None:
+            done, _ = await asyncio.wait({task}, timeout=cancel_ms / 1000)
+            if not done:
+                task.cancel()  # the host-side cancel: drops the Rust future
+        result = await task
+    except BaseException as e:  # noqa: BLE001
+        result = e
+    return Outcome(result, (time.perf_counter() - start) * 1000)
+
+
+async def _settle_bulkhead_async(name, i, call, client, errors):
+    exp = call["expect"]
+    if "bulkhead_in_use" in exp:
+        svc, deadline = call.get("service", "svc"), time.monotonic() + 1
+        got = client.bulkhead_in_use(svc)
+        while got != exp["bulkhead_in_use"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+            got = client.bulkhead_in_use(svc)
+        if got != exp["bulkhead_in_use"]:
+            errors.append(f"{name} call {i}: expected {exp['bulkhead_in_use']} bulkhead permits in use, got {got}")
+
+
+async def run_async(upstream, scenario):
+    name, errors = scenario["name"], []
+    upstream.script(name, scenario["steps"])
+    background = []
+    async with harness.AsyncClient(scenario_config(upstream, scenario)) as client:
+        for i, call in enumerate(scenario["calls"]):
+            if "wait_ms" in call:
+                await asyncio.sleep(call["wait_ms"] / 1000)
+            cancel = call.get("cancel_after_ms")
+            if call.get("background"):
+                background.append((i, call, asyncio.ensure_future(_async_call(client, name, call, cancel))))
+                await asyncio.sleep(0)  # let it start before the next call
+                continue
+            if "parallel" in call:
+                outs = await asyncio.gather(*[_async_call(client, name, call, cancel) for _ in range(call["parallel"])])
+                check_outcomes(name, i, call, outs, errors)
+            else:
+                check_result(name, i, call, await _async_call(client, name, call, cancel), errors)
+            check_breaker(name, i, call, client, errors)
+            await _settle_bulkhead_async(name, i, call, client, errors)
+        for i, call, fut in background:
+            check_result(name, i, call, await fut, errors)
+            check_breaker(name, i, call, client, errors)
+            await _settle_bulkhead_async(name, i, call, client, errors)
+    if "upstream" in scenario:
+        check_upstream(upstream, name, scenario["upstream"], errors)
+    return errors
+
+
+IDS = [s["name"] for s in SCENARIOS]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
+def test_vector_sync(upstream, scenario):
+    assert threading.current_thread() is threading.main_thread()  # SIGALRM cancels need it
+    errors = run_sync(upstream, scenario)
+    assert not errors, "\n".join(errors)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
+def test_vector_async(upstream, scenario):
+    errors = asyncio.run(run_async(upstream, scenario))
+    assert not errors, "\n".join(errors)
+
+
+def test_every_scenario_is_collected():
+    assert len(SCENARIOS) >= 30, f"{VECTORS} has only {len(SCENARIOS)} scenarios"
