@@ -3,8 +3,9 @@
 // Prints throughput, p50/p99 latency and client CPU per 1,000 requests (process.cpuUsage:
 // this process only, including Harness's tokio threads; the upstream is a child process).
 //
-//   cargo build --release -p harness-upstream --features tokio/io-std
-//   npm install ./bindings-node            # release build of the native module
+//   cargo build --release -p harness-upstream
+//   npm install ./bindings-node            # release build of the native module (bindings-node/test.sh
+//                                          # leaves a debug one: rebuild with `node bindings-node/scripts/build.js`)
 //   (cd bench && npm install) && node bench/node_bench.mjs
 //
 // Env: BENCH_REQUESTS (per cell, default 20000), BENCH_ROUNDS (default 3, median reported),

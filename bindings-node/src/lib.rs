@@ -1,1 +1,371 @@
-//! placeholder: the node binding
+//! harness-node: the napi-rs bridge between Node and harness-core.
+//!
+//! A translation table only: JS request objects in, core calls, plain result
+//! objects out. Every request runs on the core's own tokio runtime (napi's
+//! `async` runtime is deliberately not enabled: one runtime per process), and
+//! hands its result back through a batched `CompletionQueue`, which resolves the
+//! JS promise by id. Errors cross as structured
+//! objects (or, for synchronous calls, as a marked JSON reason) so that the JS
+//! wrapper (`index.js`) can rebuild the class tree without losing a field.
+
+// The core's HarnessError is large by design (full call context); it crosses once per failed call.
+#![allow(clippy::result_large_err)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use harness_core::{Body, ErrorKind, HarnessError, Request, Response};
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+use tokio::sync::Notify;
+
+/// Prefix of a synchronous error reason that carries a serialised `HarnessError`.
+const ERROR_MARKER: &str = "\u{1}HARNESS_ERROR\u{1}";
+
+/// A successful response.
+#[napi(object)]
+pub struct NativeResponse {
+    pub status: u32,
+    /// Header names and values joined by NUL: `name\0value\0name\0value` (split lazily in JS).
+    pub headers: String,
+    pub body: Buffer,
+    pub elapsed_ms: f64,
+    pub attempts: u32,
+    pub trace_id: String,
+}
+
+/// Every field of a core `HarnessError`.
+#[napi(object)]
+pub struct NativeError {
+    /// The class name (`TimeoutError`, ...).
+    pub name: String,
+    /// The readable message, without the leading class name.
+    pub message: String,
+    pub service: Option<String>,
+    pub endpoint: Option<String>,
+    pub method: Option<String>,
+    pub attempts: u32,
+    pub status: Option<u32>,
+    /// The normalised downstream error code.
+    pub code: Option<String>,
+    pub retry_after_ms: Option<f64>,
+    pub trace_id: Option<String>,
+    pub phase: Option<String>,
+    pub body: Option<Buffer>,
+}
+
+/// A finished request: its id and exactly one of `response` or `error`.
+#[napi(object)]
+pub struct Completion {
+    pub id: u32,
+    pub response: Option<NativeResponse>,
+    pub error: Option<NativeError>,
+}
+
+fn display_without_name(e: &HarnessError) -> String {
+    let shown = e.to_string();
+    let prefix = format!("{}: ", e.name());
+    shown.strip_prefix(&prefix).map(str::to_string).unwrap_or(shown)
+}
+
+fn native_error(e: HarnessError) -> NativeError {
+    NativeError {
+        name: e.name().to_string(),
+        message: display_without_name(&e),
+        phase: e.phase().map(str::to_string),
+        service: e.service,
+        endpoint: e.endpoint,
+        method: e.method,
+        attempts: e.attempts,
+        status: e.status.map(u32::from),
+        code: e.code,
+        retry_after_ms: e.retry_after_ms.map(|v| v as f64),
+        trace_id: e.trace_id,
+        body: e.body.map(|b| Buffer::from(Vec::from(b))),
+    }
+}
+
+fn native_response(r: Response) -> NativeResponse {
+    let mut headers = String::with_capacity(r.headers.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
+    for (i, (k, v)) in r.headers.iter().enumerate() {
+        if i > 0 {
+            headers.push('\0');
+        }
+        headers.push_str(k);
+        headers.push('\0');
+        headers.push_str(v);
+    }
+    NativeResponse {
+        status: u32::from(r.status),
+        headers,
+        body: Buffer::from(Vec::from(r.body)),
+        elapsed_ms: r.elapsed_ms,
+        attempts: r.attempts,
+        trace_id: r.trace_id,
+    }
+}
+
+/// A synchronous error: the reason is the marker plus the JSON of every field.
+fn sync_error(e: HarnessError) -> Error {
+    let json = serde_json::json!({
+        "name": e.name(),
+        "message": display_without_name(&e),
+        "phase": e.phase(),
+        "service": e.service,
+        "endpoint": e.endpoint,
+        "method": e.method,
+        "attempts": e.attempts,
+        "status": e.status,
+        "code": e.code,
+        "retryAfterMs": e.retry_after_ms,
+        "traceId": e.trace_id,
+    });
+    Error::new(Status::GenericFailure, format!("{ERROR_MARKER}{json}"))
+}
+
+fn pairs(flat: Option<Vec<String>>, field: &str) -> std::result::Result<Vec<(String, String)>, HarnessError> {
+    let Some(flat) = flat else { return Ok(Vec::new()) };
+    if flat.len() % 2 != 0 {
+        return Err(HarnessError::config(format!("request.{field}: expected name/value pairs")));
+    }
+    let mut it = flat.into_iter();
+    let mut out = Vec::with_capacity(it.len() / 2);
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+/// The JS-side fields of a request, positional (cheaper across napi than an object).
+#[allow(clippy::too_many_arguments)]
+fn core_request(
+    service: String,
+    method: String,
+    path: String,
+    endpoint: Option<String>,
+    query: Option<Vec<String>>,
+    headers: Option<Vec<String>>,
+    json: Option<String>,
+    body: Option<&[u8]>,
+    idempotency_key: Option<String>,
+    timeout_ms: Option<f64>,
+    traceparent: Option<String>,
+) -> std::result::Result<Request, HarnessError> {
+    let body = match (json, body) {
+        (Some(_), Some(_)) => return Err(HarnessError::config("request.json: give either json or body, not both")),
+        (Some(text), None) => Body::Json(
+            serde_json::from_str(&text).map_err(|e| HarnessError::config(format!("request.json: not JSON: {e}")))?,
+        ),
+        (None, Some(buf)) => Body::Bytes(Bytes::copy_from_slice(buf)),
+        (None, None) => Body::Empty,
+    };
+    let timeout_ms = match timeout_ms {
+        None => None,
+        Some(t) if t.is_finite() && t >= 0.0 && t.fract() == 0.0 && t <= u64::MAX as f64 => Some(t as u64),
+        Some(t) => return Err(HarnessError::config(format!("request.timeout_ms: expected an integer >= 0, got {t}"))),
+    };
+    Ok(Request {
+        service,
+        method,
+        path,
+        endpoint,
+        query: pairs(query, "query")?,
+        headers: pairs(headers, "headers")?,
+        body,
+        idempotency_key,
+        timeout_ms,
+        traceparent,
+    })
+}
+
+type Wake = ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>;
+
+struct QueueInner {
+    done: Mutex<Vec<Completion>>,
+    /// Set while a wake-up is queued on the JS thread, so a burst of completions costs one wake.
+    scheduled: AtomicBool,
+    wake: Wake,
+}
+
+impl QueueInner {
+    fn push(&self, c: Completion) {
+        self.done.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
+/// Where finished requests wait for the JS thread: one per JS module instance. Completions are
+/// batched behind one weak threadsafe function, so it never keeps the process alive by itself
+/// (the JS wrapper holds the loop only while requests are pending).
+#[napi]
+pub struct CompletionQueue {
+    inner: Arc<QueueInner>,
+}
+
+#[napi]
+impl CompletionQueue {
+    /// `onWake` is called on the JS thread when completions are ready; it calls `drain()`.
+    #[napi(constructor)]
+    pub fn new(on_wake: Function<(), Unknown<'static>>) -> Result<Self> {
+        let wake = on_wake.build_threadsafe_function().callee_handled::<false>().weak::<true>().build_callback(|_| Ok(()))?;
+        Ok(CompletionQueue {
+            inner: Arc::new(QueueInner { done: Mutex::new(Vec::new()), scheduled: AtomicBool::new(false), wake }),
+        })
+    }
+
+    /// Every completion ready now.
+    #[napi]
+    pub fn drain(&self) -> Vec<Completion> {
+        // Clear the flag before taking, so a push racing this drain schedules a fresh wake.
+        self.inner.scheduled.store(false, Ordering::Release);
+        std::mem::take(&mut *self.inner.done.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// A one-shot cancel switch the JS wrapper ties to an `AbortSignal`.
+#[napi]
+pub struct CancelToken {
+    notify: Arc<Notify>,
+}
+
+#[napi]
+impl CancelToken {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        CancelToken { notify: Arc::new(Notify::new()) }
+    }
+
+    /// Drops the request future (freeing every permit it held); its promise settles with CancelledError.
+    #[napi]
+    pub fn cancel(&self) {
+        // notify_one stores a permit, so a cancel that races ahead of the first poll is not lost.
+        self.notify.notify_one();
+    }
+}
+
+/// The native client; `index.js` wraps it in the public `Client` class.
+#[napi]
+pub struct NativeClient {
+    inner: harness_core::Client,
+}
+
+#[napi]
+impl NativeClient {
+    /// From the JSON text of a config object.
+    #[napi(factory)]
+    pub fn from_json(json: String) -> Result<NativeClient> {
+        let value: serde_json::Value = serde_json::from_str(&json)
+            .map_err(|e| sync_error(HarnessError::config(format!("config: not serialisable as JSON: {e}"))))?;
+        harness_core::Client::from_value(value).map(|inner| NativeClient { inner }).map_err(sync_error)
+    }
+
+    /// From a `.yaml`, `.json` or `.toml` file.
+    #[napi(factory)]
+    pub fn from_path(path: String) -> Result<NativeClient> {
+        harness_core::Client::from_path(path).map(|inner| NativeClient { inner }).map_err(sync_error)
+    }
+
+    /// Starts a request on the core runtime; it completes through `queue` under `id`.
+    /// Returns an error at once (and queues nothing) if the input cannot be translated.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn request(
+        &self,
+        queue: &CompletionQueue,
+        id: u32,
+        service: String,
+        method: String,
+        path: String,
+        endpoint: Option<String>,
+        query: Option<Vec<String>>,
+        headers: Option<Vec<String>>,
+        json: Option<String>,
+        body: Option<Buffer>,
+        idempotency_key: Option<String>,
+        timeout_ms: Option<f64>,
+        traceparent: Option<String>,
+        cancel: Option<&CancelToken>,
+    ) -> Option<NativeError> {
+        let req = core_request(
+            service,
+            method,
+            path,
+            endpoint,
+            query,
+            headers,
+            json,
+            body.as_deref(),
+            idempotency_key,
+            timeout_ms,
+            traceparent,
+        );
+        let req = match req.and_then(|r| harness_core::runtime::handle().map(|h| (r, h))) {
+            Ok(r) => r,
+            Err(e) => return Some(native_error(e)),
+        };
+        let (req, handle) = req;
+        let client = self.inner.clone();
+        let queue = queue.inner.clone();
+        let cancel = cancel.map(|c| c.notify.clone());
+        handle.spawn(async move {
+            let outcome = match cancel {
+                None => client.request(req).await,
+                // The request future is dropped as soon as the cancel wins, before the promise settles.
+                Some(cancel) => tokio::select! {
+                    r = client.request(req) => r,
+                    _ = cancel.notified() => Err(HarnessError::new(ErrorKind::Cancelled, "the request was cancelled")),
+                },
+            };
+            queue.push(match outcome {
+                Ok(r) => Completion { id, response: Some(native_response(r)), error: None },
+                Err(e) => Completion { id, response: None, error: Some(native_error(e)) },
+            });
+        });
+        None
+    }
+
+    /// The Prometheus text exposition of this client's metrics.
+    #[napi]
+    pub fn metrics(&self) -> String {
+        self.inner.metrics_text()
+    }
+
+    /// `closed`, `open` or `half_open`.
+    #[napi]
+    pub fn breaker_state(&self, service: String, method: String, path: String, endpoint: Option<String>) -> String {
+        self.inner.breaker_state(&service, &method, &path, endpoint.as_deref()).to_string()
+    }
+
+    /// Bulkhead permits currently held on a service.
+    #[napi]
+    pub fn bulkhead_in_use(&self, service: String) -> Result<u32> {
+        self.inner.bulkhead_in_use(&service).map(|n| n as u32).map_err(sync_error)
+    }
+
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    #[napi]
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}
+
+/// Every error class name, base first (the JS class tree is built from this).
+#[napi]
+pub fn error_names() -> Vec<String> {
+    ErrorKind::NAMES.iter().map(|s| s.to_string()).collect()
+}
+
+/// The marker that starts a synchronous error's reason.
+#[napi]
+pub fn error_marker() -> String {
+    ERROR_MARKER.to_string()
+}

@@ -1,0 +1,201 @@
+// Type declarations for harness-sdk (CommonJS and ESM entry points share them).
+
+/** A config object: the same shape as the YAML/JSON/TOML file (snake_case keys, durations in `_ms`). */
+export interface HarnessConfig {
+  /** Client-wide settings; `name` is sent as the user agent and in logs. */
+  client?: { name?: string }
+  /** Per-request structured log line on stderr (default on). */
+  log?: { enabled?: boolean }
+  /** The services this client talks to, by name. */
+  services?: Record<string, ServiceConfig>
+  /** Keys added by later core versions are passed through unchanged. */
+  [key: string]: unknown
+}
+
+/** One service's settings; every key has a safe default. */
+export interface ServiceConfig {
+  /** Base URL, e.g. `http://127.0.0.1:8080`. */
+  base_url: string
+  /** Connect, first-byte and total timeouts in milliseconds. */
+  timeouts?: { connect_ms?: number; response_ms?: number; request_ms?: number }
+  /** Retry policy. */
+  retry?: {
+    max_retries?: number
+    base_delay_ms?: number
+    max_delay_ms?: number
+    retry_on_500?: boolean
+    max_retry_after_ms?: number
+    budget_ratio?: number
+    budget_min_per_sec?: number
+    jitter?: boolean
+  }
+  /** Circuit breaker per (service, endpoint template, method). */
+  breaker?: { failure_threshold?: number; open_ms?: number; half_open_probes?: number }
+  /** Concurrency limit for the service. */
+  bulkhead?: { max_concurrency?: number }
+  /** Static headers sent with every request (values never appear in logs or errors). */
+  headers?: Record<string, string>
+  [key: string]: unknown
+}
+
+/** Header or query pairs: a plain object, a Map, `Headers`/`URLSearchParams`, or `[name, value]` pairs. */
+export type Pairs =
+  | Record<string, string | number | boolean | ReadonlyArray<string | number | boolean> | undefined | null>
+  | Iterable<[string, string]> & { entries(): IterableIterator<[string, string]> }
+  | ReadonlyArray<readonly [string, string | number | boolean]>
+
+/** Options of one call, apart from service, method and path. */
+export interface CallOptions {
+  /** Label for breaker keys and metrics; default: the path with ID-like segments collapsed to `{id}`. */
+  endpoint?: string
+  /** Query parameters. */
+  query?: Pairs
+  /** Request headers. */
+  headers?: Pairs
+  /** A JSON body (serialised with `JSON.stringify`; sets `content-type: application/json`). */
+  json?: unknown
+  /** A raw body. Give either `json` or `body`. */
+  body?: Buffer | Uint8Array | ArrayBuffer | string
+  /** Sent as `Idempotency-Key`; makes any method safe to retry. */
+  idempotencyKey?: string
+  /** Overrides the service's total timeout (`timeouts.request_ms`), in milliseconds. */
+  timeoutMs?: number
+  /** The caller's W3C `traceparent`, continued downstream. */
+  traceparent?: string
+  /** Aborting it cancels the request in Rust (freeing its permits); the promise rejects with `CancelledError`. */
+  signal?: AbortSignal
+}
+
+/** A full request description for `Client.request`. */
+export interface RequestOptions extends CallOptions {
+  /** The service name from the config. */
+  service: string
+  /** The HTTP method (default `GET`). */
+  method?: string
+  /** The path, starting with `/`, appended to the service's base URL. */
+  path: string
+}
+
+/** Circuit breaker state. */
+export type BreakerState = 'closed' | 'open' | 'half_open'
+
+/** A buffered response. */
+export declare class Response {
+  private constructor()
+  /** The HTTP status code. */
+  readonly status: number
+  /** Response headers with lower-case names; repeated headers joined with `, `. */
+  readonly headers: Record<string, string>
+  /** The response body. */
+  readonly body: Buffer
+  /** Wall time of the whole call (all attempts and backoff), in milliseconds. */
+  readonly elapsedMs: number
+  /** Attempts made. */
+  readonly attempts: number
+  /** The W3C trace id of the call (32 hex digits). */
+  readonly traceId: string
+  /** True for a 2xx status. */
+  readonly ok: boolean
+  /** The body decoded as UTF-8. */
+  text(): string
+  /** The body parsed as JSON. */
+  json<T = unknown>(): T
+}
+
+/** A Harness client. One is enough per config; it is safe to share across concurrent calls. */
+export declare class Client {
+  /**
+   * @param config a config object, or a path to a `.yaml`, `.json` or `.toml` config file.
+   * @throws ConfigError naming the bad field.
+   */
+  constructor(config: HarnessConfig | string)
+  /** Sends one request through the pipeline; rejects with a `HarnessError` subclass. */
+  request(options: RequestOptions): Promise<Response>
+  /** `request` with method GET. */
+  get(service: string, path: string, options?: CallOptions): Promise<Response>
+  /** `request` with method POST. */
+  post(service: string, path: string, options?: CallOptions): Promise<Response>
+  /** `request` with method PUT. */
+  put(service: string, path: string, options?: CallOptions): Promise<Response>
+  /** `request` with method PATCH. */
+  patch(service: string, path: string, options?: CallOptions): Promise<Response>
+  /** `request` with method DELETE. */
+  delete(service: string, path: string, options?: CallOptions): Promise<Response>
+  /** The Prometheus text exposition of this client's metrics. */
+  metrics(): string
+  /** The breaker state for (service, endpoint, method); `endpoint` defaults to the template of `path`. */
+  breakerState(service: string, method: string, path: string, endpoint?: string): BreakerState
+  /** Bulkhead permits currently held on a service. @throws ConfigError for an unknown service. */
+  bulkheadInUse(service: string): number
+  /** Refuses new requests; requests in flight finish or are cancelled by their callers. */
+  close(): void
+  /** Whether `close()` was called. */
+  readonly closed: boolean
+}
+
+/** Fields every Harness error carries (all optional except `attempts`). */
+export interface HarnessErrorFields {
+  service?: string
+  endpoint?: string
+  method?: string
+  attempts?: number
+  status?: number
+  errorCode?: string
+  retryAfterMs?: number
+  traceId?: string
+  phase?: 'connect' | 'response' | 'total'
+  body?: Buffer
+  cause?: unknown
+}
+
+/** Base class of every Harness error. */
+export declare class HarnessError extends Error {
+  constructor(message: string, fields?: HarnessErrorFields)
+  /** The error kind: the class name, e.g. `TimeoutError`. */
+  readonly code: string
+  /** The service of the call. */
+  readonly service?: string
+  /** The endpoint label (template) of the call. */
+  readonly endpoint?: string
+  /** The HTTP method of the call. */
+  readonly method?: string
+  /** Attempts made before giving up. */
+  readonly attempts: number
+  /** The upstream's HTTP status, when it answered. */
+  readonly status?: number
+  /** The normalised downstream error code (`code`, `errCode` or `error.code` of the body). */
+  readonly errorCode?: string
+  /** The upstream's Retry-After, in milliseconds. */
+  readonly retryAfterMs?: number
+  /** The W3C trace id of the call. */
+  readonly traceId?: string
+  /** For `TimeoutError`: which timeout expired. */
+  readonly phase?: 'connect' | 'response' | 'total'
+  /** The raw downstream body (not enumerable, never in the message). */
+  readonly body?: Buffer
+}
+/** A timeout expired; `phase` is `connect`, `response` or `total`. */
+export declare class TimeoutError extends HarnessError {}
+/** The circuit breaker for (service, endpoint, method) is open. */
+export declare class CircuitOpenError extends HarnessError {}
+/** The service's bulkhead had no free permit. */
+export declare class BulkheadFullError extends HarnessError {}
+/** Rate limited (locally or by the upstream); see `retryAfterMs`. */
+export declare class RateLimitedError extends HarnessError {}
+/** The upstream answered with an error status; see `status`, `errorCode` and `body`. */
+export declare class HttpStatusError extends HarnessError {}
+/** Authentication failed. */
+export declare class AuthError extends HarnessError {}
+/** The response did not match its schema. */
+export declare class SchemaError extends HarnessError {}
+/** The connection could not be made (refused, reset). */
+export declare class ConnectError extends HarnessError {}
+/** The request was cancelled (its AbortSignal fired); `cause` is the signal's reason. */
+export declare class CancelledError extends HarnessError {}
+/** No provider of a route is healthy. */
+export declare class NoHealthyProviderError extends HarnessError {}
+/** Bad config or bad input; the message starts with the field path. */
+export declare class ConfigError extends HarnessError {}
+
+/** Every error class name, base first. */
+export declare const ERROR_NAMES: readonly string[]

@@ -1,0 +1,177 @@
+'use strict'
+// Runs every shared scenario vector (tests/vectors/scenarios.json) through the Node API.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
+
+const { Client, HarnessError } = require('..')
+const { startUpstream, repoRoot } = require('./upstream')
+
+const { scenarios } = JSON.parse(fs.readFileSync(path.join(repoRoot, 'tests', 'vectors', 'scenarios.json'), 'utf8'))
+
+let upstream
+before(async () => {
+  upstream = await startUpstream()
+})
+after(async () => {
+  await upstream.stop()
+})
+
+function isObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v)
+}
+
+function deepMerge(a, b) {
+  if (!isObject(a) || !isObject(b)) return b
+  const out = { ...a }
+  for (const [k, v] of Object.entries(b)) out[k] = k in a ? deepMerge(a[k], v) : v
+  return out
+}
+
+function substitute(v) {
+  if (typeof v === 'string') {
+    return v
+      .replaceAll('{upstream}', `http://${upstream.addr}`)
+      .replaceAll('{blackhole}', `http://${upstream.blackhole}`)
+      .replaceAll('{closed}', `http://${upstream.closed}`)
+  }
+  if (Array.isArray(v)) return v.map(substitute)
+  if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x)]))
+  return v
+}
+
+const BASE = { client: { name: 'vectors' }, log: { enabled: false }, services: { svc: { base_url: '{upstream}' } } }
+
+// One call: resolves to { response } or { error } and the wall time.
+async function runOne(client, scenario, call) {
+  const opts = {
+    service: call.service ?? 'svc',
+    method: call.method,
+    path: `/s/${scenario.name}${call.path}`,
+    endpoint: call.endpoint,
+    headers: call.headers,
+    idempotencyKey: call.idempotency_key,
+    timeoutMs: call.timeout_ms,
+    traceparent: call.traceparent,
+  }
+  if ('json' in call) opts.json = call.json
+  if ('body' in call) opts.body = call.body
+  let timer
+  if (call.cancel_after_ms !== undefined) {
+    const ac = new AbortController()
+    opts.signal = ac.signal
+    timer = setTimeout(() => ac.abort(), call.cancel_after_ms)
+  }
+  const t0 = performance.now()
+  try {
+    const response = await client.request(opts)
+    return { response, ms: performance.now() - t0 }
+  } catch (error) {
+    assert.ok(error instanceof HarnessError, `not a HarnessError: ${error && error.stack}`)
+    return { error, ms: performance.now() - t0 }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+function check(client, scenario, call, i, results) {
+  const ex = call.expect || {}
+  const where = `${scenario.name} call ${i}`
+  const service = call.service ?? 'svc'
+  if (call.parallel === undefined) {
+    const [{ response, error, ms }] = results
+    const desc = error ? `${error.name}: ${error.message}` : `status ${response.status}`
+    if ('status' in ex) {
+      assert.ok(response, `${where}: expected status ${ex.status}, got ${desc}`)
+      assert.equal(response.status, ex.status, `${where}: status`)
+    }
+    if ('error' in ex) {
+      assert.ok(error, `${where}: expected ${ex.error}, got ${desc}`)
+      assert.equal(error.name, ex.error, `${where}: error kind (${desc})`)
+      assert.equal(error.code, ex.error, `${where}: err.code`)
+    }
+    if ('phase' in ex) assert.equal(error && error.phase, ex.phase, `${where}: phase (${desc})`)
+    if ('error_status' in ex) assert.equal(error && error.status, ex.error_status, `${where}: error status (${desc})`)
+    if ('code' in ex) assert.equal(error && error.errorCode, ex.code, `${where}: errorCode (${desc})`)
+    if ('message' in ex) assert.ok(error && error.message.includes(ex.message), `${where}: message ${JSON.stringify(ex.message)} in (${desc})`)
+    if ('retry_after_ms' in ex) assert.equal(error && error.retryAfterMs, ex.retry_after_ms, `${where}: retryAfterMs (${desc})`)
+    if ('attempts' in ex) assert.equal((response || error).attempts, ex.attempts, `${where}: attempts (${desc})`)
+    if ('trace_id' in ex) assert.equal((response || error).traceId, ex.trace_id, `${where}: traceId`)
+    if ('min_ms' in ex) assert.ok(ms >= ex.min_ms, `${where}: took ${ms.toFixed(1)} ms < min ${ex.min_ms} (${desc})`)
+    if ('max_ms' in ex) assert.ok(ms <= ex.max_ms, `${where}: took ${ms.toFixed(1)} ms > max ${ex.max_ms} (${desc})`)
+  } else {
+    const counts = {}
+    for (const r of results) {
+      const k = r.error ? r.error.name : String(r.response.status)
+      counts[k] = (counts[k] || 0) + 1
+    }
+    if ('outcomes' in ex) assert.deepEqual(counts, ex.outcomes, `${where}: outcomes`)
+    for (const r of results) {
+      if ('min_ms' in ex) assert.ok(r.ms >= ex.min_ms, `${where}: took ${r.ms.toFixed(1)} ms < min ${ex.min_ms}`)
+      if ('max_ms' in ex) assert.ok(r.ms <= ex.max_ms, `${where}: took ${r.ms.toFixed(1)} ms > max ${ex.max_ms}`)
+    }
+  }
+  if ('breaker' in ex) {
+    const state = client.breakerState(service, call.method, `/s/${scenario.name}${call.path}`, call.endpoint)
+    assert.equal(state, ex.breaker, `${where}: breaker`)
+  }
+  if ('bulkhead_in_use' in ex) assert.equal(client.bulkheadInUse(service), ex.bulkhead_in_use, `${where}: bulkhead in use`)
+}
+
+async function checkUpstream(scenario) {
+  const up = scenario.upstream
+  if (!up) return
+  const { requests } = await upstream.admin('GET', `/__admin/log/${scenario.name}`)
+  const where = `${scenario.name} upstream`
+  if ('requests' in up) assert.equal(requests.length, up.requests, `${where}: request count`)
+  if ('methods' in up) assert.deepEqual(requests.map((r) => r.method), up.methods, `${where}: methods`)
+  for (const r of requests) {
+    for (const name of up.headers_present || []) assert.ok(name in r.headers, `${where}: header ${name} missing`)
+    for (const name of up.header_absent || []) assert.ok(!(name in r.headers), `${where}: header ${name} present`)
+    for (const [k, v] of Object.entries(up.header_equals || {})) assert.equal(r.headers[k], v, `${where}: header ${k}`)
+    for (const [k, v] of Object.entries(up.header_prefix || {})) {
+      assert.ok(typeof r.headers[k] === 'string' && r.headers[k].startsWith(v), `${where}: header ${k}=${r.headers[k]} lacks prefix ${v}`)
+    }
+  }
+  if ('bodies' in up) assert.deepEqual(requests.map((r) => r.body), up.bodies, `${where}: bodies`)
+  if ('min_gap_ms' in up) {
+    for (let i = 1; i < requests.length; i++) {
+      const gap = requests[i].at_ms - requests[i - 1].at_ms
+      assert.ok(gap >= up.min_gap_ms, `${where}: gap ${gap.toFixed(1)} ms < ${up.min_gap_ms}`)
+    }
+  }
+}
+
+const known = new Set(['method', 'path', 'service', 'endpoint', 'headers', 'json', 'body', 'idempotency_key', 'timeout_ms', 'traceparent', 'wait_ms', 'parallel', 'background', 'cancel_after_ms', 'expect'])
+
+test('the vector file has scenarios', () => {
+  assert.ok(scenarios.length > 0)
+})
+
+for (const scenario of scenarios) {
+  test(scenario.name, async () => {
+    await upstream.admin('PUT', `/__admin/script/${scenario.name}`, { steps: scenario.steps })
+    const client = new Client(substitute(deepMerge(BASE, scenario.config || {})))
+    try {
+      const background = []
+      for (const [i, call] of scenario.calls.entries()) {
+        for (const k of Object.keys(call)) assert.ok(known.has(k), `${scenario.name}: unknown call key ${k}`)
+        if (call.wait_ms) await sleep(call.wait_ms)
+        const n = call.parallel ?? 1
+        const run = Promise.all(Array.from({ length: n }, () => runOne(client, scenario, call)))
+        if (call.background) {
+          background.push(run.then((results) => () => check(client, scenario, call, i, results)))
+          continue
+        }
+        check(client, scenario, call, i, await run)
+      }
+      for (const checkLater of await Promise.all(background)) checkLater()
+      await checkUpstream(scenario)
+    } finally {
+      client.close()
+    }
+  })
+}
