@@ -25,9 +25,13 @@ static RUNTIME: OnceLock<Result<Owned, String>> = OnceLock::new();
 /// The core's runtime handle; an error after a fork or if the runtime could not start.
 pub fn handle() -> Result<Handle, HarnessError> {
     let owned = RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .thread_name("harness-worker")
-            .enable_all()
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.thread_name("harness-worker").enable_all();
+        // Default: one worker per core. Hosts with a busy main thread (Node, asyncio) may want fewer.
+        if let Some(n) = std::env::var("HARNESS_WORKER_THREADS").ok().and_then(|v| v.parse::<usize>().ok()).filter(|n| *n > 0) {
+            builder.worker_threads(n);
+        }
+        builder
             .build()
             .map(|runtime| Owned { runtime, pid: std::process::id() })
             .map_err(|e| e.to_string())
