@@ -1,6 +1,8 @@
 //! Runs every shared scenario vector (tests/vectors/scenarios.json) through the
 //! core against the fault-injecting upstream. The binding test suites run the same file.
 
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
