@@ -42,6 +42,8 @@ pub(crate) struct EndpointState {
     /// `harness_requests_total` handles by final status, so the hot path skips the family lookup.
     requests_by_status: RwLock<Vec<(Option<u16>, Counter)>>,
     labels: EndpointLabels,
+    /// Shared names for log records (a clone is a reference count, not an allocation).
+    pub names: (Arc<str>, Arc<str>, Arc<str>),
 }
 
 impl EndpointState {
@@ -79,6 +81,7 @@ pub(crate) struct ClientInner {
     endpoints: RwLock<hashbrown::HashMap<(String, String, String), Arc<EndpointState>>>,
     pub metrics: Arc<Metrics>,
     pub listeners: RwLock<Vec<Arc<dyn RequestListener>>>,
+    pub client_name: Arc<str>,
     rng: Mutex<SmallRng>,
     closed: AtomicBool,
 }
@@ -115,6 +118,7 @@ impl ClientInner {
                     latency: self.metrics.latency.get_or_create(&labels).clone(),
                     retries: self.metrics.retries.get_or_create(&labels).clone(),
                     requests_by_status: RwLock::new(Vec::new()),
+                    names: (service.into(), endpoint.into(), method.into()),
                     labels,
                 })
             })
@@ -197,6 +201,7 @@ impl Client {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_os_rng(),
         };
+        let client_name: Arc<str> = config.client.name.as_str().into();
         Ok(Client {
             inner: Arc::new(ClientInner {
                 config: ArcSwap::from_pointee(config),
@@ -204,6 +209,7 @@ impl Client {
                 endpoints: RwLock::new(hashbrown::HashMap::new()),
                 metrics,
                 listeners: RwLock::new(options.listeners),
+                client_name,
                 rng: Mutex::new(rng),
                 closed: AtomicBool::new(false),
             }),

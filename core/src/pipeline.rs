@@ -71,7 +71,7 @@ pub(crate) async fn execute(inner: &ClientInner, req: Request) -> Result<Respons
             Err(e)
         }
     };
-    observe(inner, &config, &req.service, &endpoint, &method, &ep, &trace, attempts, elapsed_ms, &result);
+    observe(inner, &config, &ep, trace, attempts, elapsed_ms, &result);
     result
 }
 
@@ -233,11 +233,8 @@ fn build_request(svc: &ServiceState, req: &Request, method: &Method, trace: &Tra
 fn observe(
     inner: &ClientInner,
     config: &Config,
-    service: &str,
-    endpoint: &str,
-    method: &Method,
     ep: &EndpointState,
-    trace: &TraceContext,
+    trace: TraceContext,
     attempts: u32,
     elapsed_ms: f64,
     result: &Result<Response, HarnessError>,
@@ -249,12 +246,13 @@ fn observe(
         Err(e) => e.status,
     };
     ep.requests_counter(m, status).inc();
+    let (service, endpoint, method) = &ep.names;
     if let Err(e) = result {
         m.errors
             .get_or_create(&ErrorLabels {
-                service: service.into(),
-                endpoint: endpoint.into(),
-                method: method.as_str().into(),
+                service: service.to_string(),
+                endpoint: endpoint.to_string(),
+                method: method.to_string(),
                 kind: e.name().into(),
             })
             .inc();
@@ -266,12 +264,12 @@ fn observe(
     }
     let record = RequestRecord {
         ts_ms: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
-        client: config.client.name.clone(),
-        trace_id: trace.trace_id.clone(),
-        span_id: trace.span_id.clone(),
-        service: service.to_string(),
-        endpoint: endpoint.to_string(),
-        method: method.as_str().to_string(),
+        client: inner.client_name.clone(),
+        trace_id: trace.trace_id,
+        span_id: trace.span_id,
+        service: service.clone(),
+        endpoint: endpoint.clone(),
+        method: method.clone(),
         status,
         duration_ms: (elapsed_ms * 1000.0).round() / 1000.0,
         attempts,

@@ -94,9 +94,9 @@ async fn one_record_per_request_with_every_field_and_no_secret() {
     let records = capture.0.lock().clone();
     assert_eq!(records.len(), 1, "exactly one record per request, retries included");
     let r = &records[0];
-    assert_eq!(r.service, "svc");
-    assert_eq!(r.endpoint, "/s/rec/orders/{id}");
-    assert_eq!(r.method, "GET");
+    assert_eq!(&*r.service, "svc");
+    assert_eq!(&*r.endpoint, "/s/rec/orders/{id}");
+    assert_eq!(&*r.method, "GET");
     assert_eq!(r.status, Some(503));
     assert_eq!(r.attempts, 2);
     assert_eq!(r.retry_count, 1);

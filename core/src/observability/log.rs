@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -17,12 +17,12 @@ use serde::Serialize;
 pub struct RequestRecord {
     /// Unix time in milliseconds when the request ended.
     pub ts_ms: u64,
-    pub client: String,
+    pub client: Arc<str>,
     pub trace_id: String,
     pub span_id: String,
-    pub service: String,
-    pub endpoint: String,
-    pub method: String,
+    pub service: Arc<str>,
+    pub endpoint: Arc<str>,
+    pub method: Arc<str>,
     pub status: Option<u16>,
     pub duration_ms: f64,
     pub attempts: u32,
