@@ -10,8 +10,7 @@ cd "$ROOT"
 # One target triple for every build in the workspace, so bindings share compiled dependencies.
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 
-# tokio/io-std: the upstream reads stdin but does not ask for that feature itself yet (see report).
-cargo build -p harness-upstream --features tokio/io-std
+cargo build -p harness-upstream
 export HARNESS_UPSTREAM_BIN="${HARNESS_UPSTREAM_BIN:-$ROOT/target/$CARGO_BUILD_TARGET/debug/harness-upstream}"
 
 PY="${PYTHON:-python3}"
