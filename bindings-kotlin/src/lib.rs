@@ -1,10 +1,13 @@
 //! harness-kotlin: the UniFFI surface the Kotlin facade (`dev.harness`) is built on.
 //!
 //! Translation only: JSON strings in (config, JSON bodies), core `Request` /
-//! `Response` / `HarnessError` out. Requests spawn on the core's own runtime and the
-//! async method awaits the `Task`; when a coroutine is cancelled UniFFI drops this
-//! future, which drops the `Task`, which aborts the request and frees its permits.
+//! `Response` / `HarnessError` out. Requests take the leaner path in `request_path`
+//! (one downcall to start, one upcall with the outcome) and spawn on the core's own
+//! runtime; dropping the `Task` (a cancelled coroutine or future) aborts the request and
+//! frees its permits.
 //! Nothing here panics on bad input: every bad value is a `ConfigError` naming the field.
+
+mod request_path;
 
 use harness_core::{Body, Client, ErrorKind, HarnessError, Request, Response};
 
@@ -168,9 +171,10 @@ impl NativeClient {
         Ok(NativeClient { client: Client::from_path(path)? })
     }
 
-    pub async fn request(&self, request: NativeRequest) -> Result<NativeResponse, NativeError> {
-        let task = self.client.spawn(Request::try_from(request)?)?;
-        Ok(task.await??.into())
+    /// This object's address, for `harness_kotlin_start` (the facade keeps the object alive
+    /// across that call).
+    pub fn address(&self) -> u64 {
+        self as *const Self as u64
     }
 
     pub fn metrics_text(&self) -> String {
@@ -203,10 +207,10 @@ pub fn error_kind_names() -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn req(json: Option<&str>) -> NativeRequest {
+    pub(crate) fn req(json: Option<&str>) -> NativeRequest {
         NativeRequest {
             service: "svc".into(),
             method: "POST".into(),

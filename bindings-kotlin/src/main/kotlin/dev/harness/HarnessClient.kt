@@ -1,19 +1,18 @@
 package dev.harness
 
-import com.sun.jna.CallbackThreadInitializer
-import com.sun.jna.Native
 import dev.harness.ffi.NativeClient
 import dev.harness.ffi.NativeEntry
 import dev.harness.ffi.NativeException
 import dev.harness.ffi.NativeRequest
-import dev.harness.ffi.NativeResponse
-import dev.harness.ffi.uniffiRustFutureContinuationCallbackImpl
-import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.Dispatchers
-import kotlinx.coroutines.SupervisorJob
-import kotlinx.coroutines.future.future
+import kotlinx.coroutines.asExecutor
+import kotlinx.coroutines.suspendCancellableCoroutine
 import java.nio.file.Path
 import java.util.concurrent.CompletableFuture
+import java.util.concurrent.Executor
+import kotlin.coroutines.resume
+import kotlin.coroutines.resumeWithException
 
 /**
  * A Harness client: one per process (or per config), shared by every caller; thread-safe.
@@ -37,18 +36,22 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     /** From a `.yaml`, `.json` or `.toml` config file. */
     constructor(path: Path) : this(create { NativeClient.fromPath(path.toString()) })
 
-    // Futures for Java callers resume off the engine's threads; Default suits the short hand-off.
-    private val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+    private val address: Long = native.address().toLong()
 
     /** Runs one request through the engine's pipeline. */
     suspend fun request(request: HarnessRequest): HarnessResponse {
-        val lowered = request.toNative()
-        val response = try {
-            native.request(lowered)
-        } catch (e: NativeException) {
-            throw HarnessException.from(e)
+        val encoded = RequestPath.encode(request.toNative())
+        var call: RequestPath.Call? = null
+        try {
+            return suspendCancellableCoroutine { cont ->
+                val c = ContinuationCall(cont)
+                call = c
+                RequestPath.start(native, address, encoded, c)
+                cont.invokeOnCancellation { RequestPath.cancel(c) }
+            }
+        } finally {
+            call?.release()
         }
-        return response.toResponse()
     }
 
     suspend fun request(
@@ -132,7 +135,18 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      * [HarnessException] (wrapped in a `CompletionException` by `join()`); `cancel(true)`
      * cancels the request in the engine.
      */
-    fun requestAsync(request: HarnessRequest): CompletableFuture<HarnessResponse> = scope.future { request(request) }
+    fun requestAsync(request: HarnessRequest): CompletableFuture<HarnessResponse> {
+        val encoded = try {
+            RequestPath.encode(request.toNative())
+        } catch (e: Exception) {
+            return CompletableFuture<HarnessResponse>().apply { completeExceptionally(e) }
+        }
+        val call = FutureCall()
+        RequestPath.start(native, address, encoded, call)
+        // Any completion not ours (cancel(true), complete(x)) gives the request up; after ours it is a no-op.
+        call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
+        return call.future
+    }
 
     fun getAsync(service: String, path: String): CompletableFuture<HarnessResponse> =
         requestAsync(HarnessRequest(service, "GET", path))
@@ -170,15 +184,6 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     override fun toString(): String = "HarnessClient(closed=$isClosed)"
 
     companion object {
-        init {
-            // Rust wakes coroutines from the engine's worker threads: keep them attached to the
-            // JVM instead of attaching and detaching one per callback.
-            Native.setCallbackThreadInitializer(
-                uniffiRustFutureContinuationCallbackImpl,
-                CallbackThreadInitializer(true, false, "harness-wake"),
-            )
-        }
-
         /** From a `.yaml`, `.json` or `.toml` config file. */
         @JvmStatic
         fun fromFile(path: String): HarnessClient = HarnessClient(Path.of(path))
@@ -219,8 +224,23 @@ private fun HarnessRequest.toNative(): NativeRequest {
     )
 }
 
-private fun NativeResponse.toResponse(): HarnessResponse {
-    val grouped = LinkedHashMap<String, MutableList<String>>()
-    for (h in headers) grouped.getOrPut(h.name) { ArrayList(1) }.add(h.value)
-    return HarnessResponse(status.toInt(), grouped, body, elapsedMs, attempts.toInt(), traceId)
+/** A suspended caller: resumed from the engine's thread (the continuation dispatches to its own dispatcher). */
+private class ContinuationCall(private val cont: CancellableContinuation<HarnessResponse>) : RequestPath.Call() {
+    override fun complete(response: HarnessResponse?, error: HarnessException?) {
+        if (error == null) cont.resume(response!!) else cont.resumeWithException(error)
+    }
+}
+
+// Futures for Java callers complete off the engine's threads, so dependent stages never run on them.
+private val futureExecutor: Executor = Dispatchers.Default.asExecutor()
+
+private class FutureCall : RequestPath.Call() {
+    val future = CompletableFuture<HarnessResponse>()
+
+    override fun complete(response: HarnessResponse?, error: HarnessException?) {
+        futureExecutor.execute {
+            release()
+            if (error == null) future.complete(response) else future.completeExceptionally(error)
+        }
+    }
 }
