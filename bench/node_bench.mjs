@@ -10,7 +10,9 @@
 //
 // Env: BENCH_REQUESTS (per cell, default 20000), BENCH_ROUNDS (default 3, median reported),
 // BENCH_ONLY (comma list of clients: harness, undici.request, fetch),
-// HARNESS_BENCH_LOG=1 to keep the per-request JSON log line on (stderr).
+// HARNESS_BENCH_LOG=1 to keep the per-request JSON log line on (stderr),
+// HARNESS_WORKER_THREADS (the core runtime's worker count; default one per core) is printed with
+// the results. On a 2-core machine 1 worker measured slower than the default at concurrency 64.
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs'
@@ -121,7 +123,8 @@ for (const concurrency of [1, 64]) {
 
 const fmt = (x, d = 0) => x.toFixed(d)
 console.log(`harness-sdk vs undici.request vs fetch (Node ${process.version}), loopback upstream in a child process,`)
-console.log(`median of ${ROUNDS} interleaved rounds; Harness with retry, breaker and bulkhead on, log line ${LOG ? 'on' : 'off'}\n`)
+console.log(`median of ${ROUNDS} interleaved rounds; Harness with retry, breaker and bulkhead on, log line ${LOG ? 'on' : 'off'},`)
+console.log(`HARNESS_WORKER_THREADS=${process.env.HARNESS_WORKER_THREADS || 'unset (one worker per core)'}\n`)
 console.log('| client | concurrency | req/s | p50 ms | p99 ms | CPU ms / 1k req |')
 console.log('|---|---:|---:|---:|---:|---:|')
 for (const concurrency of [1, 64]) {

@@ -127,19 +127,19 @@ function callNative(fn) {
 
 /** A buffered response. */
 class Response {
-  constructor(raw) {
+  constructor(status, rawHeaders, body, elapsedMs, attempts, traceId) {
     /** The HTTP status code. */
-    this.status = raw.status
+    this.status = status
     /** The response body. */
-    this.body = raw.body
+    this.body = body
     /** Wall time of the whole call (all attempts), in milliseconds. */
-    this.elapsedMs = raw.elapsedMs
+    this.elapsedMs = elapsedMs
     /** Attempts made. */
-    this.attempts = raw.attempts
+    this.attempts = attempts
     /** The W3C trace id of the call. */
-    this.traceId = raw.traceId
+    this.traceId = traceId
     // Header text as sent by the native side (`name\0value\0...`), split on first use.
-    this._rawHeaders = raw.headers
+    this._rawHeaders = rawHeaders
     this._headers = undefined
   }
 
@@ -219,67 +219,147 @@ function flatPairs(v, field) {
   return out
 }
 
-function toNativeRequest(opts) {
-  if (opts === null || typeof opts !== 'object') throw configError('request: expected an options object')
-  const req = {
-    service: reqString(opts.service, 'service'),
-    method: reqString(opts.method ?? 'GET', 'method'),
-    path: reqString(opts.path, 'path'),
-    endpoint: optString(opts.endpoint, 'endpoint'),
-    query: flatPairs(opts.query, 'query'),
-    headers: flatPairs(opts.headers, 'headers'),
-    idempotencyKey: optString(opts.idempotencyKey, 'idempotencyKey'),
-    traceparent: optString(opts.traceparent, 'traceparent'),
+function jsonText(v) {
+  let text
+  try {
+    text = JSON.stringify(v)
+  } catch (e) {
+    throw configError(`request.json: not serialisable as JSON: ${e.message}`)
   }
-  if (opts.json !== undefined) {
-    let text
-    try {
-      text = JSON.stringify(opts.json)
-    } catch (e) {
-      throw configError(`request.json: not serialisable as JSON: ${e.message}`)
-    }
-    if (text === undefined) throw configError('request.json: not serialisable as JSON')
-    req.json = text
-  }
-  if (opts.body !== undefined && opts.body !== null) {
-    const b = opts.body
-    if (typeof b === 'string') req.body = Buffer.from(b, 'utf8')
-    else if (Buffer.isBuffer(b)) req.body = b
-    else if (ArrayBuffer.isView(b)) req.body = Buffer.from(b.buffer, b.byteOffset, b.byteLength)
-    else if (b instanceof ArrayBuffer) req.body = Buffer.from(b)
-    else throw configError('request.body: expected a Buffer, Uint8Array, ArrayBuffer or string')
-  }
-  if (opts.timeoutMs !== undefined && opts.timeoutMs !== null) {
-    if (typeof opts.timeoutMs !== 'number') throw configError(`request.timeoutMs: expected a number, got ${typeof opts.timeoutMs}`)
-    req.timeoutMs = opts.timeoutMs
-  }
-  return req
+  if (text === undefined) throw configError('request.json: not serialisable as JSON')
+  return text
 }
 
-function cancelledError(opts, reason) {
+function bodyBytes(b) {
+  if (typeof b === 'string') return Buffer.from(b, 'utf8')
+  if (Buffer.isBuffer(b)) return b
+  if (ArrayBuffer.isView(b)) return Buffer.from(b.buffer, b.byteOffset, b.byteLength)
+  if (b instanceof ArrayBuffer) return Buffer.from(b)
+  throw configError('request.body: expected a Buffer, Uint8Array, ArrayBuffer or string')
+}
+
+const NO_OPTIONS = Object.freeze({})
+
+// Checks and translates one request's fields, stages it natively and returns its promise.
+// `opts` carries every field but service, method and path (already taken from it or the shortcut).
+function send(nativeClient, service, method, path, opts) {
+  let endpoint, query, headers, idempotencyKey, traceparent, json, body, timeoutMs
+  try {
+    service = reqString(service, 'service')
+    method = reqString(method, 'method')
+    path = reqString(path, 'path')
+    endpoint = optString(opts.endpoint, 'endpoint')
+    query = flatPairs(opts.query, 'query')
+    headers = flatPairs(opts.headers, 'headers')
+    idempotencyKey = optString(opts.idempotencyKey, 'idempotencyKey')
+    traceparent = optString(opts.traceparent, 'traceparent')
+    if (opts.json !== undefined) json = jsonText(opts.json)
+    if (opts.body !== undefined && opts.body !== null) body = bodyBytes(opts.body)
+    timeoutMs = opts.timeoutMs
+    if (timeoutMs === null) timeoutMs = undefined
+    if (timeoutMs !== undefined && typeof timeoutMs !== 'number') {
+      throw configError(`request.timeoutMs: expected a number, got ${typeof timeoutMs}`)
+    }
+  } catch (e) {
+    return Promise.reject(e)
+  }
+  const signal = opts.signal
+  let token = null
+  if (signal !== undefined && signal !== null) {
+    if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
+      return Promise.reject(configError('request.signal: expected an AbortSignal'))
+    }
+    if (signal.aborted) return Promise.reject(cancelledError(service, method, signal.reason))
+    token = new native.CancelToken()
+  }
+  const id = nextId()
+  let error
+  try {
+    error = nativeClient.request(
+      queue, id, service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, token,
+    )
+  } catch (e) {
+    // A napi conversion failure; the checks above make this unreachable for typed input.
+    return Promise.reject(configError(`request: ${e.message}`))
+  }
+  if (error) return Promise.reject(errorFrom(error))
+  return new Promise((resolve, reject) => {
+    if (token === null) {
+      track(id, new PendingCall(resolve, reject, service, method, null, null))
+      return
+    }
+    const onAbort = () => token.cancel()
+    signal.addEventListener('abort', onAbort, { once: true })
+    track(id, new PendingCall(resolve, reject, service, method, signal, onAbort))
+  })
+}
+
+function cancelledError(service, method, reason) {
   return new CancelledError('the request was cancelled', {
-    service: opts.service,
-    method: opts.method,
+    service,
+    method,
     cause: reason,
   })
 }
 
 // ---------------------------------------------------------------- completions
 
-// Requests in flight, by id. Finished requests are batched by the native side behind one weak
-// threadsafe function; while any request is pending a plain timer holds the event loop, so an
-// idle process (closed client or not) exits on its own.
+// Requests in flight, by id. Requests made in one tick are staged natively and started together
+// by one flush (a microtask); finished ones come back in batches behind one weak threadsafe
+// function. While any request is pending a plain timer holds the event loop, so an idle process
+// (closed client or not) exits on its own.
 const pending = new Map()
 let lastId = 0
 let hold = null
+let flushQueued = false
 const noop = () => {}
+const FIELDS = native.completionFields()
+
+function flush() {
+  flushQueued = false
+  queue.flush()
+}
+
+// Copies a body out of the batch's shared buffer (small ones land in Node's Buffer pool),
+// so a response kept alive does not keep the whole batch alive.
+function bodyFrom(bodies, start, len) {
+  const body = Buffer.allocUnsafe(len)
+  bodies.copy(body, 0, start, start + len)
+  return body
+}
 
 const queue = new native.CompletionQueue(() => {
-  for (const c of queue.drain()) {
-    const settle = pending.get(c.id)
-    if (settle === undefined) continue
-    pending.delete(c.id)
-    settle(c)
+  const { meta, text, bodies, large, errors } = queue.drain()
+  let at = 0
+  let bodyAt = 0
+  let nLarge = 0
+  let nError = 0
+  for (let i = 0; i < meta.length; i += FIELDS) {
+    const id = meta[i]
+    const status = meta[i + 1]
+    const call = pending.get(id)
+    if (call !== undefined) pending.delete(id)
+    if (status === 0) {
+      const error = errors[nError++]
+      if (call !== undefined) call.fail(error)
+      continue
+    }
+    const headersLen = meta[i + 4]
+    const traceLen = meta[i + 5]
+    const bodyLen = meta[i + 6]
+    let body
+    if (bodyLen < 0) {
+      body = large[nLarge++]
+    } else {
+      body = bodyFrom(bodies, bodyAt, bodyLen)
+      bodyAt += bodyLen
+    }
+    const headersEnd = at + headersLen
+    const traceEnd = headersEnd + traceLen
+    if (call !== undefined) {
+      call.succeed(new Response(status, text.slice(at, headersEnd), body, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd)))
+    }
+    at = traceEnd
   }
   if (pending.size === 0 && hold !== null) {
     clearInterval(hold)
@@ -294,9 +374,42 @@ function nextId() {
   return lastId
 }
 
-function track(id, settle) {
-  pending.set(id, settle)
+// One request in flight: how to settle its promise, and its AbortSignal (if any).
+class PendingCall {
+  constructor(resolve, reject, service, method, signal, onAbort) {
+    this.resolve = resolve
+    this.reject = reject
+    this.service = service
+    this.method = method
+    this.signal = signal
+    this.onAbort = onAbort
+  }
+
+  succeed(response) {
+    if (this.signal !== null) this.signal.removeEventListener('abort', this.onAbort)
+    this.resolve(response)
+  }
+
+  fail(e) {
+    if (this.signal === null) {
+      this.reject(errorFrom(e))
+      return
+    }
+    const signal = this.signal
+    signal.removeEventListener('abort', this.onAbort)
+    // A cancel made by this signal: carry its reason, and the call's context.
+    const cause = e.name === 'CancelledError' && signal.aborted ? signal.reason : undefined
+    this.reject(errorFrom({ ...e, service: e.service ?? this.service, method: e.method ?? this.method }, cause))
+  }
+}
+
+function track(id, call) {
+  pending.set(id, call)
   if (hold === null) hold = setInterval(noop, 0x7fffffff)
+  if (!flushQueued) {
+    flushQueued = true
+    queueMicrotask(flush)
+  }
 }
 
 // ---------------------------------------------------------------- client
@@ -324,77 +437,33 @@ class Client {
 
   /** Sends one request through the pipeline; resolves to a Response, rejects with a HarnessError. */
   request(opts) {
-    let req
-    try {
-      req = toNativeRequest(opts)
-    } catch (e) {
-      return Promise.reject(e)
-    }
-    const signal = opts.signal
-    let token = null
-    if (signal !== undefined && signal !== null) {
-      if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
-        return Promise.reject(configError('request.signal: expected an AbortSignal'))
-      }
-      if (signal.aborted) return Promise.reject(cancelledError(req, signal.reason))
-      token = new native.CancelToken()
-    }
-    const id = nextId()
-    let error
-    try {
-      error = this._native.request(
-        queue, id, req.service, req.method, req.path, req.endpoint, req.query, req.headers, req.json, req.body,
-        req.idempotencyKey, req.timeoutMs, req.traceparent, token,
-      )
-    } catch (e) {
-      // A napi conversion failure; the checks above make this unreachable for typed input.
-      return Promise.reject(configError(`request: ${e.message}`))
-    }
-    if (error) return Promise.reject(errorFrom(error))
-    return new Promise((resolve, reject) => {
-      if (token === null) {
-        track(id, (c) => (c.error ? reject(errorFrom(c.error)) : resolve(new Response(c.response))))
-        return
-      }
-      const onAbort = () => token.cancel()
-      signal.addEventListener('abort', onAbort, { once: true })
-      track(id, (c) => {
-        signal.removeEventListener('abort', onAbort)
-        if (c.error) {
-          const e = c.error
-          // A cancel made by this signal: carry its reason, and the call's context.
-          const cause = e.name === 'CancelledError' && signal.aborted ? signal.reason : undefined
-          reject(errorFrom({ ...e, service: e.service ?? req.service, method: e.method ?? req.method }, cause))
-        } else {
-          resolve(new Response(c.response))
-        }
-      })
-    })
+    if (opts === null || typeof opts !== 'object') return Promise.reject(configError('request: expected an options object'))
+    return send(this._native, opts.service, opts.method ?? 'GET', opts.path, opts)
   }
 
   /** `request` with method GET. */
   get(service, path, options) {
-    return this.request({ ...options, service, path, method: 'GET' })
+    return send(this._native, service, 'GET', path, options ?? NO_OPTIONS)
   }
 
   /** `request` with method POST. */
   post(service, path, options) {
-    return this.request({ ...options, service, path, method: 'POST' })
+    return send(this._native, service, 'POST', path, options ?? NO_OPTIONS)
   }
 
   /** `request` with method PUT. */
   put(service, path, options) {
-    return this.request({ ...options, service, path, method: 'PUT' })
+    return send(this._native, service, 'PUT', path, options ?? NO_OPTIONS)
   }
 
   /** `request` with method PATCH. */
   patch(service, path, options) {
-    return this.request({ ...options, service, path, method: 'PATCH' })
+    return send(this._native, service, 'PATCH', path, options ?? NO_OPTIONS)
   }
 
   /** `request` with method DELETE. */
   delete(service, path, options) {
-    return this.request({ ...options, service, path, method: 'DELETE' })
+    return send(this._native, service, 'DELETE', path, options ?? NO_OPTIONS)
   }
 
   /** The Prometheus text exposition of this client's metrics. */

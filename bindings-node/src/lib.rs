@@ -1,10 +1,11 @@
 //! harness-node: the napi-rs bridge between Node and harness-core.
 //!
-//! A translation table only: JS request objects in, core calls, plain result
-//! objects out. Every request runs on the core's own tokio runtime (napi's
-//! `async` runtime is deliberately not enabled: one runtime per process), and
-//! hands its result back through a batched `CompletionQueue`, which resolves the
-//! JS promise by id. Errors cross as structured
+//! A translation table only: JS request fields in, core calls, plain results
+//! out. Every request runs on the core's own tokio runtime (napi's `async`
+//! runtime is deliberately not enabled: one runtime per process). Requests made
+//! in one JS tick are staged on the `CompletionQueue` and start with one crossing
+//! into the runtime; their results come back through the same queue in batches
+//! (one wake-up, a few values per batch), and JS resolves each promise by id. Errors cross as structured
 //! objects (or, for synchronous calls, as a marked JSON reason) so that the JS
 //! wrapper (`index.js`) can rebuild the class tree without losing a field.
 
@@ -23,18 +24,6 @@ use tokio::sync::Notify;
 
 /// Prefix of a synchronous error reason that carries a serialised `HarnessError`.
 const ERROR_MARKER: &str = "\u{1}HARNESS_ERROR\u{1}";
-
-/// A successful response.
-#[napi(object)]
-pub struct NativeResponse {
-    pub status: u32,
-    /// Header names and values joined by NUL: `name\0value\0name\0value` (split lazily in JS).
-    pub headers: String,
-    pub body: Buffer,
-    pub elapsed_ms: f64,
-    pub attempts: u32,
-    pub trace_id: String,
-}
 
 /// Every field of a core `HarnessError`.
 #[napi(object)]
@@ -56,13 +45,27 @@ pub struct NativeError {
     pub body: Option<Buffer>,
 }
 
-/// A finished request: its id and exactly one of `response` or `error`.
+/// Every request finished since the last `drain()`, laid out so that a whole batch crosses to JS
+/// as a handful of values instead of an object per request.
 #[napi(object)]
-pub struct Completion {
-    pub id: u32,
-    pub response: Option<NativeResponse>,
-    pub error: Option<NativeError>,
+pub struct CompletionBatch {
+    /// `COMPLETION_FIELDS` numbers per request, in order: id, status (0 when it failed: its error is
+    /// the next of `errors`), elapsed ms, attempts, then the UTF-16 lengths of its header text and
+    /// trace id in `text`, and its body length in `bodies` (-1 when over `SMALL_BODY` bytes: its
+    /// body is the next of `large`).
+    pub meta: Float64Array,
+    /// Per successful request: its headers (`name\0value\0name\0value`, split lazily in JS), then its trace id.
+    pub text: String,
+    /// The small bodies, back to back (copied out in JS, so a kept body does not keep the batch).
+    pub bodies: Buffer,
+    pub large: Vec<Buffer>,
+    pub errors: Vec<NativeError>,
 }
+
+/// Numbers per request in `CompletionBatch::meta` (index.js reads the same layout).
+const COMPLETION_FIELDS: usize = 7;
+/// Bodies up to this size share the batch's `bodies` buffer; bigger ones cross on their own.
+const SMALL_BODY: usize = 4096;
 
 fn display_without_name(e: &HarnessError) -> String {
     let shown = e.to_string();
@@ -87,23 +90,54 @@ fn native_error(e: HarnessError) -> NativeError {
     }
 }
 
-fn native_response(r: Response) -> NativeResponse {
-    let mut headers = String::with_capacity(r.headers.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
-    for (i, (k, v)) in r.headers.iter().enumerate() {
-        if i > 0 {
-            headers.push('\0');
+/// The length of `s` in UTF-16 code units (JS string indices).
+fn utf16_len(s: &str) -> usize {
+    if s.is_ascii() { s.len() } else { s.encode_utf16().count() }
+}
+
+/// Finished requests waiting for the JS thread, in `CompletionBatch` layout.
+#[derive(Default)]
+struct Done {
+    meta: Vec<f64>,
+    text: String,
+    bodies: Vec<u8>,
+    large: Vec<Vec<u8>>,
+    errors: Vec<NativeError>,
+}
+
+impl Done {
+    fn push_response(&mut self, id: u32, r: Response) {
+        let before = self.text.len();
+        for (i, (k, v)) in r.headers.iter().enumerate() {
+            if i > 0 {
+                self.text.push('\0');
+            }
+            self.text.push_str(k);
+            self.text.push('\0');
+            self.text.push_str(v);
         }
-        headers.push_str(k);
-        headers.push('\0');
-        headers.push_str(v);
+        let headers_len = utf16_len(&self.text[before..]);
+        self.text.push_str(&r.trace_id);
+        let body_len = r.body.len();
+        if body_len <= SMALL_BODY {
+            self.bodies.extend_from_slice(&r.body);
+        } else {
+            self.large.push(Vec::from(r.body));
+        }
+        self.meta.extend_from_slice(&[
+            f64::from(id),
+            f64::from(r.status),
+            r.elapsed_ms,
+            f64::from(r.attempts),
+            headers_len as f64,
+            utf16_len(&r.trace_id) as f64,
+            if body_len <= SMALL_BODY { body_len as f64 } else { -1.0 },
+        ]);
     }
-    NativeResponse {
-        status: u32::from(r.status),
-        headers,
-        body: Buffer::from(Vec::from(r.body)),
-        elapsed_ms: r.elapsed_ms,
-        attempts: r.attempts,
-        trace_id: r.trace_id,
+
+    fn push_error(&mut self, id: u32, e: HarnessError) {
+        self.errors.push(native_error(e));
+        self.meta.extend_from_slice(&[f64::from(id), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
     }
 }
 
@@ -182,25 +216,58 @@ fn core_request(
 
 type Wake = ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>;
 
+/// A translated request waiting for `CompletionQueue::flush` to start it.
+struct Staged {
+    client: harness_core::Client,
+    req: Request,
+    id: u32,
+    cancel: Option<Arc<Notify>>,
+}
+
 struct QueueInner {
-    done: Mutex<Vec<Completion>>,
+    done: Mutex<Done>,
     /// Set while a wake-up is queued on the JS thread, so a burst of completions costs one wake.
     scheduled: AtomicBool,
     wake: Wake,
+    /// Requests made since the last flush (only the JS thread touches it).
+    staged: Mutex<Vec<Staged>>,
 }
 
 impl QueueInner {
-    fn push(&self, c: Completion) {
-        self.done.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+    fn finish(&self, id: u32, outcome: std::result::Result<Response, HarnessError>) {
+        {
+            let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+            match outcome {
+                Ok(r) => done.push_response(id, r),
+                Err(e) => done.push_error(id, e),
+            }
+        }
         if !self.scheduled.swap(true, Ordering::AcqRel) {
             self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
         }
     }
 }
 
-/// Where finished requests wait for the JS thread: one per JS module instance. Completions are
-/// batched behind one weak threadsafe function, so it never keeps the process alive by itself
-/// (the JS wrapper holds the loop only while requests are pending).
+/// Runs one request to its completion.
+async fn run(s: Staged, queue: Arc<QueueInner>) {
+    let Staged { client, req, id, cancel } = s;
+    // Boxed once here, so spawning and polling this task never copy the (large) pipeline future.
+    let call = Box::pin(async move { client.request(req).await });
+    let outcome = match cancel {
+        None => call.await,
+        // The request future is dropped as soon as the cancel wins, before the promise settles.
+        Some(cancel) => tokio::select! {
+            r = call => r,
+            _ = cancel.notified() => Err(HarnessError::new(ErrorKind::Cancelled, "the request was cancelled")),
+        },
+    };
+    queue.finish(id, outcome);
+}
+
+/// Where requests are staged and finished requests wait for the JS thread: one per JS module
+/// instance. Requests made in one JS tick start together (one crossing into the runtime), and
+/// completions are batched behind one weak threadsafe function, so it never keeps the process
+/// alive by itself (the JS wrapper holds the loop only while requests are pending).
 #[napi]
 pub struct CompletionQueue {
     inner: Arc<QueueInner>,
@@ -213,16 +280,51 @@ impl CompletionQueue {
     pub fn new(on_wake: Function<(), Unknown<'static>>) -> Result<Self> {
         let wake = on_wake.build_threadsafe_function().callee_handled::<false>().weak::<true>().build_callback(|_| Ok(()))?;
         Ok(CompletionQueue {
-            inner: Arc::new(QueueInner { done: Mutex::new(Vec::new()), scheduled: AtomicBool::new(false), wake }),
+            inner: Arc::new(QueueInner {
+                done: Mutex::new(Done::default()),
+                scheduled: AtomicBool::new(false),
+                wake,
+                staged: Mutex::new(Vec::new()),
+            }),
         })
+    }
+
+    /// Starts every staged request on the core runtime (the JS wrapper calls it once per tick).
+    #[napi]
+    pub fn flush(&self) {
+        let staged = std::mem::take(&mut *self.inner.staged.lock().unwrap_or_else(|e| e.into_inner()));
+        if staged.is_empty() {
+            return;
+        }
+        let queue = self.inner.clone();
+        match harness_core::runtime::handle() {
+            // One task crosses into the runtime and spawns the batch from a worker.
+            Ok(handle) => drop(handle.spawn(async move {
+                for s in staged {
+                    tokio::spawn(run(s, queue.clone()));
+                }
+            })),
+            Err(e) => {
+                for s in staged {
+                    queue.finish(s.id, Err(e.clone()));
+                }
+            }
+        }
     }
 
     /// Every completion ready now.
     #[napi]
-    pub fn drain(&self) -> Vec<Completion> {
+    pub fn drain(&self) -> CompletionBatch {
         // Clear the flag before taking, so a push racing this drain schedules a fresh wake.
         self.inner.scheduled.store(false, Ordering::Release);
-        std::mem::take(&mut *self.inner.done.lock().unwrap_or_else(|e| e.into_inner()))
+        let done = std::mem::take(&mut *self.inner.done.lock().unwrap_or_else(|e| e.into_inner()));
+        CompletionBatch {
+            meta: Float64Array::new(done.meta),
+            text: done.text,
+            bodies: Buffer::from(done.bodies),
+            large: done.large.into_iter().map(Buffer::from).collect(),
+            errors: done.errors,
+        }
     }
 }
 
@@ -270,8 +372,8 @@ impl NativeClient {
         harness_core::Client::from_path(path).map(|inner| NativeClient { inner }).map_err(sync_error)
     }
 
-    /// Starts a request on the core runtime; it completes through `queue` under `id`.
-    /// Returns an error at once (and queues nothing) if the input cannot be translated.
+    /// Stages a request; `queue.flush()` starts it on the core runtime and it completes through
+    /// `queue` under `id`. Returns an error at once (and stages nothing) if the input cannot be translated.
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn request(
@@ -304,29 +406,14 @@ impl NativeClient {
             timeout_ms,
             traceparent,
         );
-        let req = match req.and_then(|r| harness_core::runtime::handle().map(|h| (r, h))) {
-            Ok(r) => r,
-            Err(e) => return Some(native_error(e)),
-        };
-        let (req, handle) = req;
-        let client = self.inner.clone();
-        let queue = queue.inner.clone();
-        let cancel = cancel.map(|c| c.notify.clone());
-        handle.spawn(async move {
-            let outcome = match cancel {
-                None => client.request(req).await,
-                // The request future is dropped as soon as the cancel wins, before the promise settles.
-                Some(cancel) => tokio::select! {
-                    r = client.request(req) => r,
-                    _ = cancel.notified() => Err(HarnessError::new(ErrorKind::Cancelled, "the request was cancelled")),
-                },
-            };
-            queue.push(match outcome {
-                Ok(r) => Completion { id, response: Some(native_response(r)), error: None },
-                Err(e) => Completion { id, response: None, error: Some(native_error(e)) },
-            });
-        });
-        None
+        match req {
+            Ok(req) => {
+                let staged = Staged { client: self.inner.clone(), req, id, cancel: cancel.map(|c| c.notify.clone()) };
+                queue.inner.staged.lock().unwrap_or_else(|e| e.into_inner()).push(staged);
+                None
+            }
+            Err(e) => Some(native_error(e)),
+        }
     }
 
     /// The Prometheus text exposition of this client's metrics.
@@ -362,6 +449,12 @@ impl NativeClient {
 #[napi]
 pub fn error_names() -> Vec<String> {
     ErrorKind::NAMES.iter().map(|s| s.to_string()).collect()
+}
+
+/// Numbers per request in `CompletionBatch::meta`.
+#[napi]
+pub fn completion_fields() -> u32 {
+    COMPLETION_FIELDS as u32
 }
 
 /// The marker that starts a synchronous error's reason.
