@@ -116,8 +116,12 @@ fn main() {
         let n = if concurrency == 1 { total / 4 } else { total };
         let mut plain_rows = Vec::new();
         let mut harness_rows = Vec::new();
+        let only = std::env::var("BENCH_ONLY").unwrap_or_default();
         for _ in 0..rounds {
             let (p, u) = (plain.clone(), format!("{url}/bench"));
+            if only == "harness" {
+                plain_rows.push(Row { rps: 1.0, p50_us: 0.0, p99_us: 0.0, cpu_ms_per_1k: 1.0 });
+            } else {
             plain_rows.push(handle.block_on(measure(concurrency, n, move || {
                 let (p, u) = (p.clone(), u.clone());
                 async move {
@@ -127,6 +131,7 @@ fn main() {
                     }
                 }
             })));
+            }
             let h = harness.clone();
             harness_rows.push(handle.block_on(measure(concurrency, n, move || {
                 let h = h.clone();

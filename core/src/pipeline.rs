@@ -46,14 +46,15 @@ pub(crate) async fn execute(inner: &ClientInner, req: Request) -> Result<Respons
         req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("traceparent")).map(|(_, v)| v.as_str())
     });
     let trace = TraceContext::child_of(parent);
-    let template = build_request(svc, &req, &method, &trace)?;
+    // Built once up front so bad input fails before any attempt; retries rebuild it.
+    let first = build_request(svc, &req, &method, &trace)?;
 
     let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc_cfg.timeouts.request_ms));
     let deadline = Deadline::after(timeout);
     svc.budget.deposit();
 
     let mut attempts = 0u32;
-    let result = attempt_loop(inner, svc_cfg, svc, &ep, &req, &method, template, &deadline, &mut attempts).await;
+    let result = attempt_loop(inner, svc_cfg, svc, &ep, &req, &method, &trace, first, &deadline, &mut attempts).await;
 
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     let result = match result {
@@ -83,11 +84,13 @@ async fn attempt_loop(
     ep: &EndpointState,
     req: &Request,
     method: &Method,
-    template: reqwest::Request,
+    trace: &TraceContext,
+    first: reqwest::Request,
     deadline: &Deadline,
     attempts: &mut u32,
 ) -> Result<Response, HarnessError> {
     let response_timeout = Duration::from_millis(cfg.timeouts.response_ms);
+    let mut first = Some(first);
     loop {
         if deadline.expired() {
             return Err(HarnessError::new(ErrorKind::Timeout(TimeoutPhase::Total), "request deadline expired before the next attempt"));
@@ -106,7 +109,12 @@ async fn attempt_loop(
             ));
         };
         *attempts += 1;
-        let request = template.try_clone().expect("bodies are always in memory, so requests clone");
+        // The first attempt sends the request built up front; a retry builds it again
+        // (cheaper than cloning on every request for the rare retry).
+        let request = match first.take() {
+            Some(r) => r,
+            None => build_request(svc, req, method, trace)?,
+        };
         let outcome = transport::send(&svc.http, request, response_timeout, deadline).await.map(|(status, headers, body)| {
             let headers: Vec<(String, String)> = headers
                 .iter()
