@@ -81,12 +81,13 @@ impl NativeClient {
             py,
             CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent },
         )?;
-        let mut task = self.inner.spawn(req).map_err(|e| to_py(py, e))?;
+        // Driven on this thread (GIL released): no hand-off to a runtime worker and back.
+        let mut call = self.inner.start_blocking(req).map_err(|e| to_py(py, e))?;
         loop {
-            if let Some(outcome) = py.detach(|| task.wait_timeout(SIGNAL_CHECK)) {
+            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
                 return finish(py, outcome);
             }
-            // A KeyboardInterrupt returns here; dropping `task` aborts the request.
+            // A KeyboardInterrupt returns here; dropping `call` cancels the request.
             py.check_signals()?;
         }
     }

@@ -21,7 +21,7 @@ use crate::observability::log::RequestListener;
 use crate::observability::metrics::{EndpointLabels, Metrics, RequestLabels, ServiceLabels, TransitionLabels};
 use crate::request::{Request, Response};
 use crate::retry::RetryBudget;
-use crate::runtime::{self, Task};
+use crate::runtime::{self, BlockingCall, Task};
 use crate::{endpoint, pipeline, transport};
 
 pub(crate) struct ServiceState {
@@ -229,6 +229,13 @@ impl Client {
     pub fn spawn(&self, req: Request) -> Result<Task<Result<Response, HarnessError>>, HarnessError> {
         let client = self.clone();
         runtime::spawn(async move { client.request(req).await })
+    }
+
+    /// Prepares the request to be driven on the calling thread by a blocking host API
+    /// (`BlockingCall::wait_timeout`); dropping the call cancels the request.
+    pub fn start_blocking(&self, req: Request) -> Result<BlockingCall<Result<Response, HarnessError>>, HarnessError> {
+        let client = self.clone();
+        BlockingCall::new(async move { client.request(req).await })
     }
 
     /// The Prometheus text exposition of this client's metrics.

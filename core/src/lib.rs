@@ -25,4 +25,4 @@ pub use config::Config;
 pub use error::{ErrorKind, HarnessError, TimeoutPhase};
 pub use observability::log::{RequestListener, RequestRecord};
 pub use request::{Body, Request, Response};
-pub use runtime::Task;
+pub use runtime::{BlockingCall, Task};

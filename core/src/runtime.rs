@@ -103,3 +103,34 @@ where
 {
     Ok(Task { join: handle()?.spawn(fut) })
 }
+
+/// A call driven on the caller's own (non-runtime) thread: `wait_timeout` polls it
+/// there, with sockets and timers served by the runtime's workers. Compared with
+/// `spawn` + wait this saves a thread hand-off per call, which is what a blocking
+/// host API (Python's sync client) pays for. Dropping it cancels the call.
+pub struct BlockingCall<T> {
+    fut: Pin<Box<dyn Future<Output = T> + Send>>,
+    handle: Handle,
+}
+
+impl<T> BlockingCall<T> {
+    pub fn new(fut: impl Future<Output = T> + Send + 'static) -> Result<Self, HarnessError> {
+        Ok(BlockingCall { fut: Box::pin(fut), handle: handle()? })
+    }
+
+    /// Drives the call for at most `timeout`; `None` if not done yet, so the host can
+    /// check for interrupts (Ctrl-C) between waits.
+    pub fn wait_timeout(&mut self, timeout: std::time::Duration) -> Option<Result<T, HarnessError>> {
+        if Handle::try_current().is_ok() {
+            return Some(Err(HarnessError::new(
+                ErrorKind::Harness,
+                "a blocking Harness call was made from inside an async runtime; use the async API",
+            )));
+        }
+        if let Err(e) = handle() {
+            return Some(Err(e));
+        }
+        let fut = &mut self.fut;
+        self.handle.block_on(async { tokio::time::timeout(timeout, fut).await.ok() }).map(Ok)
+    }
+}
