@@ -140,11 +140,8 @@ async fn attempt_loop(
             }
             Err(tf) => {
                 permit.record(Outcome::Failure, &cfg.breaker);
-                let kind = match tf.phase() {
-                    Some(phase) => ErrorKind::Timeout(phase),
-                    None if tf.failure == Failure::ConnectRefused => ErrorKind::Connect,
-                    None => ErrorKind::Connect,
-                };
+                // Refused, reset and cut-short connections are all ConnectError; timeouts name their phase.
+                let kind = tf.phase().map(ErrorKind::Timeout).unwrap_or(ErrorKind::Connect);
                 (tf.failure, HarnessError::new(kind, tf.message), None)
             }
         };
