@@ -12,6 +12,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::HarnessError;
+use crate::json;
+use crate::redact::{escape_control, redact_url};
+use crate::target;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -47,7 +50,7 @@ impl Default for LogConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServiceConfig {
     pub base_url: String,
@@ -56,6 +59,55 @@ pub struct ServiceConfig {
     pub breaker: BreakerConfig,
     pub bulkhead: BulkheadConfig,
     pub headers: Headers,
+    pub redirects: RedirectConfig,
+    pub limits: LimitsConfig,
+}
+
+impl fmt::Debug for ServiceConfig {
+    // By hand: the base URL's password is shown as `***`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceConfig")
+            .field("base_url", &redact_url(&self.base_url))
+            .field("timeouts", &self.timeouts)
+            .field("retry", &self.retry)
+            .field("breaker", &self.breaker)
+            .field("bulkhead", &self.bulkhead)
+            .field("headers", &self.headers)
+            .field("redirects", &self.redirects)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// Redirects: returned to the caller by default; followed only when asked, same origin only.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedirectConfig {
+    pub follow: bool,
+    /// Most redirects followed for one attempt.
+    pub max: u32,
+}
+
+impl Default for RedirectConfig {
+    fn default() -> Self {
+        RedirectConfig { follow: false, max: 3 }
+    }
+}
+
+/// Bounds on what one service may cost.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest response body read (by `Content-Length` or while reading).
+    pub max_response_bytes: u64,
+    /// Distinct endpoint labels tracked; past it, new ones share `{other}`.
+    pub max_endpoints: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig { max_response_bytes: 64 * 1024 * 1024, max_endpoints: 1000 }
+    }
 }
 
 /// Static headers sent with every request; values are redacted from Debug output.
@@ -153,6 +205,11 @@ impl Config {
     /// Parses text in the given format (`yaml`, `yml`, `json` or `toml`).
     pub fn from_str_with_format(text: &str, format: &str) -> Result<Config, HarnessError> {
         let parse_err = |e: String| HarnessError::config(format!("config: cannot parse {format}: {e}"));
+        // Before the parser: a pathologically deep document is refused in linear time.
+        match format {
+            "json" => json::check_text("config", text.as_bytes())?,
+            _ => json::check_config_text("config", text)?,
+        }
         let value: Value = match format {
             "yaml" | "yml" => serde_yaml::from_str(text).map_err(|e| parse_err(e.to_string()))?,
             "json" => serde_json::from_str(text).map_err(|e| parse_err(e.to_string()))?,
@@ -172,6 +229,7 @@ impl Config {
     /// Builds a config from the in-memory map the bindings pass.
     pub fn from_value(value: Value) -> Result<Config, HarnessError> {
         let value = if value.is_null() { Value::Object(Default::default()) } else { value };
+        json::check_value("config", &value)?;
         let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             HarnessError::config(describe(&path, &e.into_inner().to_string()))
@@ -185,14 +243,24 @@ impl Config {
         fn bad(path: String, msg: impl fmt::Display) -> HarnessError {
             HarnessError::config(format!("{path}: {msg}"))
         }
+        let name = &self.client.name;
+        if name.is_empty() || name.chars().any(char::is_control) || http::HeaderValue::try_from(name.as_str()).is_err() {
+            return Err(bad("client.name".into(), format!("expected printable text (it is sent as the user agent), got {:?}", escape_control(name))));
+        }
         for (name, s) in &self.services {
+            if name.is_empty() || name.chars().any(char::is_control) {
+                return Err(bad(format!("services.{}", escape_control(name)), "a service name must be printable"));
+            }
             let p = |field: &str| format!("services.{name}.{field}");
             if s.base_url.is_empty() {
                 return Err(bad(p("base_url"), "required (e.g. http://127.0.0.1:8080)"));
             }
             match url::Url::parse(&s.base_url) {
                 Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
-                _ => return Err(bad(p("base_url"), format!("expected an http(s) URL, got {:?}", s.base_url))),
+                _ => {
+                    let shown = redact_url(&s.base_url);
+                    return Err(bad(p("base_url"), format!("expected an http(s) URL, got {:?}", escape_control(&shown))));
+                }
             }
             for (field, v) in [
                 ("timeouts.connect_ms", s.timeouts.connect_ms),
@@ -223,9 +291,21 @@ impl Config {
                 return Err(bad(p("bulkhead.max_concurrency"), "expected an integer >= 1, got 0"));
             }
             for (k, v) in &s.headers.0 {
-                if http::HeaderName::try_from(k.as_str()).is_err() || http::HeaderValue::try_from(v.as_str()).is_err() {
-                    return Err(bad(p(&format!("headers.{k}")), "not a valid HTTP header"));
+                if target::is_forbidden_header(k) {
+                    return Err(target::forbidden_header(&p("headers"), k));
                 }
+                if http::HeaderName::try_from(k.as_str()).is_err() || http::HeaderValue::try_from(v.as_str()).is_err() {
+                    return Err(bad(p(&format!("headers.{}", escape_control(k))), "not a valid HTTP header"));
+                }
+            }
+            if s.limits.max_response_bytes == 0 {
+                return Err(bad(p("limits.max_response_bytes"), "expected an integer >= 1, got 0"));
+            }
+            if s.limits.max_endpoints == 0 {
+                return Err(bad(p("limits.max_endpoints"), "expected an integer >= 1, got 0"));
+            }
+            if !(1..=20).contains(&s.redirects.max) {
+                return Err(bad(p("redirects.max"), format!("expected an integer from 1 to 20, got {}", s.redirects.max)));
             }
         }
         Ok(())
@@ -334,6 +414,50 @@ mod tests {
         let t = Config::from_str_with_format("[services.a]\nbase_url = \"http://127.0.0.1:1\"\n[services.a.retry]\nmax_retries = 3\n", "toml").unwrap();
         assert_eq!(y.services["a"].retry.max_retries, 3);
         assert_eq!(t.services["a"].retry.max_retries, 3);
+    }
+
+    #[test]
+    fn base_url_password_is_redacted() {
+        let m = err(json!({"services": {"b": {"base_url": "ftp://user:SECRET@host"}}}));
+        assert!(m.starts_with("services.b.base_url:") && m.contains("user:***@host") && !m.contains("SECRET"), "{m}");
+        let c = Config::from_value(json!({"services": {"b": {"base_url": "http://user:SECRET@host"}}})).unwrap();
+        assert!(!format!("{c:?}").contains("SECRET"));
+    }
+
+    #[test]
+    fn framing_headers_in_config_are_refused() {
+        for h in ["Host", "Content-Length", "transfer-encoding", "Connection", "Proxy-Authorization"] {
+            let m = err(json!({"services": {"a": {"base_url": "http://x", "headers": {h: "v"}}}}));
+            assert!(m.starts_with(&format!("services.a.headers.{h}:")), "{m}");
+        }
+    }
+
+    #[test]
+    fn client_name_with_control_character_names_field() {
+        let m = err(json!({"client": {"name": "bff\napi"}}));
+        assert!(m.starts_with("client.name:") && !m.contains('\n'), "{m}");
+    }
+
+    #[test]
+    fn limits_and_redirects_defaults() {
+        let c = Config::from_value(json!({"services": {"a": {"base_url": "http://x"}}})).unwrap();
+        let s = &c.services["a"];
+        assert_eq!((s.limits.max_response_bytes, s.limits.max_endpoints), (64 * 1024 * 1024, 1000));
+        assert!(!s.redirects.follow);
+    }
+
+    #[test]
+    fn deep_config_text_is_refused_fast() {
+        let t = std::time::Instant::now();
+        let yaml = format!("services: {}", "[".repeat(100_000));
+        assert!(Config::from_str_with_format(&yaml, "yaml").unwrap_err().message.contains("nested deeper than 512"));
+        let json_text = format!("{{\"services\": {}", "[".repeat(100_000));
+        assert!(Config::from_str_with_format(&json_text, "json").is_err());
+        let toml_text = format!("a = {}", "[".repeat(100_000));
+        assert!(Config::from_str_with_format(&toml_text, "toml").is_err());
+        let block: String = (0..2000).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+        assert!(Config::from_str_with_format(&block, "yaml").is_err());
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
     }
 
     #[test]

@@ -1,5 +1,10 @@
 //! The endpoint label used for breaker keys and metrics: the caller's label if
-//! given, else the path with ID-like segments (numbers, UUIDs, long hex) as `{id}`.
+//! given, else the path with ID-like segments as `{id}`: numbers, UUIDs, hex of 8
+//! or more, emails, and any segment mixing letters and digits (`user-42z`,
+//! `ord_ab12`) except version-like words (`v1`, `v2beta1`, `oauth2`, `utf8`).
+//!
+//! Guarantees: the label of a path is bounded by the path's non-ID words; the
+//! per-service count of labels is bounded separately (`limits.max_endpoints`).
 
 /// Collapses ID-like path segments to `{id}`; the query string is dropped.
 pub fn template(path: &str) -> String {
@@ -21,17 +26,33 @@ pub fn template(path: &str) -> String {
     out
 }
 
+/// The label shared by every endpoint past a service's `limits.max_endpoints`.
+pub const OTHER: &str = "{other}";
+
 fn is_id(seg: &str) -> bool {
     if seg.is_empty() {
         return false;
     }
-    if seg.bytes().all(|b| b.is_ascii_digit()) {
+    let b = seg.as_bytes();
+    if b.iter().all(u8::is_ascii_digit) || is_uuid(seg) || seg.contains('@') {
         return true;
     }
-    if is_uuid(seg) {
+    if b.len() >= 8 && b.iter().all(u8::is_ascii_hexdigit) {
         return true;
     }
-    seg.len() >= 16 && seg.bytes().all(|b| b.is_ascii_hexdigit())
+    let has_digit = b.iter().any(u8::is_ascii_digit);
+    let has_letter = b.iter().any(u8::is_ascii_alphabetic);
+    has_digit && (has_letter || b.iter().any(|c| !c.is_ascii_alphanumeric())) && !is_versionish(b)
+}
+
+/// `v1`, `v2beta1`, `v10`, and a word of two or more letters ending in one digit
+/// (`oauth2`, `http2`, `utf8`, `ipv4`): names in an API, not IDs.
+fn is_versionish(b: &[u8]) -> bool {
+    if b.first() == Some(&b'v') && b.get(1).is_some_and(u8::is_ascii_digit) {
+        return b[1..].iter().all(u8::is_ascii_alphanumeric) && b.len() <= 12;
+    }
+    let letters = b.iter().take_while(|c| c.is_ascii_alphabetic()).count();
+    letters >= 2 && b.len() == letters + 1 && b[letters].is_ascii_digit()
 }
 
 fn is_uuid(seg: &str) -> bool {
@@ -55,5 +76,25 @@ mod tests {
         assert_eq!(template("/v1/orders?x=1"), "/v1/orders");
         assert_eq!(template("/cafe"), "/cafe");
         assert_eq!(template(""), "/");
+    }
+
+    #[test]
+    fn collapses_mixed_prefixed_hex_and_email_segments() {
+        assert_eq!(template("/users/user-42z"), "/users/{id}");
+        assert_eq!(template("/orders/ord_ab12/lines"), "/orders/{id}/lines");
+        assert_eq!(template("/blob/deadbeef"), "/blob/{id}");
+        assert_eq!(template("/people/ann@example.com"), "/people/{id}");
+        assert_eq!(template("/v1/customers/cus_NffrFeUfNV2Hib"), "/v1/customers/{id}");
+        assert_eq!(template("/files/2024-01-05"), "/files/{id}");
+    }
+
+    #[test]
+    fn keeps_versions_and_words() {
+        assert_eq!(template("/api/v1/orders"), "/api/v1/orders");
+        assert_eq!(template("/api/v2beta1/x"), "/api/v2beta1/x");
+        assert_eq!(template("/oauth2/token"), "/oauth2/token");
+        assert_eq!(template("/ipv4/utf8"), "/ipv4/utf8");
+        assert_eq!(template("/users/me/settings"), "/users/me/settings");
+        assert_eq!(template("/well-known"), "/well-known");
     }
 }

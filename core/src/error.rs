@@ -8,6 +8,11 @@ use std::fmt;
 
 use bytes::Bytes;
 
+use crate::redact::escape_control;
+
+/// Most bytes of a downstream body kept on an error (`error.body`).
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
+
 /// Which timeout expired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimeoutPhase {
@@ -41,6 +46,11 @@ pub enum ErrorKind {
     Cancelled,
     NoHealthyProvider,
     Config,
+    /// The server answered, but not with valid HTTP (bad status line, conflicting
+    /// lengths, too many headers, a final 1xx).
+    Protocol,
+    /// The response body is larger than `limits.max_response_bytes`.
+    ResponseTooLarge,
     /// Anything else (a used-after-fork runtime, a closed client, a broken body).
     Harness,
 }
@@ -59,12 +69,14 @@ impl ErrorKind {
             ErrorKind::Cancelled => "CancelledError",
             ErrorKind::NoHealthyProvider => "NoHealthyProviderError",
             ErrorKind::Config => "ConfigError",
+            ErrorKind::Protocol => "ProtocolError",
+            ErrorKind::ResponseTooLarge => "ResponseTooLargeError",
             ErrorKind::Harness => "HarnessError",
         }
     }
 
     /// Every kind name, base first; bindings build their class trees from this.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 14] = [
         "HarnessError",
         "TimeoutError",
         "CircuitOpenError",
@@ -77,6 +89,8 @@ impl ErrorKind {
         "CancelledError",
         "NoHealthyProviderError",
         "ConfigError",
+        "ProtocolError",
+        "ResponseTooLargeError",
     ];
 }
 
@@ -99,10 +113,16 @@ pub struct HarnessError {
 }
 
 impl HarnessError {
+    /// Control characters in `message` are escaped (`\n`, `\u{1b}`): an error text is one line.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let message = match escape_control(&message) {
+            std::borrow::Cow::Borrowed(_) => message,
+            std::borrow::Cow::Owned(escaped) => escaped,
+        };
         HarnessError {
             kind,
-            message: message.into(),
+            message,
             service: None,
             endpoint: None,
             method: None,
@@ -136,10 +156,10 @@ impl fmt::Display for HarnessError {
         write!(f, "{}: {}", self.name(), self.message)?;
         let mut ctx = Vec::new();
         if let Some(s) = &self.service {
-            ctx.push(format!("service={s}"));
+            ctx.push(format!("service={}", escape_control(s)));
         }
         if let (Some(m), Some(e)) = (&self.method, &self.endpoint) {
-            ctx.push(format!("endpoint={m} {e}"));
+            ctx.push(format!("endpoint={m} {}", escape_control(e)));
         }
         if let Some(s) = self.status {
             ctx.push(format!("status={s}"));
@@ -255,6 +275,13 @@ mod tests {
     fn html_reduced_to_title() {
         let n = normalize_body(Some("text/html"), b"<html><head><TITLE>502 Bad\n Gateway</TITLE></head><body>x</body></html>");
         assert_eq!(n.message.as_deref(), Some("502 Bad Gateway"));
+    }
+
+    #[test]
+    fn messages_are_one_line() {
+        let e = HarnessError::new(ErrorKind::HttpStatus, "a\r\nX-Injected: 1");
+        assert_eq!(e.message, "a\\r\\nX-Injected: 1");
+        assert!(!e.to_string().contains('\n'));
     }
 
     #[test]

@@ -13,11 +13,14 @@ pub mod config;
 pub mod deadline;
 pub mod endpoint;
 pub mod error;
+pub mod json;
 pub mod observability;
 mod pipeline;
+pub mod redact;
 pub mod request;
 pub mod retry;
 pub mod runtime;
+pub mod target;
 pub mod transport;
 
 pub use client::{Client, ClientOptions};

@@ -15,7 +15,10 @@ use crate::client::{ClientInner, EndpointState, ServiceState};
 use crate::config::{Config, ServiceConfig};
 use crate::deadline::Deadline;
 use crate::endpoint;
-use crate::error::{normalize_body, ErrorKind, HarnessError, TimeoutPhase};
+use crate::error::{normalize_body, ErrorKind, HarnessError, TimeoutPhase, MAX_ERROR_BODY};
+use crate::json;
+use crate::redact::{escape_control, Secrets};
+use crate::target;
 use crate::observability::log::{self, RequestRecord};
 use crate::observability::metrics::ErrorLabels;
 use crate::observability::trace::TraceContext;
@@ -37,10 +40,15 @@ pub(crate) async fn execute(inner: &ClientInner, req: Request) -> Result<Respons
             )));
         }
     };
-    let method = Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
-        .map_err(|_| HarnessError::config(format!("request.method: not an HTTP method: {:?}", req.method)))?;
+    let method = target::method(&req.method)?;
+    target::check_path(&req.path)?;
+    if let Some(e) = &req.endpoint {
+        target::check_endpoint(e)?;
+    }
     let endpoint = req.endpoint.clone().unwrap_or_else(|| endpoint::template(&req.path));
-    let ep = inner.endpoint_state(&req.service, &endpoint, method.as_str());
+    // Past `limits.max_endpoints` the state (and the label) is the shared `{other}`.
+    let ep = inner.endpoint_state(&req.service, &endpoint, method.as_str(), svc_cfg.limits.max_endpoints);
+    let endpoint = ep.names.1.to_string();
     // The caller's trace: the explicit field, else a `traceparent` among its headers.
     let parent = req.traceparent.as_deref().or_else(|| {
         req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("traceparent")).map(|(_, v)| v.as_str())
@@ -115,7 +123,7 @@ async fn attempt_loop(
             Some(r) => r,
             None => build_request(svc, req, method, trace)?,
         };
-        let outcome = transport::send(&svc.http, request, response_timeout, deadline).await.map(|(status, headers, body)| {
+        let outcome = transport::send(&svc.http, request, response_timeout, deadline, cfg.limits.max_response_bytes).await.map(|(status, headers, body)| {
             let headers: Vec<(String, String)> = headers
                 .iter()
                 .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
@@ -136,13 +144,13 @@ async fn attempt_loop(
                     .iter()
                     .find(|(k, _)| k == "retry-after")
                     .and_then(|(_, v)| retry::parse_retry_after(v, SystemTime::now()));
-                (Failure::Status(status), status_error(status, &headers, body, retry_after), retry_after)
+                (Failure::Status(status), status_error(status, &headers, body, retry_after, &svc.secrets_for(req)), retry_after)
             }
             Err(tf) => {
-                permit.record(Outcome::Failure, &cfg.breaker);
-                // Refused, reset and cut-short connections are all ConnectError; timeouts name their phase.
-                let kind = tf.phase().map(ErrorKind::Timeout).unwrap_or(ErrorKind::Connect);
-                (tf.failure, HarnessError::new(kind, tf.message), None)
+                // An over-large body says nothing about the server's health.
+                let health = if tf.failure == Failure::TooLarge { Outcome::Ignored } else { Outcome::Failure };
+                permit.record(health, &cfg.breaker);
+                (tf.failure, HarnessError::new(error_kind(&tf), tf.message), None)
             }
         };
 
@@ -163,9 +171,27 @@ async fn attempt_loop(
     }
 }
 
-fn status_error(status: u16, headers: &[(String, String)], body: bytes::Bytes, retry_after: Option<Duration>) -> HarnessError {
+/// Refused, reset and cut-short connections are all ConnectError; timeouts name their phase.
+fn error_kind(tf: &transport::TransportFailure) -> ErrorKind {
+    match tf.failure {
+        Failure::Protocol => ErrorKind::Protocol,
+        Failure::TooLarge => ErrorKind::ResponseTooLarge,
+        _ => tf.phase().map(ErrorKind::Timeout).unwrap_or(ErrorKind::Connect),
+    }
+}
+
+fn status_error(
+    status: u16,
+    headers: &[(String, String)],
+    body: bytes::Bytes,
+    retry_after: Option<Duration>,
+    secrets: &Secrets,
+) -> HarnessError {
     let content_type = headers.iter().find(|(k, _)| k == "content-type").map(|(_, v)| v.as_str());
-    let norm = normalize_body(content_type, &body);
+    let mut norm = normalize_body(content_type, &body);
+    // A downstream may echo the request's credentials: scrub before the text goes anywhere.
+    norm.message = norm.message.map(|m| secrets.downstream_message(&m));
+    norm.code = norm.code.map(|c| secrets.downstream_message(&c));
     let kind = match status {
         401 | 403 => ErrorKind::Auth,
         429 => ErrorKind::RateLimited,
@@ -180,15 +206,13 @@ fn status_error(status: u16, headers: &[(String, String)], body: bytes::Bytes, r
     e.status = Some(status);
     e.code = norm.code;
     e.retry_after_ms = retry_after.map(|d| d.as_millis() as u64);
-    e.body = Some(body);
+    e.body = Some(if body.len() > MAX_ERROR_BODY { body.slice(..MAX_ERROR_BODY) } else { body });
     e
 }
 
 /// Builds the request once; each attempt sends a clone.
+/// The path was checked (`target::check_path`) before this is called.
 fn build_request(svc: &ServiceState, req: &Request, method: &Method, trace: &TraceContext) -> Result<reqwest::Request, HarnessError> {
-    if !req.path.starts_with('/') {
-        return Err(HarnessError::config(format!("request.path: must start with '/', got {:?}", req.path)));
-    }
     let (path, query) = match req.path.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (req.path.as_str(), None),
@@ -206,13 +230,22 @@ fn build_request(svc: &ServiceState, req: &Request, method: &Method, trace: &Tra
     let mut request = reqwest::Request::new(method.clone(), url);
     let headers = request.headers_mut();
     headers.extend(svc.static_headers.clone());
+    // A caller's header replaces a config header of the same name; repeated names are all sent, in order.
+    let mut replaced: Vec<HeaderName> = Vec::new();
     for (k, v) in &req.headers {
+        if target::is_forbidden_header(k) {
+            return Err(target::forbidden_header("request.headers", k));
+        }
         let name = HeaderName::try_from(k.as_str())
-            .map_err(|_| HarnessError::config(format!("request.headers: invalid header name {k:?}")))?;
+            .map_err(|_| HarnessError::config(format!("request.headers: invalid header name {:?}", escape_control(k))))?;
         let mut value = HeaderValue::try_from(v.as_str())
             .map_err(|_| HarnessError::config(format!("request.headers.{k}: invalid header value")))?;
         value.set_sensitive(true);
-        headers.insert(name, value);
+        if !replaced.contains(&name) {
+            headers.remove(&name);
+            replaced.push(name.clone());
+        }
+        headers.append(name, value);
     }
     if let Some(key) = &req.idempotency_key {
         let v = HeaderValue::try_from(key.as_str())
@@ -224,14 +257,23 @@ fn build_request(svc: &ServiceState, req: &Request, method: &Method, trace: &Tra
         Body::Empty => {}
         Body::Bytes(b) => *request.body_mut() = Some(b.clone().into()),
         Body::Json(v) => {
-            let bytes = serde_json::to_vec(v).map_err(|e| HarnessError::config(format!("request.json: {e}")))?;
-            if !request.headers().contains_key(http::header::CONTENT_TYPE) {
-                request.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            }
-            *request.body_mut() = Some(bytes.into());
+            json::check_value("json", v)?;
+            let bytes = serde_json::to_vec(v).map_err(|e| HarnessError::config(format!("json: {e}")))?;
+            set_json(&mut request, bytes.into());
+        }
+        Body::JsonText(text) => {
+            json::check_text("json", text)?;
+            set_json(&mut request, text.clone());
         }
     }
     Ok(request)
+}
+
+fn set_json(request: &mut reqwest::Request, bytes: bytes::Bytes) {
+    if !request.headers().contains_key(http::header::CONTENT_TYPE) {
+        request.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    *request.body_mut() = Some(bytes.into());
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -255,9 +297,9 @@ fn observe(
     if let Err(e) = result {
         m.errors
             .get_or_create(&ErrorLabels {
-                service: service.to_string(),
-                endpoint: endpoint.to_string(),
-                method: method.to_string(),
+                service: service.as_ref().into(),
+                endpoint: endpoint.as_ref().into(),
+                method: method.as_ref().into(),
                 kind: e.name().into(),
             })
             .inc();

@@ -7,7 +7,11 @@ pub enum Body {
     #[default]
     Empty,
     Bytes(Bytes),
+    /// A JSON value built in Rust; key order is kept.
     Json(serde_json::Value),
+    /// JSON text the host serialised (a binding's `JsonWriter` walk or its runtime's
+    /// encoder), sent byte for byte after the nesting check.
+    JsonText(Bytes),
 }
 
 /// One call: which service, which endpoint, which payload; everything else is the pipeline's.

@@ -1,4 +1,5 @@
-//! The runtime records its PID: a forked child gets a clear error, never a hang.
+//! After fork: the parent's client gives a clear error (never a hang), and the child
+//! builds new clients on a fresh runtime of its own.
 
 use std::time::Duration;
 
@@ -6,18 +7,36 @@ use harness_core::{runtime, Client, Request};
 use serde_json::json;
 
 #[test]
-fn a_forked_child_gets_a_clear_error_instead_of_a_hang() {
+fn a_forked_child_refuses_the_parents_client_and_builds_its_own() {
     let client = Client::from_value(json!({"log": {"enabled": false}, "services": {"svc": {"base_url": "http://127.0.0.1:9"}}})).unwrap();
     runtime::handle().expect("the parent's runtime works");
-    // SAFETY: the child only runs Harness's PID check (which must not touch the parent's
-    // runtime threads) and leaves with _exit, skipping destructors and atexit handlers.
+    // SAFETY: the child never touches the parent's runtime threads (Harness's PID checks
+    // refuse that) and leaves with _exit, skipping destructors and atexit handlers.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let code = match (runtime::handle(), client.spawn(Request::new("svc", "GET", "/x"))) {
-            (Err(a), Err(b)) if a.message.contains("fork") && b.name() == "HarnessError" => 0,
-            _ => 1,
-        };
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // The parent's client refuses, on every entry point.
+            let spawned = client.spawn(Request::new("svc", "GET", "/x"));
+            let blocking = client.start_blocking(Request::new("svc", "GET", "/x"));
+            let parents_refused = matches!(&spawned, Err(e) if e.message.contains("fork") && e.name() == "HarnessError")
+                && matches!(&blocking, Err(e) if e.message.contains("fork"));
+            // A new client in the child works, on the child's own runtime.
+            let rt = runtime::handle().expect("a fresh runtime in the child");
+            let upstream = rt.block_on(async { tokio::spawn(harness_upstream::start()).await.unwrap() }).unwrap();
+            let child_client = Client::from_value(json!({"log": {"enabled": false}, "services": {"svc": {"base_url": upstream.url()}}})).unwrap();
+            let mut call = child_client.start_blocking(Request::new("svc", "GET", "/ok")).unwrap();
+            let resp = loop {
+                if let Some(r) = call.wait_timeout(Duration::from_millis(100)) {
+                    break r;
+                }
+            };
+            let sync_ok = matches!(&resp, Ok(Ok(r)) if r.status == 200);
+            let task = child_client.spawn(Request::new("svc", "GET", "/ok")).unwrap();
+            let async_ok = matches!(rt.block_on(task), Ok(Ok(r)) if r.status == 200);
+            if parents_refused && sync_ok && async_ok { 0 } else { 1 }
+        }))
+        .unwrap_or(2);
         unsafe { libc::_exit(code) };
     }
     let mut status = 0;
@@ -31,5 +50,5 @@ fn a_forked_child_gets_a_clear_error_instead_of_a_hang() {
         std::thread::sleep(Duration::from_millis(20));
         waited += Duration::from_millis(20);
     }
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child saw no clear fork error (status {status})");
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child: parent's client not refused, or no working client of its own (status {status})");
 }

@@ -50,10 +50,17 @@ fn build_request(scenario: &str, call: &Value) -> Request {
     req.idempotency_key = s("idempotency_key");
     req.traceparent = s("traceparent");
     req.timeout_ms = call.get("timeout_ms").and_then(Value::as_u64);
-    if let Some(h) = call.get("headers").and_then(Value::as_object) {
-        req.headers = h.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
+    match call.get("headers") {
+        Some(Value::Object(h)) => req.headers = h.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect(),
+        Some(Value::Array(pairs)) => {
+            req.headers = pairs.iter().map(|p| (p[0].as_str().unwrap().to_string(), p[1].as_str().unwrap().to_string())).collect()
+        }
+        _ => {}
     }
-    if let Some(j) = call.get("json") {
+    if let Some(depth) = call.get("json_depth").and_then(Value::as_u64) {
+        let depth = depth as usize;
+        req.body = Body::JsonText(format!("{}0{}", "[".repeat(depth), "]".repeat(depth)).into());
+    } else if let Some(j) = call.get("json") {
         req.body = Body::Json(j.clone());
     } else if let Some(b) = s("body") {
         req.body = Body::Bytes(b.into_bytes().into());
@@ -121,6 +128,33 @@ async fn check(name: &str, i: usize, call: &Value, client: &Client, outcome: &Ou
     if let Some(msg) = exp.get("message").and_then(Value::as_str) {
         if !err.is_some_and(|e| e.message.contains(msg)) {
             fail(format!("expected message containing {msg:?}, got {:?}", err.map(|e| &e.message)));
+        }
+    }
+    if let Some(msg) = exp.get("message_excludes").and_then(Value::as_str) {
+        if err.is_none_or(|e| e.message.contains(msg) || e.to_string().contains(msg)) {
+            fail(format!("expected an error whose message excludes {msg:?}, got {:?}", err.map(|e| e.to_string())));
+        }
+    }
+    if let Some(n) = exp.get("message_max_chars").and_then(Value::as_u64) {
+        let len = err.map(|e| e.message.chars().count()).unwrap_or(usize::MAX);
+        if len as u64 > n {
+            fail(format!("expected a message of at most {n} characters, got {len}"));
+        }
+    }
+    if let Some(n) = exp.get("error_body_len").and_then(Value::as_u64) {
+        let len = err.and_then(|e| e.body.as_ref()).map(|b| b.len() as u64);
+        if len != Some(n) {
+            fail(format!("expected an error body of {n} bytes, got {len:?}"));
+        }
+    }
+    for (k, want) in exp.get("headers").and_then(Value::as_object).into_iter().flatten() {
+        let got: Vec<&str> = match result {
+            Ok(r) => r.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(k)).map(|(_, v)| v.as_str()).collect(),
+            Err(_) => Vec::new(),
+        };
+        let want: Vec<&str> = want.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        if got != want {
+            fail(format!("response header {k}: expected {want:?}, got {got:?}"));
         }
     }
     if let Some(ra) = exp.get("retry_after_ms").and_then(Value::as_u64) {
@@ -226,6 +260,12 @@ async fn check_upstream(ctx: &Ctx, name: &str, exp: &Value, errors: &mut Vec<Str
                 fail(format!("header {k}: expected {v}, got {:?}", headers.get(k)));
             }
         }
+        for (k, want) in exp.get("header_values").and_then(Value::as_object).into_iter().flatten() {
+            let got: Vec<&Value> = r["header_list"].as_array().unwrap().iter().filter(|p| p[0] == k.as_str()).map(|p| &p[1]).collect();
+            if got != want.as_array().unwrap().iter().collect::<Vec<_>>() {
+                fail(format!("header {k}: expected values {want:?}, got {got:?}"));
+            }
+        }
         for (k, v) in exp.get("header_prefix").and_then(Value::as_object).into_iter().flatten() {
             let got = headers.get(k).and_then(Value::as_str).unwrap_or("");
             if !got.starts_with(v.as_str().unwrap()) {
@@ -255,6 +295,20 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
         merge(&mut config, over);
     }
     substitute(&mut config, ctx);
+    if let Some(want) = scenario.get("config_error").and_then(Value::as_str) {
+        match Client::from_value(config) {
+            Err(e) if e.name() == "ConfigError" && e.message.contains(want) => {
+                if let Some(x) = scenario.get("config_error_excludes").and_then(Value::as_str) {
+                    if e.to_string().contains(x) || format!("{e:?}").contains(x) {
+                        errors.push(format!("{name}: config error shows {x:?}: {e}"));
+                    }
+                }
+            }
+            Err(e) => errors.push(format!("{name}: expected a ConfigError containing {want:?}, got {e}")),
+            Ok(_) => errors.push(format!("{name}: expected a ConfigError containing {want:?}, the client was built")),
+        }
+        return errors;
+    }
     let client = Client::from_value(config).unwrap_or_else(|e| panic!("{name}: {e}"));
 
     let mut background = Vec::new();

@@ -1,49 +1,85 @@
 //! Prometheus metrics (prefix `harness_`) through prometheus-client.
+//!
+//! Guarantees: every label value is escaped as the text format requires
+//! (prometheus-client writes them raw), so no value can forge a sample.
+
+use std::fmt::Write;
 
 use parking_lot::Mutex;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// A label value, escaped on output (`\\`, `\"`, `\n`; other controls as `\u{..}`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct Label(pub String);
+
+impl From<&str> for Label {
+    fn from(s: &str) -> Self {
+        Label(s.to_string())
+    }
+}
+
+impl From<String> for Label {
+    fn from(s: String) -> Self {
+        Label(s)
+    }
+}
+
+impl EncodeLabelValue for Label {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c if c.is_control() => write!(encoder, "\\u{{{:x}}}", c as u32)?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabels {
-    pub service: String,
-    pub endpoint: String,
-    pub method: String,
+    pub service: Label,
+    pub endpoint: Label,
+    pub method: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    pub service: String,
-    pub endpoint: String,
-    pub method: String,
+    pub service: Label,
+    pub endpoint: Label,
+    pub method: Label,
     /// The final status code, or `error` when there was no response.
-    pub status: String,
+    pub status: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    pub service: String,
-    pub endpoint: String,
-    pub method: String,
-    pub kind: String,
+    pub service: Label,
+    pub endpoint: Label,
+    pub method: Label,
+    pub kind: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TransitionLabels {
-    pub service: String,
-    pub endpoint: String,
-    pub method: String,
-    pub from: String,
-    pub to: String,
+    pub service: Label,
+    pub endpoint: Label,
+    pub method: Label,
+    pub from: Label,
+    pub to: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ServiceLabels {
-    pub service: String,
+    pub service: Label,
 }
 
 fn latency_histogram() -> Histogram {
@@ -88,11 +124,62 @@ impl Metrics {
         Metrics { registry: Mutex::new(registry), requests, errors, latency, retries, breaker_transitions, bulkhead_in_use }
     }
 
+    /// Drops every series of one endpoint (its state was evicted).
+    pub fn remove_endpoint(&self, labels: &EndpointLabels, statuses: &[String]) {
+        self.latency.remove(labels);
+        self.retries.remove(labels);
+        for status in statuses {
+            self.requests.remove(&RequestLabels {
+                service: labels.service.clone(),
+                endpoint: labels.endpoint.clone(),
+                method: labels.method.clone(),
+                status: Label(status.clone()),
+            });
+        }
+        for kind in crate::error::ErrorKind::NAMES {
+            self.errors.remove(&ErrorLabels {
+                service: labels.service.clone(),
+                endpoint: labels.endpoint.clone(),
+                method: labels.method.clone(),
+                kind: kind.into(),
+            });
+        }
+        for (from, to) in [("closed", "open"), ("open", "half_open"), ("half_open", "closed"), ("half_open", "open")] {
+            self.breaker_transitions.remove(&TransitionLabels {
+                service: labels.service.clone(),
+                endpoint: labels.endpoint.clone(),
+                method: labels.method.clone(),
+                from: from.into(),
+                to: to.into(),
+            });
+        }
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         let registry = self.registry.lock();
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_cannot_forge_samples() {
+        let m = Metrics::new();
+        let labels = EndpointLabels {
+            service: "svc".into(),
+            endpoint: "/x\"} 1\nharness_evil{a=\"b\\".into(),
+            method: "GET".into(),
+        };
+        m.retries.get_or_create(&labels).inc();
+        let text = m.encode();
+        let line = text.lines().find(|l| l.starts_with("harness_retries_total{")).unwrap();
+        assert_eq!(line, r#"harness_retries_total{service="svc",endpoint="/x\"} 1\nharness_evil{a=\"b\\",method="GET"} 1"#);
+        assert!(!text.lines().any(|l| l.starts_with("harness_evil")));
     }
 }

@@ -28,6 +28,10 @@ pub enum Failure {
     ResponseTimeout,
     /// The total deadline expired during the attempt.
     TotalTimeout,
+    /// The server answered, but not with valid HTTP: not retried, counts against the breaker.
+    Protocol,
+    /// The body was over `limits.max_response_bytes`: not retried (it would be again).
+    TooLarge,
     /// The server answered with this status.
     Status(u16),
 }
@@ -47,7 +51,7 @@ pub fn is_idempotent(method: &Method) -> bool {
 pub fn is_retryable(failure: Failure, cfg: &RetryConfig) -> bool {
     match failure {
         Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Broken | Failure::ResponseTimeout => true,
-        Failure::TotalTimeout => false,
+        Failure::TotalTimeout | Failure::Protocol | Failure::TooLarge => false,
         Failure::Status(s) => matches!(s, 429 | 502 | 503 | 504) || (s == 500 && cfg.retry_on_500),
     }
 }

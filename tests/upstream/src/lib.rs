@@ -30,6 +30,18 @@ pub struct Step {
     pub retry_after_date_s: Option<u64>,
     pub action: Option<String>,
     pub times: Option<u32>,
+    /// Extra response headers in order; names may repeat (`set-cookie`).
+    #[serde(default)]
+    pub header_list: Vec<(String, String)>,
+    /// A body of this many `x` bytes.
+    pub body_bytes: Option<u64>,
+    /// Send the body with chunked transfer encoding (no `Content-Length`).
+    #[serde(default)]
+    pub chunked: bool,
+    /// Written to the socket as is (after `{port}` substitution), then the connection closes.
+    pub raw: Option<String>,
+    /// Answer 200 with this many extra `x-n-<i>` headers.
+    pub many_headers: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +78,13 @@ impl Script {
 #[derive(Default)]
 struct State {
     scripts: Mutex<HashMap<String, Script>>,
+    /// The upstream's own port, for `{port}` in scripted header values.
+    port: u16,
+}
+
+/// `{port}` (this upstream's port) and `{script}` (the script's name) in a scripted value.
+fn fill(v: &str, state: &State, script: &str) -> String {
+    v.replace("{port}", &state.port.to_string()).replace("{script}", script)
 }
 
 /// A running upstream; dropping it does not stop the tasks (they end with the runtime).
@@ -95,7 +114,7 @@ impl Upstream {
 pub async fn start() -> std::io::Result<Upstream> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let state = Arc::new(State::default());
+    let state = Arc::new(State { port: addr.port(), ..State::default() });
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { continue };
@@ -185,6 +204,11 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         201 => "Created",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
         204 => "No Content",
         400 => "Bad Request",
         401 => "Unauthorized",
@@ -262,6 +286,8 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
                         "method": req.method,
                         "path": req.path,
                         "headers": headers,
+                        "header_list": req.headers,
+                        "body_len": req.body.len(),
                         "body": String::from_utf8_lossy(&req.body),
                         "at_ms": script.installed.elapsed().as_secs_f64() * 1000.0,
                     }));
@@ -270,6 +296,7 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
             }
         }
     };
+    let script = req.path.strip_prefix("/s/").and_then(|r| r.split(['/', '?']).next()).unwrap_or("").to_string();
     let Some(step) = step else {
         let body = br#"{"error":{"code":"no_script","message":"no script installed for this path"}}"#;
         return write_response(reader, 404, &json_ct, body).await.map(|_| true);
@@ -293,8 +320,21 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         }
         _ => {}
     }
-    let mut headers: Vec<(String, String)> = step.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
-    let body: Vec<u8> = if let Some(j) = &step.json {
+    if let Some(raw) = &step.raw {
+        reader.get_mut().write_all(fill(raw, state, &script).as_bytes()).await?;
+        reader.get_mut().shutdown().await?;
+        return Ok(false);
+    }
+    let mut headers: Vec<(String, String)> =
+        step.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), fill(v, state, &script))).collect();
+    headers.extend(step.header_list.iter().map(|(k, v)| (k.to_ascii_lowercase(), fill(v, state, &script))));
+    for i in 0..step.many_headers.unwrap_or(0) {
+        headers.push((format!("x-n-{i}"), "1".into()));
+    }
+    let body: Vec<u8> = if let Some(n) = step.body_bytes {
+        headers.push(("content-type".into(), "text/plain".into()));
+        vec![b'x'; n as usize]
+    } else if let Some(j) = &step.json {
         headers.push(("content-type".into(), "application/json".into()));
         j.to_string().into_bytes()
     } else if let Some(h) = &step.html {
@@ -335,6 +375,24 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         }
         out.push_str("\r\n");
         reader.get_mut().write_all(out.as_bytes()).await?;
+        return Ok(true);
+    }
+    if step.chunked {
+        let mut out = format!("HTTP/1.1 {} {}\r\ntransfer-encoding: chunked\r\n", status, reason(status));
+        for (k, v) in &headers {
+            out.push_str(&format!("{k}: {v}\r\n"));
+        }
+        out.push_str("\r\n");
+        reader.get_mut().write_all(out.as_bytes()).await?;
+        for chunk in body.chunks(64 * 1024) {
+            reader.get_mut().write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).await?;
+            // A client that gave up (over its size limit) closes: stop quietly.
+            if reader.get_mut().write_all(chunk).await.is_err() {
+                return Ok(false);
+            }
+            reader.get_mut().write_all(b"\r\n").await?;
+        }
+        reader.get_mut().write_all(b"0\r\n\r\n").await?;
         return Ok(true);
     }
     write_response(reader, status, &headers, &body).await?;
