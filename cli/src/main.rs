@@ -145,6 +145,27 @@ async fn run_demo() -> Result<(), String> {
         let _ = t.await;
     }
 
+    println!("\n7. A hostile upstream and hostile input: nothing leaks, nothing is followed, nothing is buffered past the limit.");
+    script(&admin, &base, "evil", json!([{ "status": 307, "headers": {"location": "http://localhost:{port}/steal"} }])).await?;
+    let mut req = Request::new("orders", "POST", "/s/evil/login");
+    req.headers.push(("Authorization".into(), "Bearer tok-demo-123456".into()));
+    if let Ok(r) = client.request(req).await {
+        println!("   a 307 to another host is returned, not followed: status {}, location {}", r.status, r.header("location").unwrap_or("-"));
+    }
+    script(&admin, &base, "evil", json!([{ "status": 401, "json": {"message": "token tok-demo-123456 is revoked"} }])).await?;
+    let mut req = Request::new("orders", "GET", "/s/evil/me");
+    req.headers.push(("Authorization".into(), "Bearer tok-demo-123456".into()));
+    if let Err(e) = client.request(req).await {
+        println!("   a downstream echoing the token: {}", e.message);
+    }
+    if let Err(e) = client.request(Request::new("orders", "GET", "/s/evil/%2e%2e/%2e%2e/admin")).await {
+        println!("   a path built from user input: {e}");
+    }
+    script(&admin, &base, "evil", json!([{ "body_bytes": 200_000_000u64 }])).await?;
+    if let Err(e) = client.request(Request::new("orders", "GET", "/s/evil/export")).await {
+        println!("   a 200 MB answer: {}: {}", e.name(), e.message);
+    }
+
     println!("\nMetrics (Prometheus text, excerpt):");
     for line in client.metrics_text().lines().filter(|l| {
         l.starts_with("harness_requests_total") || l.starts_with("harness_breaker_transitions_total") || l.starts_with("harness_retries_total")
