@@ -212,7 +212,7 @@ impl Config {
         }
         let value: Value = match format {
             "yaml" | "yml" => serde_yaml::from_str(text).map_err(|e| parse_err(e.to_string()))?,
-            "json" => serde_json::from_str(text).map_err(|e| parse_err(e.to_string()))?,
+            "json" => json::parse_checked(text).map_err(|e| parse_err(e.to_string()))?,
             "toml" => {
                 let t: toml::Value = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
                 serde_json::to_value(t).map_err(|e| parse_err(e.to_string()))?

@@ -13,8 +13,25 @@ use crate::error::HarnessError;
 /// The most levels of arrays and objects in a request body or a config, in every language.
 pub const MAX_DEPTH: usize = 512;
 
-fn too_deep(field: &str) -> HarnessError {
+/// The error for a value nested past `MAX_DEPTH`, naming `field`.
+pub fn too_deep(field: &str) -> HarnessError {
     HarnessError::config(format!("{field}: nested deeper than {MAX_DEPTH} levels"))
+}
+
+/// The error for NaN or an infinity, which JSON cannot carry, naming `field`.
+pub fn non_finite(field: &str) -> HarnessError {
+    HarnessError::config(format!("{field}: NaN and Infinity are not JSON numbers"))
+}
+
+/// Parses JSON text already checked by `check_text`: the depth is bounded by
+/// `MAX_DEPTH`, so serde_json's own (lower) recursion limit is lifted.
+pub fn parse_checked(text: &str) -> Result<serde_json::Value, serde_json::Error> {
+    use serde::Deserialize;
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = serde_json::Value::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
 }
 
 /// Checks JSON text: at most `MAX_DEPTH` levels, no bare `NaN`/`Infinity` (which
@@ -61,9 +78,7 @@ pub fn check_text(field: &str, text: &[u8]) -> Result<(), HarnessError> {
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
-            b'N' | b'I' => {
-                return Err(HarnessError::config(format!("{field}: NaN and Infinity are not JSON numbers")));
-            }
+            b'N' | b'I' => return Err(non_finite(field)),
             _ => {}
         }
         i += 1;
@@ -422,6 +437,15 @@ mod tests {
         assert!(check_config_text("config", &seq).is_err());
         assert!(t.elapsed() < std::time::Duration::from_secs(1));
         check_config_text("config", "services:\n  a:\n    base_url: \"http://x/#[[[\"  # [[[\n    headers: {x: '[['}\n").unwrap();
+    }
+
+    #[test]
+    fn checked_text_parses_to_the_limit() {
+        let deep = format!("{}0{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        check_text("config", deep.as_bytes()).unwrap();
+        let v = parse_checked(&deep).unwrap();
+        check_value("config", &v).unwrap();
+        assert!(parse_checked("[1] x").is_err());
     }
 
     #[test]

@@ -206,7 +206,8 @@ fn status_error(
     e.status = Some(status);
     e.code = norm.code;
     e.retry_after_ms = retry_after.map(|d| d.as_millis() as u64);
-    e.body = Some(if body.len() > MAX_ERROR_BODY { body.slice(..MAX_ERROR_BODY) } else { body });
+    // A copy, not a slice: a slice would keep the whole (up to max_response_bytes) buffer alive.
+    e.body = Some(if body.len() > MAX_ERROR_BODY { bytes::Bytes::copy_from_slice(&body[..MAX_ERROR_BODY]) } else { body });
     e
 }
 
