@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use harness_core::{Client, HarnessError, Response};
+use harness_core::{Client, Config, HarnessError, Response};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::bridge::{Bridge, Pending};
-use crate::convert::{self, CallArgs, Reply};
+use crate::convert::{self, CallArgs, JsonMode, Reply};
 use crate::errors::{config_error, to_py};
 
 /// How long a blocking call waits between checks for Ctrl-C (the issue asks for < 100 ms).
@@ -34,10 +34,10 @@ impl NativeClient {
     /// Builds a client from a dict (the config structure) or a path to a YAML/JSON/TOML file.
     #[new]
     fn new(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let path = if let Ok(s) = config.cast::<PyString>() {
-            Some(s.to_cow()?.into_owned())
+        let path = if config.is_instance_of::<PyString>() {
+            Some(convert::string("config", config)?)
         } else if config.hasattr("__fspath__")? {
-            Some(py.import("os")?.call_method1("fspath", (config,))?.str()?.to_cow()?.into_owned())
+            Some(convert::string("config", &py.import("os")?.call_method1("fspath", (config,))?.str()?.into_any())?)
         } else {
             None
         };
@@ -50,9 +50,13 @@ impl NativeClient {
                         format!("config: expected a dict or a path to a config file, got {}", config.get_type().name()?),
                     ));
                 }
-                let value = pythonize::depythonize::<serde_json::Value>(config)
-                    .map_err(|e| config_error(py, format!("config: not a plain structure of dicts, lists and scalars: {e}")))?;
-                py.detach(|| Client::from_value(value))
+                // The same depth-limited walk as a JSON body, then the core's JSON loader: no
+                // nesting can overflow a stack, and errors name the field as for a config file.
+                let text = convert::json_text(config, JsonMode::Config)?;
+                py.detach(|| {
+                    let text = std::str::from_utf8(&text).expect("JsonWriter writes UTF-8");
+                    Config::from_str_with_format(text, "json").and_then(Client::new)
+                })
             }
         };
         client.map(|inner| NativeClient { inner }).map_err(|e| to_py(py, e))
@@ -134,13 +138,25 @@ impl NativeClient {
 
     /// The breaker state (`closed`, `open`, `half_open`) for (service, endpoint, method).
     #[pyo3(signature = (service, method, path, endpoint=None))]
-    fn breaker_state(&self, service: &str, method: &str, path: &str, endpoint: Option<&str>) -> &'static str {
-        self.inner.breaker_state(service, method, path, endpoint)
+    fn breaker_state(
+        &self,
+        service: &Bound<'_, PyAny>,
+        method: &Bound<'_, PyAny>,
+        path: &Bound<'_, PyAny>,
+        endpoint: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<&'static str> {
+        let endpoint = endpoint.filter(|e| !e.is_none()).map(|e| convert::string("endpoint", e)).transpose()?;
+        Ok(self.inner.breaker_state(
+            &convert::string("service", service)?,
+            &convert::string("method", method)?,
+            &convert::string("path", path)?,
+            endpoint.as_deref(),
+        ))
     }
 
     /// Bulkhead permits currently held on a service.
-    fn bulkhead_in_use(&self, py: Python<'_>, service: &str) -> PyResult<usize> {
-        self.inner.bulkhead_in_use(service).map_err(|e| to_py(py, e))
+    fn bulkhead_in_use(&self, py: Python<'_>, service: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.inner.bulkhead_in_use(&convert::string("service", service)?).map_err(|e| to_py(py, e))
     }
 
     /// Refuses new requests; requests in flight finish.

@@ -1,12 +1,19 @@
 //! Python values in, core `Request` out; core `Response` in, a plain tuple out.
 //! Every bad input becomes a `ConfigError` that names the argument.
 
-use bytes::Bytes;
-use harness_core::{Body, Request, Response};
-use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::borrow::Cow;
 
-use crate::errors::config_error;
+use bytes::Bytes;
+use harness_core::json::{self as core_json, JsonWriter};
+use harness_core::{Body, HarnessError, Request, Response};
+use pyo3::exceptions::PyUnicodeEncodeError;
+use pyo3::prelude::*;
+use pyo3::{ffi, intern, PyTypeInfo};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PyMapping, PySequence, PySet, PyString, PyTuple,
+};
+
+use crate::errors::{config_error, to_py};
 
 /// The arguments of one call, as the Python wrapper passes them.
 pub struct CallArgs<'a, 'py> {
@@ -27,9 +34,15 @@ fn present<'a, 'py>(v: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, P
     v.filter(|v| !v.is_none())
 }
 
+/// A `str` as UTF-8; a lone surrogate (which UTF-8 cannot encode) is a `ConfigError` naming `field`.
+pub fn text<'a>(field: &str, s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
+    let py = s.py();
+    s.to_cow().map_err(|e| if e.is_instance_of::<PyUnicodeEncodeError>(py) { to_py(py, core_json::lone_surrogate(field)) } else { e })
+}
+
 pub fn string(field: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     match v.cast::<PyString>() {
-        Ok(s) => Ok(s.to_cow()?.into_owned()),
+        Ok(s) => Ok(text(field, s)?.into_owned()),
         Err(_) => Err(config_error(v.py(), format!("{field}: expected a string, got {}", type_name(v)))),
     }
 }
@@ -45,7 +58,7 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
 /// A query value: strings as is, numbers and booleans in their usual spelling.
 fn scalar(field: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(s) = v.cast::<PyString>() {
-        return Ok(s.to_cow()?.into_owned());
+        return Ok(text(field, s)?.into_owned());
     }
     if v.is_instance_of::<PyBool>() {
         return Ok(if v.is_truthy()? { "true" } else { "false" }.into());
@@ -101,14 +114,12 @@ fn pairs(field: &str, v: &Bound<'_, PyAny>, multi: bool) -> PyResult<Vec<(String
 fn body(py: Python<'_>, json: Option<&Bound<'_, PyAny>>, content: Option<&Bound<'_, PyAny>>) -> PyResult<Body> {
     match (present(json), present(content)) {
         (Some(_), Some(_)) => Err(config_error(py, "json: cannot be combined with content")),
-        (Some(j), None) => pythonize::depythonize::<serde_json::Value>(j)
-            .map(Body::Json)
-            .map_err(|e| config_error(py, format!("json: not JSON-serialisable: {e}"))),
+        (Some(j), None) => json_text(j, JsonMode::Body).map(Body::JsonText),
         (None, Some(c)) => {
             if let Ok(b) = c.cast::<PyBytes>() {
                 Ok(Body::Bytes(Bytes::copy_from_slice(b.as_bytes())))
             } else if let Ok(s) = c.cast::<PyString>() {
-                Ok(Body::Bytes(Bytes::copy_from_slice(s.to_cow()?.as_bytes())))
+                Ok(Body::Bytes(Bytes::copy_from_slice(text("content", s)?.as_bytes())))
             } else if let Ok(b) = c.cast::<PyByteArray>() {
                 Ok(Body::Bytes(Bytes::from(b.to_vec())))
             } else if let Ok(m) = c.call_method0("tobytes").and_then(|b| b.cast_into::<PyBytes>().map_err(Into::into)) {
@@ -119,6 +130,240 @@ fn body(py: Python<'_>, json: Option<&Bound<'_, PyAny>>, content: Option<&Bound<
         }
         (None, None) => Ok(Body::Empty),
     }
+}
+
+// ---- JSON: a Python value walked into the core's JsonWriter ---------------------------------
+
+/// What a walk accepts besides the plain JSON types.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum JsonMode {
+    /// A `json=` body: exactly what `json.dumps(value, allow_nan=False)` accepts.
+    Body,
+    /// A config dict: also any `Mapping`, `Sequence`, `set` and `frozenset` (as lists), as configs always took.
+    Config,
+}
+
+impl JsonMode {
+    fn field(self) -> &'static str {
+        match self {
+            JsonMode::Body => "json",
+            JsonMode::Config => "config",
+        }
+    }
+}
+
+/// An open list or dict of the walk: its items and the index of the next one.
+enum Frame<'py> {
+    Array { items: Bound<'py, PySequence>, next: usize },
+    Object { items: Bound<'py, PyList>, next: usize },
+}
+
+enum Fault {
+    /// The value being written is refused; the error gets its location.
+    Here(HarnessError),
+    /// The value is refused as a whole (the nesting limit).
+    Whole(HarnessError),
+    /// A Python exception raised by the value itself (a dict subclass's `items()`...).
+    Py(PyErr),
+}
+
+impl From<PyErr> for Fault {
+    fn from(e: PyErr) -> Self {
+        Fault::Py(e)
+    }
+}
+
+type Walk<T> = Result<T, Fault>;
+
+fn refuse(message: String) -> Fault {
+    Fault::Here(HarnessError::config(message))
+}
+
+/// JSON text for a Python value, as `json.dumps(value, allow_nan=False)` would write it (keys
+/// in dict order, ints of any size exact, floats as `float.__repr__`), checked by the core's
+/// writer. Iterative: the only stack is `frames`, which the writer caps at `MAX_DEPTH`, so
+/// no depth and no self-reference can overflow anything.
+pub fn json_text(root: &Bound<'_, PyAny>, mode: JsonMode) -> PyResult<Bytes> {
+    let py = root.py();
+    let mut w = JsonWriter::new(mode.field());
+    let mut frames = Vec::new();
+    match walk(&mut w, &mut frames, root, mode) {
+        Ok(()) => Ok(w.finish()),
+        Err(Fault::Py(e)) => Err(e),
+        Err(Fault::Whole(e)) => Err(to_py(py, e)),
+        Err(Fault::Here(e)) => match location(&frames, mode) {
+            Some(at) => Err(config_error(py, format!("{} (at {at})", e.message))),
+            None => Err(to_py(py, e)),
+        },
+    }
+}
+
+fn walk<'py>(w: &mut JsonWriter, frames: &mut Vec<Frame<'py>>, root: &Bound<'py, PyAny>, mode: JsonMode) -> Walk<()> {
+    let field = mode.field();
+    let mut value = Some(root.clone());
+    loop {
+        if let Some(v) = value.take() {
+            if let Some(frame) = write_value(w, &v, mode)? {
+                frames.push(frame);
+            }
+        }
+        let Some(top) = frames.last_mut() else { return Ok(()) };
+        match top {
+            Frame::Array { items, next } if *next < items.len()? => {
+                value = Some(items.get_item(*next)?);
+                *next += 1;
+            }
+            Frame::Array { .. } => {
+                w.end_array();
+                frames.pop();
+            }
+            Frame::Object { items, next } if *next < items.len() => {
+                let item = items.get_item(*next)?;
+                *next += 1;
+                let Some(pair) = item.cast::<PyTuple>().ok().filter(|t| t.len() == 2) else {
+                    return Err(refuse(format!("{field}: items() must give (key, value) tuples, got {}", type_name(&item))));
+                };
+                w.key(&key_text(field, &pair.get_item(0)?)?);
+                value = Some(pair.get_item(1)?);
+            }
+            Frame::Object { .. } => {
+                w.end_object();
+                frames.pop();
+            }
+        }
+    }
+}
+
+/// Writes a scalar, or opens a list or dict and returns its frame. The order of the checks
+/// is `json.dumps`'s: str, None, bool (before int), int, float, list/tuple, dict.
+fn write_value<'py>(w: &mut JsonWriter, v: &Bound<'py, PyAny>, mode: JsonMode) -> Walk<Option<Frame<'py>>> {
+    let field = mode.field();
+    if let Ok(s) = v.cast::<PyString>() {
+        w.string(&walk_text(field, s)?);
+    } else if v.is_none() {
+        w.null();
+    } else if let Ok(b) = v.cast::<PyBool>() {
+        w.bool(b.is_true());
+    } else if let Ok(i) = v.cast::<PyInt>() {
+        match int_text(field, i)? {
+            Ok(n) => w.i64(n),
+            Err(digits) => w.number_text(&digits).map_err(Fault::Here)?,
+        }
+    } else if let Ok(f) = v.cast::<PyFloat>() {
+        w.number_text(&float_text(field, f)?).map_err(Fault::Here)?;
+    } else if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        return open_array(w, v.cast::<PySequence>().map_err(PyErr::from)?.clone());
+    } else if let Ok(d) = v.cast::<PyDict>() {
+        // A dict subclass's own items(), as json.dumps uses.
+        let items = if d.is_exact_instance_of::<PyDict>() { d.items() } else { as_list(&v.call_method0("items")?)? };
+        return open_object(w, items);
+    } else if mode == JsonMode::Config && (v.is_instance_of::<PySet>() || v.is_instance_of::<PyFrozenSet>()) {
+        return open_array(w, as_list(v)?.into_sequence());
+    } else if mode == JsonMode::Config && v.is_instance_of::<PyMapping>() {
+        return open_object(w, as_list(&v.call_method0("items")?)?);
+    } else if mode == JsonMode::Config
+        && v.is_instance_of::<PySequence>()
+        && !(v.is_instance_of::<PyBytes>() || v.is_instance_of::<PyByteArray>())
+    {
+        return open_array(w, as_list(v)?.into_sequence());
+    } else {
+        return Err(refuse(format!("{field}: object of type {} is not JSON serializable", type_name(v))));
+    }
+    Ok(None)
+}
+
+fn open_array<'py>(w: &mut JsonWriter, items: Bound<'py, PySequence>) -> Walk<Option<Frame<'py>>> {
+    w.begin_array().map_err(Fault::Whole)?;
+    Ok(Some(Frame::Array { items, next: 0 }))
+}
+
+fn open_object<'py>(w: &mut JsonWriter, items: Bound<'py, PyList>) -> Walk<Option<Frame<'py>>> {
+    w.begin_object().map_err(Fault::Whole)?;
+    Ok(Some(Frame::Object { items, next: 0 }))
+}
+
+fn as_list<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+    Ok(PyList::type_object(v.py()).call1((v,))?.cast_into::<PyList>()?)
+}
+
+fn walk_text<'a>(field: &str, s: &'a Bound<'_, PyString>) -> Walk<Cow<'a, str>> {
+    let py = s.py();
+    s.to_cow().map_err(|e| if e.is_instance_of::<PyUnicodeEncodeError>(py) { Fault::Here(core_json::lone_surrogate(field)) } else { Fault::Py(e) })
+}
+
+/// A dict key as `json.dumps` turns it into a string: str as is, float as its repr,
+/// `true`/`false`/`null`, int in decimal; anything else is refused.
+fn key_text<'a>(field: &str, k: &'a Bound<'_, PyAny>) -> Walk<Cow<'a, str>> {
+    if let Ok(s) = k.cast::<PyString>() {
+        return walk_text(field, s);
+    }
+    if let Ok(f) = k.cast::<PyFloat>() {
+        return Ok(float_text(field, f)?.into());
+    }
+    if let Ok(b) = k.cast::<PyBool>() {
+        return Ok(if b.is_true() { "true" } else { "false" }.into());
+    }
+    if k.is_none() {
+        return Ok("null".into());
+    }
+    if let Ok(i) = k.cast::<PyInt>() {
+        return Ok(match int_text(field, i)? {
+            Ok(n) => n.to_string(),
+            Err(digits) => digits,
+        }
+        .into());
+    }
+    Err(refuse(format!("{field}: keys must be str, int, float, bool or None, not {}", type_name(k))))
+}
+
+/// An int that fits i64 (the fast path), or else its exact decimal digits (`int.__repr__`,
+/// which IntEnum and other subclasses do not override for json.dumps either).
+fn int_text(field: &str, i: &Bound<'_, PyInt>) -> Walk<Result<i64, String>> {
+    if let Ok(n) = i.extract::<i64>() {
+        return Ok(Ok(n));
+    }
+    let py = i.py();
+    let digits = PyInt::type_object(py)
+        .call_method1(intern!(py, "__repr__"), (i,))
+        // More digits than sys.get_int_max_str_digits() allows, as json.dumps reports too.
+        .map_err(|e| refuse(format!("{field}: {e}")))?;
+    Ok(Err(digits.str()?.to_cow()?.into_owned()))
+}
+
+/// `float.__repr__` (what json.dumps writes: `1e+16`, `0.1`); NaN and infinities are refused.
+fn float_text(field: &str, f: &Bound<'_, PyFloat>) -> Walk<String> {
+    let x = f.value();
+    if !x.is_finite() {
+        let spelled = if x.is_nan() { "nan" } else if x > 0.0 { "inf" } else { "-inf" };
+        return Err(refuse(format!("{field}: {spelled} is not a JSON number (NaN and Infinity are refused)")));
+    }
+    let repr = if f.is_exact_instance_of::<PyFloat>() { f.repr()? } else { PyFloat::new(f.py(), x).repr()? };
+    Ok(repr.to_cow()?.into_owned())
+}
+
+/// Where in the value the walk stopped (`json.items[2].name`), for an error message; None at the root.
+fn location(frames: &[Frame<'_>], mode: JsonMode) -> Option<String> {
+    const MAX_CHARS: usize = 200;
+    let mut at = String::from(if mode == JsonMode::Body { "json" } else { "" });
+    for frame in frames {
+        match frame {
+            Frame::Array { next, .. } => at.push_str(&format!("[{}]", next.saturating_sub(1))),
+            Frame::Object { items, next } => {
+                let key = items.get_item(next.saturating_sub(1)).and_then(|item| item.get_item(0)?.str());
+                let key = key.map(|k| k.to_string_lossy().into_owned()).unwrap_or_else(|_| "?".into());
+                if !at.is_empty() {
+                    at.push('.');
+                }
+                at.push_str(&key);
+            }
+        }
+    }
+    if frames.is_empty() || at.is_empty() {
+        return None;
+    }
+    // Deep values keep the innermost part of their location.
+    let chars = at.chars().count();
+    Some(if chars > MAX_CHARS { format!("...{}", at.chars().skip(chars - MAX_CHARS).collect::<String>()) } else { at })
 }
 
 fn timeout(py: Python<'_>, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
@@ -162,6 +407,61 @@ impl<'py> IntoPyObject<'py> for Reply {
         for (k, v) in &r.headers {
             headers.append((k.as_str(), v.as_str()))?;
         }
-        (r.status, headers, PyBytes::new(py, &r.body), r.elapsed_ms, r.attempts, r.trace_id).into_pyobject(py)
+        (r.status, headers, content(py, r.body)?, r.elapsed_ms, r.attempts, r.trace_id).into_pyobject(py)
+    }
+}
+
+/// From this size on, a body's Rust pages are released while it is copied into Python.
+const RELEASE_MIN: usize = 1 << 20;
+/// Copied per step; the Rust pages behind a step are released before the next one.
+const RELEASE_STEP: usize = 4 << 20;
+
+/// The body as a real `bytes`, which must hold its data inline, so one copy is unavoidable.
+/// A large, uniquely owned body is copied in steps and the Rust pages already copied are
+/// released as it goes: an N-byte body peaks at N plus one step in RSS instead of 2N.
+fn content<'py>(py: Python<'py>, body: Bytes) -> PyResult<Bound<'py, PyBytes>> {
+    if body.len() < RELEASE_MIN {
+        return Ok(PyBytes::new(py, &body));
+    }
+    let mut owned = match body.try_into_mut() {
+        Ok(owned) => owned,
+        Err(shared) => return Ok(PyBytes::new(py, &shared)),
+    };
+    let len = owned.len();
+    // SAFETY: PyBytes_FromStringAndSize(NULL, n) returns a new reference (or NULL with an
+    // exception set) to a bytes object whose n bytes are uninitialised (not touched, so not
+    // yet resident); they are all written below before the object is returned.
+    let out = unsafe {
+        Bound::from_owned_ptr_or_err(py, ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as ffi::Py_ssize_t))?
+            .cast_into_unchecked::<PyBytes>()
+    };
+    // SAFETY: `out` is a bytes object, whose buffer is valid for `len` bytes.
+    let dst = unsafe { ffi::PyBytes_AsString(out.as_ptr()) } as usize;
+    let src = &mut owned[..];
+    // Without the GIL: nothing else can reach `out` yet, and other threads need not wait for a big copy.
+    py.detach(|| copy_releasing(src, dst as *mut u8));
+    Ok(out)
+}
+
+/// Copies `src` to `dst` step by step, releasing each whole page of `src` once copied.
+fn copy_releasing(src: &mut [u8], dst: *mut u8) {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let base = src.as_mut_ptr() as usize;
+    let mut released = base.next_multiple_of(page) - base; // offset of the first whole page
+    let mut done = 0;
+    while done < src.len() {
+        let n = RELEASE_STEP.min(src.len() - done);
+        // SAFETY: `dst` is valid for `src.len()` bytes and does not overlap `src`.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(done), dst.add(done), n) };
+        done += n;
+        let end = (base + done) / page * page - base;
+        if end > released {
+            // SAFETY: whole pages inside a heap buffer we own exclusively (`&mut`), which
+            // malloc maps private and anonymous: afterwards they read as zeros (never read
+            // again) and hold no memory; the buffer is freed as usual when it drops.
+            unsafe { libc::madvise(src.as_mut_ptr().add(released).cast(), end - released, libc::MADV_DONTNEED) };
+            released = end;
+        }
     }
 }

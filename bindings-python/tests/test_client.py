@@ -2,10 +2,13 @@
 
 import asyncio
 import inspect
+import json
 import os
 import re
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -185,6 +188,77 @@ def test_forked_child_gets_a_clear_error_and_never_hangs(upstream, config):
     for line in out.decode().splitlines():
         assert line == "ok" or (line.startswith("HarnessError|") and "fork" in line), line
     assert client.get("svc", "/bench").status == 200  # the parent is unaffected
+
+
+_FORK_SCRIPT = """
+import asyncio, json, multiprocessing, sys
+import harness
+
+CFG = {"log": {"enabled": False}, "services": {"svc": {"base_url": sys.argv[1]}}}
+# Module-level clients, as under gunicorn --preload, used before the fork.
+client = harness.Client(CFG)
+aclient = harness.AsyncClient(CFG)
+
+
+def outcome(call):
+    try:
+        return "ok %d" % call().status
+    except harness.HarnessError as e:
+        return "%s|%s" % (e.kind, e)
+
+
+async def parents_async():
+    return await aclient.get("svc", "/bench")
+
+
+async def new_async():
+    async with harness.AsyncClient(CFG) as c:
+        return await c.get("svc", "/bench")
+
+
+def child(queue):
+    queue.put({
+        "bridges": len(harness._BRIDGES),
+        "parent_sync": outcome(lambda: client.get("svc", "/bench")),
+        "parent_async": outcome(lambda: asyncio.run(parents_async())),
+        "new_sync": outcome(lambda: harness.Client(CFG).get("svc", "/bench")),
+        "new_async": outcome(lambda: asyncio.run(new_async())),
+    })
+
+
+if __name__ == "__main__":
+    assert client.get("svc", "/bench").status == 200
+    loop = asyncio.new_event_loop()  # kept open: its bridge (an eventfd) is live at the fork
+    assert loop.run_until_complete(parents_async()).status == 200 and len(harness._BRIDGES) == 1
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child, args=(queue,))
+    proc.start()
+    try:
+        result = queue.get(timeout=30)
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    result["parent_after"] = outcome(lambda: client.get("svc", "/bench"))
+    result["parent_async_after"] = outcome(lambda: loop.run_until_complete(parents_async()))
+    print(json.dumps(result))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_multiprocessing_fork_child_builds_new_clients_and_refuses_the_parents(upstream, tmp_path):
+    script = tmp_path / "fork_child.py"  # a file, so the __main__ guard works as in an application
+    script.write_text(_FORK_SCRIPT)
+    out = subprocess.run([sys.executable, str(script), upstream.url], capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["bridges"] == 0, "the child must not reuse its parent's eventfd bridge"
+    for key in ("parent_sync", "parent_async"):
+        kind, _, text = result[key].partition("|")
+        assert kind == "HarnessError" and "fork" in text and "new client" in text, result[key]
+    assert result["new_sync"] == result["new_async"] == "ok 200", result
+    assert result["parent_after"] == result["parent_async_after"] == "ok 200", result
 
 
 # ---- exceptions ----------------------------------------------------------------------------

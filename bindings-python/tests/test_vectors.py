@@ -52,15 +52,27 @@ def substitute(v, urls):
     return v
 
 
+def nested(depth):
+    """`depth` lists around 0, built without recursion."""
+    v = 0
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
 def call_kwargs(name, call):
+    headers = call.get("headers")
     kw = {
         "endpoint": call.get("endpoint"),
-        "headers": call.get("headers"),
+        # A list of [name, value] pairs repeats names; the API takes (name, value) tuples.
+        "headers": [tuple(p) for p in headers] if isinstance(headers, list) else headers,
         "idempotency_key": call.get("idempotency_key"),
         "timeout_ms": call.get("timeout_ms"),
         "traceparent": call.get("traceparent"),
     }
-    if "json" in call:
+    if "json_depth" in call:
+        kw["json"] = nested(call["json_depth"])
+    elif "json" in call:
         kw["json"] = call["json"]
     elif "body" in call:
         kw["content"] = call["body"]
@@ -104,6 +116,22 @@ def check_result(name, i, call, o, errors):
         fail(f"expected code {exp['code']}, got {getattr(he, 'code', None)}")
     if "message" in exp and (he is None or exp["message"] not in he.message):
         fail(f"expected message containing {exp['message']!r}, got {getattr(he, 'message', None)!r}")
+    if "message_excludes" in exp:
+        x = exp["message_excludes"]
+        if he is None or x in he.message or x in str(he) or x in repr(he):
+            fail(f"expected an error whose message excludes {x!r}, got {err!r}")
+    if "message_max_chars" in exp:
+        n = len(he.message) if he is not None else None
+        if n is None or n > exp["message_max_chars"]:
+            fail(f"expected a message of at most {exp['message_max_chars']} characters, got {n}")
+    if "error_body_len" in exp:
+        body = getattr(he, "_body", None)
+        if body is None or len(body) != exp["error_body_len"]:
+            fail(f"expected an error body of {exp['error_body_len']} bytes, got {None if body is None else len(body)}")
+    for k, want in exp.get("headers", {}).items():
+        got = res.headers.get_list(k) if res is not None else []
+        if got != want:
+            fail(f"response header {k}: expected {want}, got {got}")
     if "retry_after_ms" in exp and getattr(he, "retry_after_ms", None) != exp["retry_after_ms"]:
         fail(f"expected retry_after_ms {exp['retry_after_ms']}, got {getattr(he, 'retry_after_ms', None)}")
     if "trace_id" in exp and (res is None or res.trace_id != exp["trace_id"]):
@@ -154,6 +182,10 @@ def check_upstream(upstream, name, exp, errors):
         for k, v in exp.get("header_equals", {}).items():
             if h.get(k) != v:
                 fail(f"header {k}: expected {v!r}, got {h.get(k)!r}")
+        for k, want in exp.get("header_values", {}).items():
+            got = [v for n, v in r["header_list"] if n == k]
+            if got != want:
+                fail(f"header {k}: expected values {want}, got {got}")
         for k, v in exp.get("header_prefix", {}).items():
             if not h.get(k, "").startswith(v):
                 fail(f"header {k}: expected prefix {v!r}, got {h.get(k)!r}")
@@ -165,6 +197,22 @@ def check_upstream(upstream, name, exp, errors):
 
 def scenario_config(upstream, scenario):
     return substitute(merge(BASE, scenario.get("config", {})), upstream.urls())
+
+
+def check_config_error(upstream, scenario, make):
+    """A scenario with `config_error`: building the client must fail with a ConfigError saying it."""
+    name, want = scenario["name"], scenario["config_error"]
+    try:
+        make(scenario_config(upstream, scenario)).close()
+    except harness.ConfigError as e:
+        errors = [] if want in e.message else [f"{name}: expected a ConfigError containing {want!r}, got {e}"]
+        x = scenario.get("config_error_excludes")
+        if x is not None and (x in str(e) or x in repr(e) or x in e.message):
+            errors.append(f"{name}: the config error shows {x!r}: {e!r}")
+        return errors
+    except Exception as e:  # noqa: BLE001 - the outcome is what we check
+        return [f"{name}: expected a ConfigError containing {want!r}, got {e!r}"]
+    return [f"{name}: expected a ConfigError containing {want!r}, the client was built"]
 
 
 # ---- sync client ---------------------------------------------------------------------------
@@ -210,6 +258,8 @@ def _settle_bulkhead_sync(name, i, call, client, errors):
 
 
 def run_sync(upstream, scenario):
+    if "config_error" in scenario:
+        return check_config_error(upstream, scenario, harness.Client)
     name, errors = scenario["name"], []
     upstream.script(name, scenario["steps"])
     background = []
@@ -270,6 +320,8 @@ async def _settle_bulkhead_async(name, i, call, client, errors):
 
 
 async def run_async(upstream, scenario):
+    if "config_error" in scenario:
+        return check_config_error(upstream, scenario, harness.AsyncClient)
     name, errors = scenario["name"], []
     upstream.script(name, scenario["steps"])
     background = []

@@ -27,7 +27,9 @@ from ._errors import (
     HarnessError,
     HttpStatusError,
     NoHealthyProviderError,
+    ProtocolError,
     RateLimitedError,
+    ResponseTooLargeError,
     SchemaError,
     TimeoutError,
 )
@@ -51,6 +53,8 @@ __all__ = [
     "CancelledError",
     "NoHealthyProviderError",
     "ConfigError",
+    "ProtocolError",
+    "ResponseTooLargeError",
 ]
 
 
@@ -179,6 +183,11 @@ def _bridge(loop: asyncio.AbstractEventLoop) -> Any:
     loop.add_reader(bridge.fileno(), bridge.drain)
     _BRIDGES[loop] = bridge
     return bridge
+
+
+if hasattr(os, "register_at_fork"):
+    # A forked child shares its parent's eventfds: it must never wait on (or wake) a parent's bridge.
+    os.register_at_fork(after_in_child=_BRIDGES.clear)
 
 
 class _Base:

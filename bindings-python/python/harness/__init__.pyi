@@ -84,6 +84,12 @@ class NoHealthyProviderError(HarnessError):
 class ConfigError(HarnessError):
     """Bad config or bad input; the message starts with the field path."""
 
+class ProtocolError(HarnessError):
+    """The server answered, but not with valid HTTP; not retried."""
+
+class ResponseTooLargeError(HarnessError):
+    """The response body is larger than ``limits.max_response_bytes``."""
+
 class Headers(Mapping[str, str]):
     """Response headers: a read-only mapping with case-insensitive names."""
 

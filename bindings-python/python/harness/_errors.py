@@ -19,6 +19,8 @@ __all__ = [
     "CancelledError",
     "NoHealthyProviderError",
     "ConfigError",
+    "ProtocolError",
+    "ResponseTooLargeError",
 ]
 
 
@@ -132,6 +134,14 @@ class NoHealthyProviderError(HarnessError):
 
 class ConfigError(HarnessError):
     """Bad config or bad input; the message starts with the field path (e.g. ``services.orders.retry.max_retries``)."""
+
+
+class ProtocolError(HarnessError):
+    """The server answered, but not with valid HTTP (bad status line, conflicting lengths, too many headers, a final 1xx); not retried."""
+
+
+class ResponseTooLargeError(HarnessError):
+    """The response body is larger than the service's ``limits.max_response_bytes`` (64 MiB by default)."""
 
 
 _NAMES = frozenset(__all__)
