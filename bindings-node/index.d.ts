@@ -35,6 +35,10 @@ export interface ServiceConfig {
   bulkhead?: { max_concurrency?: number }
   /** Static headers sent with every request (values never appear in logs or errors). */
   headers?: Record<string, string>
+  /** Redirects: none followed by default; `follow: true` follows same-origin ones only, up to `max`. */
+  redirects?: { follow?: boolean; max?: number }
+  /** Bounds: response size (default 64 MiB, past it `ResponseTooLargeError`) and endpoints tracked (default 1000). */
+  limits?: { max_response_bytes?: number; max_endpoints?: number }
   [key: string]: unknown
 }
 
@@ -52,7 +56,10 @@ export interface CallOptions {
   query?: Pairs
   /** Request headers. */
   headers?: Pairs
-  /** A JSON body (serialised with `JSON.stringify`; sets `content-type: application/json`). */
+  /**
+   * A JSON body, sent as `JSON.stringify` writes it (key order kept; sets `content-type: application/json`).
+   * NaN, ±Infinity, BigInt, lone surrogates and nesting past 512 levels are a `ConfigError`.
+   */
   json?: unknown
   /** A raw body. Give either `json` or `body`. */
   body?: Buffer | Uint8Array | ArrayBuffer | string
@@ -76,6 +83,22 @@ export interface RequestOptions extends CallOptions {
   path: string
 }
 
+/** The lookup methods of `Response.headers`. */
+export interface ResponseHeaderLookup {
+  /** Every value of `name` (case-insensitive) joined with `, `, or null when absent (as fetch's `Headers.get`). */
+  get(name: string): string | null
+  /** Every value of `name` (case-insensitive), in the order received; `[]` when absent. */
+  getAll(name: string): string[]
+  /** Every `Set-Cookie` value, in order (as fetch's `Headers.getSetCookie`). */
+  getSetCookie(): string[]
+}
+
+/**
+ * Response headers: a property per lower-case name, repeated values joined with `, `, plus
+ * `get`, `getAll` and `getSetCookie`. (A header named `get` is read with `get('get')`.)
+ */
+export type ResponseHeaders = Readonly<Record<string, string>> & ResponseHeaderLookup
+
 /** Circuit breaker state. */
 export type BreakerState = 'closed' | 'open' | 'half_open'
 
@@ -84,8 +107,8 @@ export declare class Response {
   private constructor()
   /** The HTTP status code. */
   readonly status: number
-  /** Response headers with lower-case names; repeated headers joined with `, `. */
-  readonly headers: Record<string, string>
+  /** Response headers with lower-case names; repeated headers joined with `, `; `getAll(name)` keeps each value. */
+  readonly headers: ResponseHeaders
   /** The response body. */
   readonly body: Buffer
   /** Wall time of the whole call (all attempts and backoff), in milliseconds. */
@@ -196,6 +219,10 @@ export declare class CancelledError extends HarnessError {}
 export declare class NoHealthyProviderError extends HarnessError {}
 /** Bad config or bad input; the message starts with the field path. */
 export declare class ConfigError extends HarnessError {}
+/** The server answered, but not with valid HTTP (bad status line, too many headers, conflicting lengths, a final 101). */
+export declare class ProtocolError extends HarnessError {}
+/** The response was larger than the service's `limits.max_response_bytes`. */
+export declare class ResponseTooLargeError extends HarnessError {}
 
 /** Every error class name, base first. */
 export declare const ERROR_NAMES: readonly string[]

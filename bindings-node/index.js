@@ -65,6 +65,10 @@ class CancelledError extends HarnessError {}
 class NoHealthyProviderError extends HarnessError {}
 /** Bad config or bad input; the message starts with the field path. */
 class ConfigError extends HarnessError {}
+/** The server answered, but not with valid HTTP (bad status line, too many headers, conflicting lengths, a final 101). */
+class ProtocolError extends HarnessError {}
+/** The response was larger than the service's `limits.max_response_bytes`. */
+class ResponseTooLargeError extends HarnessError {}
 
 const errorClasses = {
   HarnessError,
@@ -79,6 +83,8 @@ const errorClasses = {
   CancelledError,
   NoHealthyProviderError,
   ConfigError,
+  ProtocolError,
+  ResponseTooLargeError,
 }
 
 function errorFrom(raw, cause) {
@@ -101,6 +107,16 @@ function errorFrom(raw, cause) {
 function configError(message) {
   return new ConfigError(message)
 }
+
+// The core's error for a value JS cannot hand over faithfully (`lone_surrogate`, `too_deep`, `non_finite`).
+function hostInputError(kind, field) {
+  return errorFrom(native.hostInputError(kind, field))
+}
+
+// Strings cross napi as UTF-8, which would replace a lone surrogate with U+FFFD silently.
+const LONE_SURROGATE = /\p{Surrogate}/u
+const isWellFormed =
+  typeof String.prototype.isWellFormed === 'function' ? (s) => s.isWellFormed() : (s) => !LONE_SURROGATE.test(s)
 
 // Runs a synchronous native call, turning a marked native error back into its class.
 function callNative(fn) {
@@ -143,20 +159,9 @@ class Response {
     this._headers = undefined
   }
 
-  /** Response headers, lower-case names; repeated headers joined with ", ". */
+  /** Response headers by lower-case name, repeated ones joined with ", "; `getAll(name)` lists each value. */
   get headers() {
-    if (this._headers === undefined) {
-      const h = {}
-      const raw = this._rawHeaders
-      if (raw.length > 0) {
-        const parts = raw.split('\0')
-        for (let i = 0; i + 1 < parts.length; i += 2) {
-          const k = parts[i]
-          h[k] = h[k] === undefined ? parts[i + 1] : `${h[k]}, ${parts[i + 1]}`
-        }
-      }
-      this._headers = h
-    }
+    if (this._headers === undefined) this._headers = new ResponseHeaders(this._rawHeaders)
     return this._headers
   }
 
@@ -176,16 +181,59 @@ class Response {
   }
 }
 
+/**
+ * Response headers: each lower-case name is a property whose value is every value joined with
+ * ", " (as fetch's `get`); `getAll(name)` and `getSetCookie()` keep every value, in order.
+ */
+class ResponseHeaders {
+  // `name, value, name, value...` as the core received them, repeats included.
+  #parts
+
+  constructor(raw) {
+    const parts = raw.length > 0 ? raw.split('\0') : []
+    this.#parts = parts
+    for (let i = 0; i + 1 < parts.length; i += 2) {
+      const k = parts[i]
+      // A header named like a method (or `__proto__`) is read with get(); it cannot replace the method.
+      if (k === 'get' || k === '__proto__') continue
+      const v = Object.hasOwn(this, k) ? this[k] : undefined
+      this[k] = v === undefined ? parts[i + 1] : `${v}, ${parts[i + 1]}`
+    }
+  }
+
+  /** Every value of `name` (case-insensitive) joined with ", ", or null when absent (as fetch). */
+  get(name) {
+    const all = this.getAll(name)
+    return all.length === 0 ? null : all.join(', ')
+  }
+
+  /** Every value of `name` (case-insensitive), in the order received; [] when absent. */
+  getAll(name) {
+    const k = String(name).toLowerCase()
+    const parts = this.#parts
+    const out = []
+    for (let i = 0; i + 1 < parts.length; i += 2) if (parts[i] === k) out.push(parts[i + 1])
+    return out
+  }
+
+  /** Every `Set-Cookie` value, in order (as fetch's `Headers.getSetCookie`). */
+  getSetCookie() {
+    return this.getAll('set-cookie')
+  }
+}
+
 // ---------------------------------------------------------------- requests
 
 function optString(v, field) {
   if (v === undefined || v === null) return undefined
   if (typeof v !== 'string') throw configError(`request.${field}: expected a string, got ${typeof v}`)
+  if (!isWellFormed(v)) throw hostInputError('lone_surrogate', `request.${field}`)
   return v
 }
 
 function reqString(v, field) {
   if (typeof v !== 'string') throw configError(`request.${field}: expected a string, got ${v === undefined ? 'nothing' : typeof v}`)
+  if (!isWellFormed(v)) throw hostInputError('lone_surrogate', `request.${field}`)
   return v
 }
 
@@ -202,7 +250,12 @@ function flatPairs(v, field) {
     if (typeof val !== 'string' && typeof val !== 'number' && typeof val !== 'boolean') {
       throw configError(`request.${field}.${where}: expected a string, number or boolean`)
     }
-    out.push(String(k), String(val))
+    const name = String(k)
+    // The name is not repeated in this message: it is the malformed part.
+    if (!isWellFormed(name) || (typeof val === 'string' && !isWellFormed(val))) {
+      throw hostInputError('lone_surrogate', `request.${field}`)
+    }
+    out.push(name, String(val))
   }
   if (Array.isArray(v)) {
     v.forEach((pair, i) => {
@@ -219,19 +272,89 @@ function flatPairs(v, field) {
   return out
 }
 
-function jsonText(v) {
+const MAX_DEPTH = native.jsonMaxDepth()
+
+// JSON text as JSON.stringify writes it (key order kept), or a ConfigError naming `field` where
+// stringify would lose data silently (NaN, ±Infinity as null) or fails (BigInt, cycles, a stack
+// overflow on deep nesting). The core checks the text itself: nesting, lone surrogate escapes.
+function jsonText(v, field) {
   let text
   try {
     text = JSON.stringify(v)
   } catch (e) {
-    throw configError(`request.json: not serialisable as JSON: ${e.message}`)
+    if (e instanceof RangeError && nestedDeeperThan(v, MAX_DEPTH)) throw hostInputError('too_deep', field)
+    throw configError(`${field}: not serialisable as JSON: ${e instanceof Error ? e.message : String(e)}`)
   }
-  if (text === undefined) throw configError('request.json: not serialisable as JSON')
+  if (text === undefined) throw configError(`${field}: not serialisable as JSON`)
+  // NaN and infinities come out as `null`: only text with a null can hide one.
+  if (text.includes('null') && hasNonFinite(v)) throw hostInputError('non_finite', field)
   return text
 }
 
+// Whether a value JSON.stringify wrote holds a NaN or an infinity (after toJSON). Iterative; the
+// value serialised, so it has no cycle.
+function hasNonFinite(root) {
+  const stack = [root]
+  try {
+    while (stack.length > 0) {
+      let v = stack.pop()
+      if (typeof v === 'number') {
+        if (!Number.isFinite(v)) return true
+        continue
+      }
+      if (v === null || typeof v !== 'object') continue
+      if (typeof v.toJSON === 'function') {
+        v = v.toJSON()
+        if (typeof v === 'number') {
+          if (!Number.isFinite(v)) return true
+          continue
+        }
+        if (v === null || typeof v !== 'object') continue
+      }
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) stack.push(v[i])
+      } else if (v instanceof Number) {
+        if (!Number.isFinite(+v)) return true
+      } else {
+        for (const k of Object.keys(v)) stack.push(v[k])
+      }
+    }
+  } catch {
+    // A getter or toJSON that fails the second time: the text stands as serialised.
+  }
+  return false
+}
+
+// Whether arrays and objects in `root` nest deeper than `max` levels (the root is level 1).
+// Iterative and bounded, for telling a deep value from another stack overflow.
+function nestedDeeperThan(root, max) {
+  const values = [root]
+  const levels = [0]
+  let budget = 1_000_000
+  try {
+    while (values.length > 0) {
+      const v = values.pop()
+      const level = levels.pop()
+      if (v === null || typeof v !== 'object') continue
+      if (level >= max) return true
+      const children = Array.isArray(v) ? v : Object.values(v)
+      for (let i = 0; i < children.length; i++) {
+        if (--budget < 0) return false
+        values.push(children[i])
+        levels.push(level + 1)
+      }
+    }
+  } catch {
+    // An exotic object whose getters throw: not shown to be deep.
+  }
+  return false
+}
+
 function bodyBytes(b) {
-  if (typeof b === 'string') return Buffer.from(b, 'utf8')
+  if (typeof b === 'string') {
+    if (!isWellFormed(b)) throw hostInputError('lone_surrogate', 'request.body')
+    return Buffer.from(b, 'utf8')
+  }
   if (Buffer.isBuffer(b)) return b
   if (ArrayBuffer.isView(b)) return Buffer.from(b.buffer, b.byteOffset, b.byteLength)
   if (b instanceof ArrayBuffer) return Buffer.from(b)
@@ -253,7 +376,7 @@ function send(nativeClient, service, method, path, opts) {
     headers = flatPairs(opts.headers, 'headers')
     idempotencyKey = optString(opts.idempotencyKey, 'idempotencyKey')
     traceparent = optString(opts.traceparent, 'traceparent')
-    if (opts.json !== undefined) json = jsonText(opts.json)
+    if (opts.json !== undefined) json = jsonText(opts.json, 'json')
     if (opts.body !== undefined && opts.body !== null) body = bodyBytes(opts.body)
     timeoutMs = opts.timeoutMs
     if (timeoutMs === null) timeoutMs = undefined
@@ -284,14 +407,41 @@ function send(nativeClient, service, method, path, opts) {
   }
   if (error) return Promise.reject(errorFrom(error))
   return new Promise((resolve, reject) => {
-    if (token === null) {
-      track(id, new PendingCall(resolve, reject, service, method, null, null))
-      return
-    }
-    const onAbort = () => token.cancel()
-    signal.addEventListener('abort', onAbort, { once: true })
-    track(id, new PendingCall(resolve, reject, service, method, signal, onAbort))
+    if (token !== null) watchSignal(signal, token)
+    track(id, new PendingCall(resolve, reject, service, method, signal ?? null, token))
   })
+}
+
+// One 'abort' listener per signal, however many requests share it (a fan-out would otherwise
+// pass the listener limit and warn): it cancels the tokens of the signal's pending requests.
+const signalWatches = new WeakMap()
+
+class SignalWatch {
+  constructor(signal) {
+    this.tokens = new Set()
+    this.onAbort = () => {
+      signalWatches.delete(signal)
+      for (const token of this.tokens) token.cancel()
+      this.tokens.clear()
+    }
+  }
+}
+
+function watchSignal(signal, token) {
+  let watch = signalWatches.get(signal)
+  if (watch === undefined) {
+    watch = new SignalWatch(signal)
+    signalWatches.set(signal, watch)
+    signal.addEventListener('abort', watch.onAbort, { once: true })
+  }
+  watch.tokens.add(token)
+}
+
+function unwatchSignal(signal, token) {
+  const watch = signalWatches.get(signal)
+  if (watch === undefined || !watch.tokens.delete(token) || watch.tokens.size > 0) return
+  signalWatches.delete(signal)
+  signal.removeEventListener('abort', watch.onAbort)
 }
 
 function cancelledError(service, method, reason) {
@@ -374,19 +524,19 @@ function nextId() {
   return lastId
 }
 
-// One request in flight: how to settle its promise, and its AbortSignal (if any).
+// One request in flight: how to settle its promise, and its AbortSignal and cancel token (if any).
 class PendingCall {
-  constructor(resolve, reject, service, method, signal, onAbort) {
+  constructor(resolve, reject, service, method, signal, token) {
     this.resolve = resolve
     this.reject = reject
     this.service = service
     this.method = method
     this.signal = signal
-    this.onAbort = onAbort
+    this.token = token
   }
 
   succeed(response) {
-    if (this.signal !== null) this.signal.removeEventListener('abort', this.onAbort)
+    if (this.signal !== null) unwatchSignal(this.signal, this.token)
     this.resolve(response)
   }
 
@@ -396,7 +546,7 @@ class PendingCall {
       return
     }
     const signal = this.signal
-    signal.removeEventListener('abort', this.onAbort)
+    unwatchSignal(signal, this.token)
     // A cancel made by this signal: carry its reason, and the call's context.
     const cause = e.name === 'CancelledError' && signal.aborted ? signal.reason : undefined
     this.reject(errorFrom({ ...e, service: e.service ?? this.service, method: e.method ?? this.method }, cause))
@@ -421,14 +571,10 @@ class Client {
    */
   constructor(config) {
     if (typeof config === 'string') {
+      if (!isWellFormed(config)) throw hostInputError('lone_surrogate', 'config')
       this._native = callNative(() => native.NativeClient.fromPath(config))
     } else if (config !== null && typeof config === 'object' && !Array.isArray(config)) {
-      let json
-      try {
-        json = JSON.stringify(config)
-      } catch (e) {
-        throw configError(`config: not serialisable as JSON: ${e.message}`)
-      }
+      const json = jsonText(config, 'config')
       this._native = callNative(() => native.NativeClient.fromJson(json))
     } else {
       throw configError('config: expected a config object or a path to a config file')

@@ -20,6 +20,8 @@ export const {
   CancelledError,
   NoHealthyProviderError,
   ConfigError,
+  ProtocolError,
+  ResponseTooLargeError,
   ERROR_NAMES,
 } = sdk
 export default sdk

@@ -189,9 +189,8 @@ fn core_request(
 ) -> std::result::Result<Request, HarnessError> {
     let body = match (json, body) {
         (Some(_), Some(_)) => return Err(HarnessError::config("request.json: give either json or body, not both")),
-        (Some(text), None) => Body::Json(
-            serde_json::from_str(&text).map_err(|e| HarnessError::config(format!("request.json: not JSON: {e}")))?,
-        ),
+        // JSON.stringify's text, sent byte for byte; the core checks nesting, NaN and lone surrogates.
+        (Some(text), None) => Body::JsonText(Bytes::from(text.into_bytes())),
         (None, Some(buf)) => Body::Bytes(Bytes::copy_from_slice(buf)),
         (None, None) => Body::Empty,
     };
@@ -358,12 +357,13 @@ pub struct NativeClient {
 
 #[napi]
 impl NativeClient {
-    /// From the JSON text of a config object.
+    /// From the JSON text of a config object (the core checks its nesting before parsing).
     #[napi(factory)]
     pub fn from_json(json: String) -> Result<NativeClient> {
-        let value: serde_json::Value = serde_json::from_str(&json)
-            .map_err(|e| sync_error(HarnessError::config(format!("config: not serialisable as JSON: {e}"))))?;
-        harness_core::Client::from_value(value).map(|inner| NativeClient { inner }).map_err(sync_error)
+        harness_core::Config::from_str_with_format(&json, "json")
+            .and_then(harness_core::Client::new)
+            .map(|inner| NativeClient { inner })
+            .map_err(sync_error)
     }
 
     /// From a `.yaml`, `.json` or `.toml` file.
@@ -449,6 +449,27 @@ impl NativeClient {
 #[napi]
 pub fn error_names() -> Vec<String> {
     ErrorKind::NAMES.iter().map(|s| s.to_string()).collect()
+}
+
+/// The core's error for a host value that JS could not encode faithfully, naming `field`:
+/// `lone_surrogate` (a string that is not valid Unicode), `too_deep` (nested past the limit,
+/// where JSON.stringify overflowed its stack) or `non_finite` (NaN or an infinity, which
+/// JSON.stringify writes as `null`).
+#[napi]
+pub fn host_input_error(kind: String, field: String) -> NativeError {
+    let e = match kind.as_str() {
+        "lone_surrogate" => harness_core::json::lone_surrogate(&field),
+        "too_deep" => harness_core::json::too_deep(&field),
+        "non_finite" => harness_core::json::non_finite(&field),
+        other => HarnessError::config(format!("{field}: {other}")),
+    };
+    native_error(e)
+}
+
+/// The most levels of nesting in a JSON body or a config (the core's limit).
+#[napi]
+pub fn json_max_depth() -> u32 {
+    harness_core::json::MAX_DEPTH as u32
 }
 
 /// Numbers per request in `CompletionBatch::meta`.

@@ -6,6 +6,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
+const util = require('node:util')
 
 const { Client, HarnessError } = require('..')
 const { startUpstream, repoRoot } = require('./upstream')
@@ -45,6 +46,26 @@ function substitute(v) {
 
 const BASE = { client: { name: 'vectors' }, log: { enabled: false }, services: { svc: { base_url: '{upstream}' } } }
 
+// N nested arrays around 0, built without recursion.
+function nestedArrays(n) {
+  let v = 0
+  for (let i = 0; i < n; i++) v = [v]
+  return v
+}
+
+// The core's message: err.message is followed by the call's context, ` (service=..., trace_id=...)`,
+// which the core writes from the error's own fields (the Rust runner measures the message alone).
+function coreMessage(e) {
+  const ctx = []
+  if (e.service !== undefined) ctx.push(`service=${e.service}`)
+  if (e.method !== undefined && e.endpoint !== undefined) ctx.push(`endpoint=${e.method} ${e.endpoint}`)
+  if (e.status !== undefined) ctx.push(`status=${e.status}`)
+  if (e.attempts > 0) ctx.push(`attempts=${e.attempts}`)
+  if (e.traceId !== undefined) ctx.push(`trace_id=${e.traceId}`)
+  const suffix = ctx.length > 0 ? ` (${ctx.join(', ')})` : ''
+  return suffix !== '' && e.message.endsWith(suffix) ? e.message.slice(0, -suffix.length) : e.message
+}
+
 // One call: resolves to { response } or { error } and the wall time.
 async function runOne(client, scenario, call) {
   const opts = {
@@ -58,6 +79,7 @@ async function runOne(client, scenario, call) {
     traceparent: call.traceparent,
   }
   if ('json' in call) opts.json = call.json
+  if ('json_depth' in call) opts.json = nestedArrays(call.json_depth)
   if ('body' in call) opts.body = call.body
   let timer
   if (call.cancel_after_ms !== undefined) {
@@ -97,6 +119,24 @@ function check(client, scenario, call, i, results) {
     if ('error_status' in ex) assert.equal(error && error.status, ex.error_status, `${where}: error status (${desc})`)
     if ('code' in ex) assert.equal(error && error.errorCode, ex.code, `${where}: errorCode (${desc})`)
     if ('message' in ex) assert.ok(error && error.message.includes(ex.message), `${where}: message ${JSON.stringify(ex.message)} in (${desc})`)
+    if ('message_excludes' in ex) {
+      const x = ex.message_excludes
+      assert.ok(error, `${where}: expected an error, got ${desc}`)
+      const shown = [['message', error.message], ['String(err)', String(error)]]
+      // inspect lays an error out on several lines (stack, fields) itself: a line break is only looked for above.
+      if (!x.includes('\n')) shown.push(['inspect(err)', util.inspect(error)])
+      for (const [how, text] of shown) {
+        assert.ok(!text.includes(x), `${where}: ${how} shows ${JSON.stringify(x)}: ${JSON.stringify(text)}`)
+      }
+    }
+    if ('message_max_chars' in ex) {
+      const n = error ? [...coreMessage(error)].length : Infinity
+      assert.ok(n <= ex.message_max_chars, `${where}: message of ${n} characters > ${ex.message_max_chars} (${desc})`)
+    }
+    if ('error_body_len' in ex) assert.equal(error && error.body && error.body.length, ex.error_body_len, `${where}: error body length (${desc})`)
+    for (const [k, want] of Object.entries(ex.headers || {})) {
+      assert.deepEqual(response ? response.headers.getAll(k) : [], want, `${where}: response header ${k} (${desc})`)
+    }
     if ('retry_after_ms' in ex) assert.equal(error && error.retryAfterMs, ex.retry_after_ms, `${where}: retryAfterMs (${desc})`)
     if ('attempts' in ex) assert.equal((response || error).attempts, ex.attempts, `${where}: attempts (${desc})`)
     if ('trace_id' in ex) assert.equal((response || error).traceId, ex.trace_id, `${where}: traceId`)
@@ -132,6 +172,10 @@ async function checkUpstream(scenario) {
     for (const name of up.headers_present || []) assert.ok(name in r.headers, `${where}: header ${name} missing`)
     for (const name of up.header_absent || []) assert.ok(!(name in r.headers), `${where}: header ${name} present`)
     for (const [k, v] of Object.entries(up.header_equals || {})) assert.equal(r.headers[k], v, `${where}: header ${k}`)
+    for (const [k, want] of Object.entries(up.header_values || {})) {
+      const got = r.header_list.filter(([name]) => name === k).map(([, value]) => value)
+      assert.deepEqual(got, want, `${where}: values of header ${k}`)
+    }
     for (const [k, v] of Object.entries(up.header_prefix || {})) {
       assert.ok(typeof r.headers[k] === 'string' && r.headers[k].startsWith(v), `${where}: header ${k}=${r.headers[k]} lacks prefix ${v}`)
     }
@@ -145,7 +189,25 @@ async function checkUpstream(scenario) {
   }
 }
 
-const known = new Set(['method', 'path', 'service', 'endpoint', 'headers', 'json', 'body', 'idempotency_key', 'timeout_ms', 'traceparent', 'wait_ms', 'parallel', 'background', 'cancel_after_ms', 'expect'])
+const known = new Set(['method', 'path', 'service', 'endpoint', 'headers', 'json', 'json_depth', 'body', 'idempotency_key', 'timeout_ms', 'traceparent', 'wait_ms', 'parallel', 'background', 'cancel_after_ms', 'expect'])
+
+// A scenario whose config must be refused: the ConfigError names `config_error` and never shows `config_error_excludes`.
+function checkConfigError(scenario, config) {
+  let error
+  try {
+    new Client(config).close()
+  } catch (e) {
+    error = e
+  }
+  const where = `${scenario.name} config`
+  assert.ok(error, `${where}: expected a ConfigError containing ${JSON.stringify(scenario.config_error)}, the client was built`)
+  assert.equal(error.name, 'ConfigError', `${where}: ${error}`)
+  assert.ok(error.message.includes(scenario.config_error), `${where}: ${JSON.stringify(scenario.config_error)} not in ${error.message}`)
+  const x = scenario.config_error_excludes
+  if (x !== undefined) {
+    for (const text of [error.message, String(error), util.inspect(error)]) assert.ok(!text.includes(x), `${where}: shows ${JSON.stringify(x)}: ${text}`)
+  }
+}
 
 test('the vector file has scenarios', () => {
   assert.ok(scenarios.length > 0)
@@ -154,7 +216,9 @@ test('the vector file has scenarios', () => {
 for (const scenario of scenarios) {
   test(scenario.name, async () => {
     await upstream.admin('PUT', `/__admin/script/${scenario.name}`, { steps: scenario.steps })
-    const client = new Client(substitute(deepMerge(BASE, scenario.config || {})))
+    const config = substitute(deepMerge(BASE, scenario.config || {}))
+    if ('config_error' in scenario) return checkConfigError(scenario, config)
+    const client = new Client(config)
     try {
       const background = []
       for (const [i, call] of scenario.calls.entries()) {
