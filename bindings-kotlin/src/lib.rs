@@ -1,6 +1,7 @@
 //! harness-kotlin: the UniFFI surface the Kotlin facade (`dev.harness`) is built on.
 //!
-//! Translation only: JSON strings in (config, JSON bodies), core `Request` /
+//! Translation only: JSON text in (config, JSON bodies; the facade writes it, key order
+//! and numbers as the caller gave them, and the core checks it), core `Request` /
 //! `Response` / `HarnessError` out. Requests take the leaner path in `request_path`
 //! (one downcall to start, one upcall with the outcome) and spawn on the core's own
 //! runtime; dropping the `Task` (a cancelled coroutine or future) aborts the request and
@@ -9,7 +10,7 @@
 
 mod request_path;
 
-use harness_core::{Body, Client, ErrorKind, HarnessError, Request, Response};
+use harness_core::{Body, Client, Config, ErrorKind, HarnessError, Request, Response};
 
 uniffi::setup_scaffolding!();
 
@@ -20,7 +21,8 @@ pub struct NativeEntry {
     pub value: String,
 }
 
-/// A request as the facade passes it; `json` is a JSON document as text.
+/// A request as the facade passes it; `json` is JSON text, sent byte for byte after the
+/// core's checks (`Body::JsonText`).
 #[derive(uniffi::Record, Debug, Clone)]
 pub struct NativeRequest {
     pub service: String,
@@ -52,8 +54,11 @@ pub enum NativeError {
     Failure {
         /// Stable kind name, e.g. `TimeoutError` (see `ErrorKind::NAMES`).
         kind: String,
-        /// The readable message (core `Display`): no secrets, no body.
+        /// The readable message (core `Display`: kind, message, context): no secrets, no body.
         detail: String,
+        /// The core's message alone (no kind name, no context). Not `message`: that name
+        /// is `Throwable.message` in the generated Kotlin.
+        reason: String,
         service: Option<String>,
         endpoint: Option<String>,
         method: Option<String>,
@@ -81,6 +86,7 @@ impl From<HarnessError> for NativeError {
         NativeError::Failure {
             kind: e.name().to_string(),
             detail: e.to_string(),
+            reason: e.message.clone(),
             phase: e.phase().map(str::to_string),
             service: e.service,
             endpoint: e.endpoint,
@@ -109,9 +115,8 @@ impl TryFrom<NativeRequest> for Request {
     fn try_from(r: NativeRequest) -> Result<Request, NativeError> {
         let body = match (r.json, r.body) {
             (Some(_), Some(_)) => return Err(config_error("body: give either json or body, not both".into())),
-            (Some(text), None) => Body::Json(
-                serde_json::from_str(&text).map_err(|e| config_error(format!("json: not a JSON document: {e}")))?,
-            ),
+            // Not parsed here: the core checks nesting, NaN and lone surrogates and sends it as is.
+            (Some(text), None) => Body::JsonText(text.into_bytes().into()),
             (None, Some(bytes)) => Body::Bytes(bytes.into()),
             (None, None) => Body::Empty,
         };
@@ -157,12 +162,11 @@ impl std::fmt::Debug for NativeClient {
 
 #[uniffi::export]
 impl NativeClient {
-    /// From the config as a JSON document (the facade serialises its Map).
+    /// From the config as a JSON document (the facade serialises its Map). The core checks
+    /// its nesting before parsing, so no document, however deep, can overflow a stack.
     #[uniffi::constructor]
     pub fn from_json(config: String) -> Result<Self, NativeError> {
-        let value: serde_json::Value =
-            serde_json::from_str(&config).map_err(|e| config_error(format!("config: not a JSON document: {e}")))?;
-        Ok(NativeClient { client: Client::from_value(value)? })
+        Ok(NativeClient { client: Client::new(Config::from_str_with_format(&config, "json")?)? })
     }
 
     /// From a `.yaml`, `.json` or `.toml` file.
@@ -206,6 +210,13 @@ pub fn error_kind_names() -> Vec<String> {
     ErrorKind::NAMES.iter().map(|s| s.to_string()).collect()
 }
 
+/// The most levels of arrays and objects in a JSON body or a config (`harness_core::json::MAX_DEPTH`):
+/// the facade's writer stops there, so a cyclic or absurdly deep value never exhausts the JVM.
+#[uniffi::export]
+pub fn json_max_depth() -> u32 {
+    harness_core::json::MAX_DEPTH as u32
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -227,15 +238,35 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn bad_json_body_is_a_config_error_naming_the_field() {
-        let NativeError::Failure { kind, detail, .. } = Request::try_from(req(Some("{nope"))).unwrap_err();
+    fn a_json_body_is_sent_as_the_text_the_host_wrote() {
+        let text = r#"{"z":1,"a":18446744073709551616}"#;
+        match Request::try_from(req(Some(text))).unwrap().body {
+            Body::JsonText(b) => assert_eq!(&b[..], text.as_bytes()),
+            other => panic!("expected JsonText, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_and_body_together_are_a_config_error_naming_the_field() {
+        let mut r = req(Some("{}"));
+        r.body = Some(vec![1]);
+        let NativeError::Failure { kind, detail, reason, .. } = Request::try_from(r).unwrap_err();
         assert_eq!(kind, "ConfigError");
-        assert!(detail.contains("json:"), "{detail}");
+        assert!(detail.starts_with("ConfigError: body:"), "{detail}");
+        assert!(reason.starts_with("body:"), "{reason}");
     }
 
     #[test]
     fn bad_config_json_is_a_config_error() {
         let NativeError::Failure { kind, .. } = NativeClient::from_json("[".into()).unwrap_err();
         assert_eq!(kind, "ConfigError");
+    }
+
+    #[test]
+    fn a_config_nested_100_000_deep_is_a_config_error_not_a_crash() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let NativeError::Failure { kind, reason, .. } = NativeClient::from_json(deep).unwrap_err();
+        assert_eq!(kind, "ConfigError");
+        assert!(reason.contains("nested deeper than 512"), "{reason}");
     }
 }

@@ -175,8 +175,12 @@ mod tests {
     }
 
     fn encoded(json: Option<&str>) -> Vec<u8> {
+        encode(crate::tests::req(json))
+    }
+
+    fn encode(request: NativeRequest) -> Vec<u8> {
         let mut buf = Vec::new();
-        <NativeRequest as Lower<UniFfiTag>>::write(crate::tests::req(json), &mut buf);
+        <NativeRequest as Lower<UniFfiTag>>::write(request, &mut buf);
         buf
     }
 
@@ -185,10 +189,21 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_json_body_is_delivered_at_once_as_a_config_error() {
-        let (task, tag, outcome) = run(&client(), &encoded(Some("{nope")));
+    fn a_request_that_cannot_start_is_delivered_at_once_as_a_config_error() {
+        let mut both = crate::tests::req(Some("{}"));
+        both.body = Some(vec![1]);
+        let (task, tag, outcome) = run(&client(), &encode(both));
         assert_eq!((task, tag), (0, 1));
         assert!(contains(&outcome, "ConfigError"));
+    }
+
+    #[test]
+    fn a_json_body_nested_too_deep_is_a_config_error_from_the_core() {
+        let c = NativeClient::from_json(r#"{"services": {"svc": {"base_url": "http://127.0.0.1:1"}}}"#.into()).unwrap();
+        let deep = format!("{}0{}", "[".repeat(20_000), "]".repeat(20_000));
+        let (_, tag, outcome) = run(&c, &encoded(Some(&deep)));
+        assert_eq!(tag, 1);
+        assert!(contains(&outcome, "ConfigError") && contains(&outcome, "nested deeper than 512"), "{}", String::from_utf8_lossy(&outcome));
     }
 
     #[test]

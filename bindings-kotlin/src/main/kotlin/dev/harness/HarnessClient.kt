@@ -8,6 +8,7 @@ import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.asExecutor
 import kotlinx.coroutines.suspendCancellableCoroutine
+import java.nio.charset.CharacterCodingException
 import java.nio.file.Path
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.Executor
@@ -40,7 +41,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
 
     /** Runs one request through the engine's pipeline. */
     suspend fun request(request: HarnessRequest): HarnessResponse {
-        val encoded = RequestPath.encode(request.toNative())
+        val encoded = request.encode()
         var call: RequestPath.Call? = null
         try {
             return suspendCancellableCoroutine { cont ->
@@ -66,8 +67,9 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         idempotencyKey: String? = null,
         timeoutMs: Long? = null,
         traceparent: String? = null,
+        headerList: List<Pair<String, String>> = emptyList(),
     ): HarnessResponse = request(
-        HarnessRequest(service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent),
+        HarnessRequest(service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, headerList),
     )
 
     suspend fun get(
@@ -137,7 +139,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      */
     fun requestAsync(request: HarnessRequest): CompletableFuture<HarnessResponse> {
         val encoded = try {
-            RequestPath.encode(request.toNative())
+            request.encode()
         } catch (e: Exception) {
             return CompletableFuture<HarnessResponse>().apply { completeExceptionally(e) }
         }
@@ -168,11 +170,16 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
 
     /** `closed`, `open` or `half_open` for (service, endpoint, method); endpoint defaults to the path's template. */
     @JvmOverloads
-    fun breakerState(service: String, method: String, path: String, endpoint: String? = null): String =
-        native.breakerState(service, method, path, endpoint)
+    fun breakerState(service: String, method: String, path: String, endpoint: String? = null): String {
+        requireUnicode("service" to service, "method" to method, "path" to path, "endpoint" to endpoint)
+        return native.breakerState(service, method, path, endpoint)
+    }
 
     /** Bulkhead permits currently held on [service]; a [HarnessException.Config] for an unknown service. */
-    fun bulkheadInUse(service: String): Int = call { native.bulkheadInUse(service).toInt() }
+    fun bulkheadInUse(service: String): Int {
+        requireUnicode("service" to service)
+        return call { native.bulkheadInUse(service).toInt() }
+    }
 
     /** Refuses new requests (they fail with [HarnessException.Other]); requests in flight finish. */
     override fun close() {
@@ -186,11 +193,17 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     companion object {
         /** From a `.yaml`, `.json` or `.toml` config file. */
         @JvmStatic
-        fun fromFile(path: String): HarnessClient = HarnessClient(Path.of(path))
+        fun fromFile(path: String): HarnessClient {
+            requireUnicode("config file" to path)
+            return HarnessClient(Path.of(path))
+        }
 
         /** From the config as JSON text. */
         @JvmStatic
-        fun fromJson(json: String): HarnessClient = HarnessClient(create { NativeClient.fromJson(json) })
+        fun fromJson(json: String): HarnessClient {
+            requireUnicode("config" to json)
+            return HarnessClient(create { NativeClient.fromJson(json) })
+        }
 
         /** Every error kind name the engine can raise, base (`HarnessError`) first. */
         @JvmStatic
@@ -206,16 +219,33 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     }
 }
 
+/**
+ * The request in the engine's encoding. A string that is not valid Unicode (a lone surrogate)
+ * cannot become UTF-8: UniFFI's encoder refuses it, and only then are the fields searched,
+ * so the hot path pays nothing for the check.
+ */
+private fun HarnessRequest.encode(): java.nio.ByteBuffer {
+    val native = toNative()
+    return try {
+        RequestPath.encode(native)
+    } catch (e: CharacterCodingException) {
+        throw loneSurrogateIn(native)
+    }
+}
+
 private fun HarnessRequest.toNative(): NativeRequest {
     if (json != null && body != null) throw HarnessException.config("body: give either json or body, not both")
     if (timeoutMs != null && timeoutMs < 0) throw HarnessException.config("timeout_ms: must not be negative, got $timeoutMs")
+    val headerEntries = ArrayList<NativeEntry>(headers.size + headerList.size)
+    for ((k, v) in headers) headerEntries.add(NativeEntry(k, v))
+    for ((k, v) in headerList) headerEntries.add(NativeEntry(k, v))
     return NativeRequest(
         service = service,
         method = method,
         path = path,
         endpoint = endpoint,
         query = query.map { (k, v) -> NativeEntry(k, v) },
-        headers = headers.map { (k, v) -> NativeEntry(k, v) },
+        headers = headerEntries,
         json = json?.let { Json.encode(it, "json") },
         body = body,
         idempotencyKey = idempotencyKey,

@@ -19,15 +19,23 @@ import dev.harness.ffi.NativeException
  * | `CancelledError`         | [HarnessException.Cancelled]           |
  * | `NoHealthyProviderError` | [HarnessException.NoHealthyProvider]   |
  * | `ConfigError`            | [HarnessException.Config]              |
+ * | `ProtocolError`          | [HarnessException.Protocol]            |
+ * | `ResponseTooLargeError`  | [HarnessException.ResponseTooLarge]    |
  * | `HarnessError` (base)    | [HarnessException.Other]               |
  *
  * Cancelling the calling coroutine surfaces as kotlinx's own `CancellationException`, as
  * coroutines expect; [Cancelled] is for a request the engine itself abandoned.
- * The message never contains header values, tokens or the response body.
+ * The message (`Kind: reason (service=..., endpoint=..., attempts=..., trace_id=...)`) is one
+ * line and never contains header values, tokens or the response body.
  */
 sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(info.message) {
     /** The cross-language kind name, e.g. `TimeoutError`. */
     val kind: String get() = info.kind
+    /**
+     * The engine's message alone, without the kind name and the context that [message] adds
+     * (Python's `error.message`); for a [Config] it starts with the field path.
+     */
+    val reason: String get() = info.reason
     val service: String? get() = info.service
     val endpoint: String? get() = info.endpoint
     val method: String? get() = info.method
@@ -54,6 +62,10 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
     class Cancelled(info: HarnessErrorInfo) : HarnessException(info)
     class NoHealthyProvider(info: HarnessErrorInfo) : HarnessException(info)
     class Config(info: HarnessErrorInfo) : HarnessException(info)
+    /** The server answered, but not with valid HTTP (bad status line, conflicting lengths, too many headers, a final 1xx). */
+    class Protocol(info: HarnessErrorInfo) : HarnessException(info)
+    /** The response is larger than the service's `limits.max_response_bytes`. */
+    class ResponseTooLarge(info: HarnessErrorInfo) : HarnessException(info)
     /** The base kind `HarnessError`: a closed client, a runtime used after fork, a broken body. */
     class Other(info: HarnessErrorInfo) : HarnessException(info)
 
@@ -72,6 +84,8 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
             "CancelledError" -> Cancelled(info)
             "NoHealthyProviderError" -> NoHealthyProvider(info)
             "ConfigError" -> Config(info)
+            "ProtocolError" -> Protocol(info)
+            "ResponseTooLargeError" -> ResponseTooLarge(info)
             else -> Other(info)
         }
 
@@ -80,6 +94,7 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
                 HarnessErrorInfo(
                     kind = e.kind,
                     message = e.detail,
+                    reason = e.reason,
                     service = e.service,
                     endpoint = e.endpoint,
                     method = e.method,
@@ -94,9 +109,34 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
             )
         }
 
-        /** A bad argument caught before the call reached the engine, named like the core names fields. */
-        internal fun config(message: String): HarnessException =
-            Config(HarnessErrorInfo(kind = "ConfigError", message = "ConfigError: $message"))
+        /**
+         * A bad argument caught before the call reached the engine, named like the core names
+         * fields; control characters are escaped as the core escapes them (one line, nothing forged).
+         */
+        internal fun config(message: String): HarnessException {
+            val reason = escapeControl(message)
+            return Config(HarnessErrorInfo(kind = "ConfigError", message = "ConfigError: $reason", reason = reason))
+        }
+
+        /** The core's words (`harness_core::json::lone_surrogate`) for a string that is not valid Unicode. */
+        internal fun loneSurrogate(field: String): HarnessException =
+            config("$field: contains a lone surrogate (not valid Unicode)")
+
+        /** `\n`, `\r`, `\t` and `\u{..}` for every control character, as `harness_core::redact::escape_control`. */
+        private fun escapeControl(s: String): String {
+            if (s.none { it.isISOControl() }) return s
+            val out = StringBuilder(s.length + 8)
+            for (c in s) {
+                when {
+                    c == '\n' -> out.append("\\n")
+                    c == '\r' -> out.append("\\r")
+                    c == '\t' -> out.append("\\t")
+                    c.isISOControl() -> out.append("\\u{").append(Integer.toHexString(c.code)).append('}')
+                    else -> out.append(c)
+                }
+            }
+            return out.toString()
+        }
     }
 }
 
@@ -114,7 +154,11 @@ class HarnessErrorInfo @JvmOverloads constructor(
     val traceId: String? = null,
     val phase: String? = null,
     val body: ByteArray? = null,
+    /** The engine's message alone; by default [message] without its leading `Kind: `. */
+    reason: String? = null,
 ) {
+    val reason: String = reason ?: message.removePrefix("$kind: ")
+
     // The body is downstream data and may be large or sensitive: never printed.
     override fun toString(): String = "HarnessErrorInfo(kind=$kind, message=$message)"
 }

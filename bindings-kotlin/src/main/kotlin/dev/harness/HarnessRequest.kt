@@ -14,8 +14,13 @@ data class HarnessRequest @JvmOverloads constructor(
     /** Label for breaker keys and metrics; default: the path with IDs collapsed to `{id}`. */
     val endpoint: String? = null,
     val query: Map<String, String> = emptyMap(),
+    /** One value per name; a name given here replaces the config's header of that name. */
     val headers: Map<String, String> = emptyMap(),
-    /** A JSON body as a Map/List/scalar tree (sent as `application/json`). */
+    /**
+     * A JSON body as a Map/List/scalar tree, sent as `application/json` exactly as written:
+     * map key order kept, integers of any size exact, NaN/Infinity, lone surrogates and
+     * nesting past 512 refused with a [HarnessException.Config] (see the README).
+     */
     val json: Any? = null,
     /** A raw body; give either [json] or [body]. */
     val body: ByteArray? = null,
@@ -25,10 +30,18 @@ data class HarnessRequest @JvmOverloads constructor(
     val timeoutMs: Long? = null,
     /** The caller's W3C `traceparent`, continued downstream. */
     val traceparent: String? = null,
+    /**
+     * More headers, sent after [headers] in this order; a name may repeat (`cookie`, `x-a`),
+     * and every value is sent.
+     */
+    val headerList: List<Pair<String, String>> = emptyList(),
 ) {
     fun withEndpoint(endpoint: String?) = copy(endpoint = endpoint)
     fun withQuery(name: String, value: String) = copy(query = query + (name to value))
+    /** Sets [name] to [value], replacing an earlier [withHeader] of the same name. */
     fun withHeader(name: String, value: String) = copy(headers = headers + (name to value))
+    /** Adds one more value for [name] ([headerList]): repeated names are all sent, in order. */
+    fun withAddedHeader(name: String, value: String) = copy(headerList = headerList + (name to value))
     fun withJson(json: Any?) = copy(json = json)
     fun withBody(body: ByteArray?) = copy(body = body)
     fun withIdempotencyKey(key: String?) = copy(idempotencyKey = key)
@@ -37,5 +50,5 @@ data class HarnessRequest @JvmOverloads constructor(
 
     // Header values may be credentials: only their names are printed.
     override fun toString(): String =
-        "HarnessRequest(service=$service, method=$method, path=$path, endpoint=$endpoint, headers=${headers.keys})"
+        "HarnessRequest(service=$service, method=$method, path=$path, endpoint=$endpoint, headers=${headers.keys + headerList.map { it.first }})"
 }

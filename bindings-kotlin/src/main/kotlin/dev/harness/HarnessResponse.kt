@@ -5,8 +5,8 @@ import java.nio.charset.Charset
 /** A successful response (any status the engine did not turn into a [HarnessException]). */
 data class HarnessResponse(
     val status: Int,
-    /** Lower-case header names, in the order received, each with its values. */
-    val headers: Map<String, List<String>>,
+    /** Lower-case header names in the order received, each with every value in order ([HarnessHeaders.values]). */
+    val headers: HarnessHeaders,
     val body: ByteArray,
     /** Wall time of the whole call, every attempt and backoff included. */
     val elapsedMs: Double,
@@ -14,12 +14,18 @@ data class HarnessResponse(
     val attempts: Int,
     val traceId: String,
 ) {
+    constructor(status: Int, headers: Map<String, List<String>>, body: ByteArray, elapsedMs: Double, attempts: Int, traceId: String) :
+        this(status, HarnessHeaders(headers), body, elapsedMs, attempts, traceId)
+
     /** The body decoded as text (UTF-8 unless told). */
     @JvmOverloads
     fun text(charset: Charset = Charsets.UTF_8): String = String(body, charset)
 
-    /** The first value of a header, by case-insensitive name. */
-    fun header(name: String): String? = headers[name.lowercase()]?.firstOrNull()
+    /**
+     * The first value of a header, by case-insensitive name, or null; a repeated header
+     * (`set-cookie`) has more: [HarnessHeaders.values] gives every one.
+     */
+    fun header(name: String): String? = headers.first(name)
 
     override fun equals(other: Any?): Boolean =
         other is HarnessResponse && status == other.status && headers == other.headers &&
@@ -30,4 +36,45 @@ data class HarnessResponse(
 
     override fun toString(): String =
         "HarnessResponse(status=$status, body=${body.size} bytes, elapsedMs=$elapsedMs, attempts=$attempts, traceId=$traceId)"
+}
+
+/**
+ * Response headers: a read-only map from lower-case name to every value received for it, in
+ * order (`headers["set-cookie"]` is a list), plus case-insensitive lookups:
+ *
+ * ```kotlin
+ * r.headers.values("Set-Cookie")   // ["a=1; Path=/", "b=2"]: every value, in order; [] if absent
+ * r.headers.first("Content-Type")  // the first value, or null (what r.header(name) returns)
+ * ```
+ *
+ * `toString()` prints the names only: values (cookies, tokens) are not logged by accident.
+ */
+class HarnessHeaders(headers: Map<String, List<String>>) : Map<String, List<String>> {
+    private val map: Map<String, List<String>> =
+        if (headers.keys.all { it == it.lowercase() }) {
+            headers
+        } else {
+            LinkedHashMap<String, MutableList<String>>().also { m ->
+                for ((k, v) in headers) m.getOrPut(k.lowercase()) { ArrayList(v.size) }.addAll(v)
+            }
+        }
+
+    /** Every value of the header [name] (case-insensitive), in the order received; empty if absent. */
+    fun values(name: String): List<String> = map[name.lowercase()] ?: emptyList()
+
+    /** The first value of the header [name] (case-insensitive), or null. */
+    fun first(name: String): String? = map[name.lowercase()]?.firstOrNull()
+
+    override val entries: Set<Map.Entry<String, List<String>>> get() = map.entries
+    override val keys: Set<String> get() = map.keys
+    override val values: Collection<List<String>> get() = map.values
+    override val size: Int get() = map.size
+    override fun isEmpty(): Boolean = map.isEmpty()
+    override fun containsKey(key: String): Boolean = map.containsKey(key)
+    override fun containsValue(value: List<String>): Boolean = map.containsValue(value)
+    override fun get(key: String): List<String>? = map[key]
+
+    override fun equals(other: Any?): Boolean = other is Map<*, *> && map == other
+    override fun hashCode(): Int = map.hashCode()
+    override fun toString(): String = "HarnessHeaders${map.keys}"
 }

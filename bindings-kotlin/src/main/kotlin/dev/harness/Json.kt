@@ -1,76 +1,140 @@
 package dev.harness
 
+import java.math.BigDecimal
+import java.math.BigInteger
+
 /**
- * Writes a Map/List/scalar tree as JSON text, the form config and JSON bodies cross the FFI in.
- * Only translation: the engine parses and validates; here a value JSON cannot express is a
- * ConfigError naming where it sits.
+ * Writes a Map/List/scalar tree as JSON text, the form config and JSON bodies cross the FFI in;
+ * the core sends a body byte for byte (after its own checks), so the text is what the caller gave:
+ *
+ * - a Map is an object, its keys (Strings only) in the map's iteration order (LinkedHashMap order);
+ * - any Iterable (List, Set, ...) or array is an array, in iteration order;
+ * - Int, Long, Short, Byte, their unsigned kinds, BigInteger and BigDecimal are written exactly
+ *   (`toString`); Double and Float as Kotlin prints them; NaN and ±Infinity are refused;
+ * - String, Char and Enum (its name) are strings; a String with a lone surrogate is refused;
+ * - nesting stops at the core's limit ([maxDepth], 512): past it a ConfigError, never a
+ *   StackOverflowError (the walk is iterative), also for a value that contains itself.
+ *
+ * A refused value is a ConfigError naming where it sits (`json.items[2].price`).
  */
 internal object Json {
-    fun encode(value: Any?, field: String): String = StringBuilder().also { write(it, value, field) }.toString()
+    /** The core's limit (`harness_core::json::MAX_DEPTH`), asked once. */
+    val maxDepth: Int by lazy { dev.harness.ffi.jsonMaxDepth().toInt() }
 
-    private fun write(out: StringBuilder, value: Any?, at: String) {
-        when (value) {
-            null -> out.append("null")
-            is String -> string(out, value)
-            is Char -> string(out, value.toString())
-            is Boolean -> out.append(value)
-            is Int, is Long, is Short, is Byte -> out.append(value)
-            is UInt, is ULong, is UShort, is UByte -> out.append(value)
-            is java.math.BigInteger, is java.math.BigDecimal -> out.append(value)
-            is Double -> finite(out, value.isFinite(), value, at)
-            is Float -> finite(out, value.isFinite(), value, at)
-            is Number -> out.append(value.toString())
-            is Map<*, *> -> {
-                out.append('{')
-                var first = true
-                for ((k, v) in value) {
-                    if (k !is String) throw HarnessException.config("$at: map keys must be strings, got ${k?.javaClass?.simpleName}")
-                    if (!first) out.append(',')
-                    first = false
-                    string(out, k)
-                    out.append(':')
-                    write(out, v, "$at.$k")
-                }
-                out.append('}')
-            }
-            is Iterable<*> -> array(out, value.iterator(), at)
-            is Array<*> -> array(out, value.iterator(), at)
-            is IntArray -> array(out, value.iterator(), at)
-            is LongArray -> array(out, value.iterator(), at)
-            is DoubleArray -> array(out, value.iterator(), at)
-            is Enum<*> -> string(out, value.name)
-            else -> throw HarnessException.config("$at: cannot be written as JSON (a ${value.javaClass.name})")
-        }
+    /** One open array or object: its remaining items and where the walk is inside it. */
+    private class Frame(val items: Iterator<*>, val isObject: Boolean) {
+        var index = -1
+        var key: String? = null
     }
 
-    private fun finite(out: StringBuilder, ok: Boolean, value: Number, at: String) {
-        if (!ok) throw HarnessException.config("$at: $value is not a JSON number")
+    fun encode(value: Any?, field: String): String {
+        val out = StringBuilder(128)
+        val stack = ArrayList<Frame>()
+        write(out, stack, value, field)
+        while (stack.isNotEmpty()) {
+            val top = stack[stack.size - 1]
+            if (!top.items.hasNext()) {
+                out.append(if (top.isObject) '}' else ']')
+                stack.removeAt(stack.size - 1)
+                continue
+            }
+            val item = top.items.next()
+            top.index++
+            if (top.index > 0) out.append(',')
+            if (top.isObject) {
+                val (k, v) = item as Map.Entry<*, *>
+                top.key = null // errors in the key itself name the enclosing object
+                if (k !is String) throw HarnessException.config("${path(field, stack)}: map keys must be strings, got ${k?.javaClass?.simpleName}")
+                string(out, k, field, stack)
+                top.key = k
+                out.append(':')
+                write(out, stack, v, field)
+            } else {
+                write(out, stack, item, field)
+            }
+        }
+        return out.toString()
+    }
+
+    /** A scalar is written at once; an array or object is opened and pushed for the loop in [encode]. */
+    private fun write(out: StringBuilder, stack: ArrayList<Frame>, value: Any?, field: String) {
+        val items: Iterator<*>
+        val isObject: Boolean
+        when (value) {
+            null -> return run { out.append("null") }
+            is String -> return string(out, value, field, stack)
+            is Boolean -> return run { out.append(value) }
+            is Int, is Long, is Short, is Byte, is BigInteger, is BigDecimal -> return run { out.append(value) }
+            is UInt, is ULong, is UShort, is UByte -> return run { out.append(value) }
+            is Double -> return finite(out, value.isFinite(), value, field, stack)
+            is Float -> return finite(out, value.isFinite(), value, field, stack)
+            is Number -> return number(out, value, field, stack)
+            is Char -> return string(out, value.toString(), field, stack)
+            is Enum<*> -> return string(out, value.name, field, stack)
+            is Map<*, *> -> { items = value.entries.iterator(); isObject = true }
+            is Iterable<*> -> { items = value.iterator(); isObject = false }
+            is Array<*> -> { items = value.iterator(); isObject = false }
+            is IntArray -> { items = value.iterator(); isObject = false }
+            is LongArray -> { items = value.iterator(); isObject = false }
+            is DoubleArray -> { items = value.iterator(); isObject = false }
+            is FloatArray -> { items = value.iterator(); isObject = false }
+            is ShortArray -> { items = value.iterator(); isObject = false }
+            is BooleanArray -> { items = value.iterator(); isObject = false }
+            else -> throw HarnessException.config("${path(field, stack)}: cannot be written as JSON (a ${value.javaClass.name})")
+        }
+        // The same words as the core's check, which would refuse the text anyway.
+        if (stack.size >= maxDepth) throw HarnessException.config("$field: nested deeper than $maxDepth levels")
+        out.append(if (isObject) '{' else '[')
+        stack.add(Frame(items, isObject))
+    }
+
+    private fun finite(out: StringBuilder, ok: Boolean, value: Number, field: String, stack: List<Frame>) {
+        if (!ok) throw HarnessException.config("${path(field, stack)}: $value is not a JSON number (NaN and Infinity are refused)")
         out.append(value.toString())
     }
 
-    private fun array(out: StringBuilder, items: Iterator<*>, at: String) {
-        out.append('[')
-        var i = 0
-        for (v in items) {
-            if (i > 0) out.append(',')
-            write(out, v, "$at[$i]")
-            i++
-        }
-        out.append(']')
+    /** Another Number type (AtomicLong, a library's decimal): its text, if JSON accepts it as a number. */
+    private fun number(out: StringBuilder, value: Number, field: String, stack: List<Frame>) {
+        val text = value.toString()
+        if (!JSON_NUMBER.matches(text)) throw HarnessException.config("${path(field, stack)}: ${value.javaClass.simpleName} $text is not a JSON number")
+        out.append(text)
     }
 
-    private fun string(out: StringBuilder, s: String) {
+    private val JSON_NUMBER = Regex("-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+    private fun string(out: StringBuilder, s: String, field: String, stack: List<Frame>) {
         out.append('"')
-        for (c in s) {
-            when (c) {
-                '"' -> out.append("\\\"")
-                '\\' -> out.append("\\\\")
-                '\n' -> out.append("\\n")
-                '\r' -> out.append("\\r")
-                '\t' -> out.append("\\t")
-                else -> if (c < ' ') out.append("\\u%04x".format(c.code)) else out.append(c)
+        var i = 0
+        while (i < s.length) {
+            val c = s[i]
+            when {
+                c == '"' -> out.append("\\\"")
+                c == '\\' -> out.append("\\\\")
+                c == '\n' -> out.append("\\n")
+                c == '\r' -> out.append("\\r")
+                c == '\t' -> out.append("\\t")
+                c < ' ' -> out.append("\\u00").append(HEX[c.code shr 4]).append(HEX[c.code and 0xf])
+                c.isHighSurrogate() && i + 1 < s.length && s[i + 1].isLowSurrogate() -> {
+                    out.append(c).append(s[i + 1])
+                    i++
+                }
+                c.isSurrogate() -> throw HarnessException.loneSurrogate(path(field, stack))
+                else -> out.append(c)
             }
+            i++
         }
         out.append('"')
+    }
+
+    private val HEX = "0123456789abcdef".toCharArray()
+
+    /** Where the walk is, for an error: `json.items[2].price` (built only when something is refused). */
+    private fun path(field: String, stack: List<Frame>): String {
+        val p = StringBuilder(field)
+        for (f in stack) {
+            if (f.index < 0) break
+            if (f.isObject) f.key?.let { p.append('.').append(it) } else p.append('[').append(f.index).append(']')
+        }
+        return p.toString()
     }
 }

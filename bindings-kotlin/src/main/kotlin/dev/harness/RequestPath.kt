@@ -113,8 +113,9 @@ internal object RequestPath {
     private external fun harness_kotlin_drop(task: Long)
 }
 
+/** Every value of a repeated header is kept, in order (the engine gives lower-case names). */
 internal fun NativeResponse.toResponse(): HarnessResponse {
     val grouped = LinkedHashMap<String, MutableList<String>>()
     for (h in headers) grouped.getOrPut(h.name) { ArrayList(1) }.add(h.value)
-    return HarnessResponse(status.toInt(), grouped, body, elapsedMs, attempts.toInt(), traceId)
+    return HarnessResponse(status.toInt(), HarnessHeaders(grouped), body, elapsedMs, attempts.toInt(), traceId)
 }

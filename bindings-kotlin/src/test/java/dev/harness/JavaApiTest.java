@@ -30,13 +30,22 @@ class JavaApiTest {
             assertEquals(200, r.getStatus());
             assertEquals("{\"hello\":\"java\"}", r.text());
             assertEquals(1, r.getAttempts());
+            assertEquals(List.of("application/json"), r.getHeaders().values("Content-Type"));
+            assertEquals("application/json", r.header("content-type"));
 
             HarnessRequest req = new HarnessRequest("svc", "POST", "/s/java_api/b")
                     .withHeader("x-from", "java")
+                    .withAddedHeader("x-from", "java-again")
                     .withJson(Map.of("n", 1))
                     .withIdempotencyKey("k-1");
             CompletableFuture<HarnessResponse> f = client.requestAsync(req);
             assertEquals(200, f.join().getStatus());
+            var sent = TestUpstream.INSTANCE.log("java_api").getJSONArray("requests").getJSONObject(1).getJSONArray("header_list");
+            var from = new java.util.ArrayList<String>();
+            for (int i = 0; i < sent.length(); i++) {
+                if (sent.getJSONArray(i).getString(0).equals("x-from")) from.add(sent.getJSONArray(i).getString(1));
+            }
+            assertEquals(List.of("java", "java-again"), from);
             assertTrue(client.metrics().contains("harness_requests_total"));
             assertEquals("closed", client.breakerState("svc", "GET", "/s/java_api/a"));
             assertEquals(0, client.bulkheadInUse("svc"));

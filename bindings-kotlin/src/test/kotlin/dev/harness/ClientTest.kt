@@ -111,6 +111,8 @@ class ClientTest {
                 is HarnessException.Cancelled -> HarnessException.Cancelled::class.java
                 is HarnessException.NoHealthyProvider -> HarnessException.NoHealthyProvider::class.java
                 is HarnessException.Config -> HarnessException.Config::class.java
+                is HarnessException.Protocol -> HarnessException.Protocol::class.java
+                is HarnessException.ResponseTooLarge -> HarnessException.ResponseTooLarge::class.java
                 is HarnessException.Other -> HarnessException.Other::class.java
             }
             assertEquals(if (kind == "HarnessError") "Other" else kind.removeSuffix("Error"), expected.simpleName)

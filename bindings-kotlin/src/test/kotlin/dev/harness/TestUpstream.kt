@@ -22,9 +22,11 @@ object TestUpstream {
     private val admin = HttpClient.newHttpClient()
 
     init {
+        // Maven builds the upstream before the tests and passes its path (pom.xml, cargo-build-upstream).
         val bin = System.getenv("HARNESS_UPSTREAM_BIN")
+            ?: System.getProperty("harness.upstream.bin")
             ?: File(repoRoot, "target/x86_64-unknown-linux-gnu/debug/harness-upstream").path
-        check(File(bin).canExecute()) { "no harness-upstream at $bin: run `cargo build -p harness-upstream` (or set HARNESS_UPSTREAM_BIN)" }
+        check(File(bin).canExecute()) { "no harness-upstream at $bin: run the tests through `mvn install` (or `cargo build -p harness-upstream`, or set HARNESS_UPSTREAM_BIN)" }
         process = ProcessBuilder(bin).redirectError(ProcessBuilder.Redirect.INHERIT).start()
         val line = process.inputStream.bufferedReader().readLine() ?: error("harness-upstream printed nothing")
         val addrs = JSONObject(line)
@@ -46,10 +48,11 @@ object TestUpstream {
         check(r.statusCode() in 200..299) { "upstream refused script $name: ${r.body()}" }
     }
 
-    fun log(name: String): JSONObject {
-        val r = admin.send(HttpRequest.newBuilder(URI("$url/__admin/log/$name")).GET().build(), HttpResponse.BodyHandlers.ofString())
-        return JSONObject(r.body())
-    }
+    fun log(name: String): JSONObject = JSONObject(logText(name))
+
+    /** The script's log as JSON text (for a parser that keeps key order). */
+    fun logText(name: String): String =
+        admin.send(HttpRequest.newBuilder(URI("$url/__admin/log/$name")).GET().build(), HttpResponse.BodyHandlers.ofString()).body()
 
     private fun findRoot(): String {
         var dir: File? = File(System.getProperty("user.dir")).absoluteFile

@@ -6,14 +6,16 @@ import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeoutOrNull
-import org.json.JSONArray
-import org.json.JSONObject
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.DynamicTest
 import org.junit.jupiter.api.TestFactory
 import java.io.File
 
-/** Runs every scenario of tests/vectors/scenarios.json through the Kotlin API, one JUnit test each. */
+/**
+ * Runs every scenario of tests/vectors/scenarios.json through the Kotlin API, one JUnit test each
+ * (keys: tests/README.md). The file is read with [OrderedJson], so a `json` body keeps its key
+ * order and integers their exact value, as a caller's LinkedHashMap would.
+ */
 class VectorsTest {
     private val base = """{"client":{"name":"vectors"},"log":{"enabled":false},"services":{"svc":{"base_url":"{upstream}"}}}"""
 
@@ -26,40 +28,55 @@ class VectorsTest {
     @TestFactory
     fun everyScenarioVector(): List<DynamicTest> {
         val file = File(TestUpstream.repoRoot, "tests/vectors/scenarios.json")
-        val scenarios = JSONObject(file.readText()).getJSONArray("scenarios")
-        assertTrue(scenarios.length() >= 30, "expected the shared vectors, found ${scenarios.length()}")
+        val scenarios = obj(OrderedJson.parse(file.readText())).list("scenarios")!!.map(::obj)
+        assertTrue(scenarios.size >= 30, "expected the shared vectors, found ${scenarios.size}")
         val only = System.getenv("HARNESS_SCENARIO")
-        return (0 until scenarios.length()).map { scenarios.getJSONObject(it) }
-            .filter { only == null || it.getString("name").contains(only) }
-            .map { s -> DynamicTest.dynamicTest(s.getString("name")) { runScenario(s) } }
+        return scenarios
+            .filter { only == null || it.str("name")!!.contains(only) }
+            .map { s -> DynamicTest.dynamicTest(s.str("name")) { runScenario(s) } }
     }
 
-    private fun runScenario(scenario: JSONObject) = runBlocking {
-        val name = scenario.getString("name")
-        TestUpstream.putScript(name, scenario.getJSONArray("steps"))
-        val config = JSONObject(base)
-        scenario.optJSONObject("config")?.let { merge(config, it) }
+    private fun runScenario(scenario: Map<String, Any?>) = runBlocking {
+        val name = scenario.str("name")!!
+        TestUpstream.putScript(name, scenario["steps"]!!)
+        val config = obj(OrderedJson.parse(base)).toMutableDeep()
+        scenario.obj("config")?.let { merge(config, it) }
         @Suppress("UNCHECKED_CAST")
-        val client = HarnessClient(substitute(config.toMap()) as Map<String, Any?>)
+        val configMap = substitute(config) as Map<String, Any?>
         val errors = mutableListOf<String>()
+        scenario.str("config_error")?.let { want ->
+            try {
+                HarnessClient(configMap).close()
+                errors += "expected a ConfigError containing \"$want\", the client was built"
+            } catch (e: HarnessException.Config) {
+                if (!e.message!!.contains(want)) errors += "expected a ConfigError containing \"$want\", got ${e.message}"
+                scenario.str("config_error_excludes")?.let { x ->
+                    if (e.message!!.contains(x) || e.toString().contains(x)) errors += "config error shows \"$x\": $e"
+                }
+            } catch (e: HarnessException) {
+                errors += "expected a ConfigError containing \"$want\", got $e"
+            }
+            assertTrue(errors.isEmpty(), "$name:\n" + errors.joinToString("\n"))
+            return@runBlocking
+        }
+        val client = HarnessClient(configMap)
         client.use {
-            val background = mutableListOf<Triple<Int, JSONObject, kotlinx.coroutines.Deferred<Outcome>>>()
+            val background = mutableListOf<Triple<Int, Map<String, Any?>, kotlinx.coroutines.Deferred<Outcome>>>()
             coroutineScope {
-                val calls = scenario.getJSONArray("calls")
-                for (i in 0 until calls.length()) {
-                    val call = calls.getJSONObject(i)
-                    if (call.has("wait_ms")) delay(call.getLong("wait_ms"))
+                for ((i, call) in scenario.list("calls")!!.map(::obj).withIndex()) {
+                    call.long("wait_ms")?.let { delay(it) }
                     val req = buildRequest(name, call)
-                    val cancelAfter = if (call.has("cancel_after_ms")) call.getLong("cancel_after_ms") else null
-                    if (call.optBoolean("background", false)) {
+                    val cancelAfter = call.long("cancel_after_ms")
+                    if (call["background"] == true) {
                         background += Triple(i, call, async { runOne(client, req, cancelAfter) })
                         continue
                     }
-                    if (call.has("parallel")) {
-                        val outcomes = (0 until call.getInt("parallel")).map { async { runOne(client, req, cancelAfter) } }.awaitAll()
+                    val parallel = call.long("parallel")
+                    if (parallel != null) {
+                        val outcomes = (0 until parallel).map { async { runOne(client, req, cancelAfter) } }.awaitAll()
                         val counts = outcomes.groupingBy { it.label }.eachCount().toSortedMap()
-                        call.getJSONObject("expect").optJSONObject("outcomes")?.let { want ->
-                            val wanted = want.keySet().associateWith { want.getInt(it) }.toSortedMap()
+                        call.obj("expect")!!.obj("outcomes")?.let { want ->
+                            val wanted = want.mapValues { (_, v) -> (v as Number).toInt() }.toSortedMap()
                             if (wanted != counts) errors += "call $i: expected outcomes $wanted, got $counts"
                         }
                         checkState(i, name, call, client, errors)
@@ -70,7 +87,7 @@ class VectorsTest {
                 for ((i, call, d) in background) check(i, name, call, client, d.await(), errors)
             }
         }
-        scenario.optJSONObject("upstream")?.let { checkUpstream(name, it, errors) }
+        scenario.obj("upstream")?.let { checkUpstream(name, it, errors) }
         assertTrue(errors.isEmpty(), "$name:\n" + errors.joinToString("\n"))
     }
 
@@ -90,63 +107,84 @@ class VectorsTest {
         }
     }
 
-    private fun buildRequest(scenario: String, call: JSONObject): HarnessRequest {
-        fun str(k: String) = if (call.has(k)) call.getString(k) else null
-        val headers = call.optJSONObject("headers")?.let { h -> h.keySet().associateWith { h.getString(it) } } ?: emptyMap()
+    private fun buildRequest(scenario: String, call: Map<String, Any?>): HarnessRequest {
+        // `headers` is {name: value}, or [[name, value], ...] when a name repeats.
+        val headers = call.obj("headers")?.mapValues { (_, v) -> v as String } ?: emptyMap()
+        val headerList = call.list("headers")?.map { p -> (p as List<*>).let { it[0] as String to it[1] as String } } ?: emptyList()
+        val json: Any? = when {
+            call.containsKey("json_depth") -> {
+                // N nested lists around 0, built without recursion.
+                var v: Any = 0L
+                repeat(call.long("json_depth")!!.toInt()) { v = listOf(v) }
+                v
+            }
+            else -> call["json"]
+        }
         return HarnessRequest(
-            service = str("service") ?: "svc",
-            method = call.getString("method"),
-            path = "/s/$scenario" + call.getString("path"),
-            endpoint = str("endpoint"),
+            service = call.str("service") ?: "svc",
+            method = call.str("method")!!,
+            path = "/s/$scenario" + call.str("path"),
+            endpoint = call.str("endpoint"),
             headers = headers,
-            json = if (call.has("json")) JSONObject.wrap(call.get("json")).let(::toPlain) else null,
-            body = if (!call.has("json") && call.has("body")) call.getString("body").toByteArray() else null,
-            idempotencyKey = str("idempotency_key"),
-            timeoutMs = if (call.has("timeout_ms")) call.getLong("timeout_ms") else null,
-            traceparent = str("traceparent"),
+            json = json,
+            body = if (json == null) call.str("body")?.toByteArray() else null,
+            idempotencyKey = call.str("idempotency_key"),
+            timeoutMs = call.long("timeout_ms"),
+            traceparent = call.str("traceparent"),
+            headerList = headerList,
         )
     }
 
-    private suspend fun check(i: Int, name: String, call: JSONObject, client: HarnessClient, o: Outcome, errors: MutableList<String>) {
-        val exp = call.getJSONObject("expect")
+    private suspend fun check(i: Int, name: String, call: Map<String, Any?>, client: HarnessClient, o: Outcome, errors: MutableList<String>) {
+        val exp = call.obj("expect")!!
         fun fail(what: String) { errors += "call $i: $what" }
         val e = o.error
-        if (exp.has("status") && o.response?.status != exp.getInt("status")) {
-            fail("expected status ${exp.getInt("status")}, got ${o.response?.status ?: o.label} ${e?.message ?: ""}")
-        }
-        if (exp.has("error") && o.errorKind != exp.getString("error")) {
-            fail("expected ${exp.getString("error")}, got ${o.response?.status ?: e?.message}")
-        }
+        exp.long("status")?.let { if (o.response?.status?.toLong() != it) fail("expected status $it, got ${o.response?.status ?: o.label} ${e?.message ?: ""}") }
+        exp.str("error")?.let { if (o.errorKind != it) fail("expected $it, got ${o.response?.status ?: e?.message}") }
         if (e != null && o.errorKind != null && !o.cancelled) {
             // The class must agree with the kind name.
             if (HarnessException.of(HarnessErrorInfo(e.kind, ""))::class != e::class) fail("class ${e::class.simpleName} for kind ${e.kind}")
         }
-        if (exp.has("phase") && e?.phase != exp.getString("phase")) fail("expected phase ${exp.getString("phase")}, got ${e?.phase}")
-        if (exp.has("error_status") && e?.status != exp.getInt("error_status")) fail("expected error status ${exp.getInt("error_status")}, got ${e?.status}")
-        if (exp.has("code") && e?.code != exp.getString("code")) fail("expected code ${exp.getString("code")}, got ${e?.code}")
-        if (exp.has("message") && e?.message?.contains(exp.getString("message")) != true) fail("expected message containing ${exp.getString("message")}, got ${e?.message}")
-        if (exp.has("retry_after_ms") && e?.retryAfterMs != exp.getLong("retry_after_ms")) fail("expected retry_after_ms ${exp.getLong("retry_after_ms")}, got ${e?.retryAfterMs}")
-        if (exp.has("trace_id") && o.response?.traceId != exp.getString("trace_id")) fail("expected trace id ${exp.getString("trace_id")}, got ${o.response?.traceId}")
-        if (exp.has("attempts")) {
-            val got = o.response?.attempts ?: e?.attempts
-            if (got != exp.getInt("attempts")) fail("expected ${exp.getInt("attempts")} attempts, got $got (${e?.message})")
+        exp.str("phase")?.let { if (e?.phase != it) fail("expected phase $it, got ${e?.phase}") }
+        exp.long("error_status")?.let { if (e?.status?.toLong() != it) fail("expected error status $it, got ${e?.status}") }
+        exp.str("code")?.let { if (e?.code != it) fail("expected code $it, got ${e?.code}") }
+        exp.str("message")?.let { if (e?.message?.contains(it) != true) fail("expected message containing $it, got ${e?.message}") }
+        exp.str("message_excludes")?.let {
+            if (e == null || e.message!!.contains(it) || e.toString().contains(it)) fail("expected an error whose message excludes ${it.quoted()}, got $e")
         }
-        if (exp.has("min_ms") && o.ms < exp.getDouble("min_ms")) fail("took ${"%.1f".format(o.ms)} ms, expected at least ${exp.getDouble("min_ms")}")
-        if (exp.has("max_ms") && o.ms > exp.getDouble("max_ms")) fail("took ${"%.1f".format(o.ms)} ms, expected at most ${exp.getDouble("max_ms")}")
+        exp.long("message_max_chars")?.let { n ->
+            // The engine's message (what the engine caps); `message` adds the kind and the context.
+            val len = e?.reason?.let { it.codePointCount(0, it.length) }
+            if (len == null || len > n) fail("expected a message of at most $n characters, got $len: ${e?.reason}")
+        }
+        exp.long("error_body_len")?.let { n -> if (e?.body?.size?.toLong() != n) fail("expected an error body of $n bytes, got ${e?.body?.size}") }
+        exp.obj("headers")?.let { want ->
+            for ((k, v) in want) {
+                val got = o.response?.headers?.values(k) ?: emptyList()
+                if (got != v) fail("response header $k: expected $v, got $got")
+            }
+        }
+        exp.long("retry_after_ms")?.let { if (e?.retryAfterMs != it) fail("expected retry_after_ms $it, got ${e?.retryAfterMs}") }
+        exp.str("trace_id")?.let { if (o.response?.traceId != it) fail("expected trace id $it, got ${o.response?.traceId}") }
+        exp.long("attempts")?.let {
+            val got = o.response?.attempts ?: e?.attempts
+            if (got?.toLong() != it) fail("expected $it attempts, got $got (${e?.message})")
+        }
+        exp.double("min_ms")?.let { if (o.ms < it) fail("took ${"%.1f".format(o.ms)} ms, expected at least $it") }
+        exp.double("max_ms")?.let { if (o.ms > it) fail("took ${"%.1f".format(o.ms)} ms, expected at most $it") }
         checkState(i, name, call, client, errors)
     }
 
-    private suspend fun checkState(i: Int, name: String, call: JSONObject, client: HarnessClient, errors: MutableList<String>) {
-        val exp = call.getJSONObject("expect")
-        val service = call.optString("service", "svc")
-        if (exp.has("breaker")) {
-            val endpoint = if (call.has("endpoint")) call.getString("endpoint") else null
-            val got = client.breakerState(service, call.getString("method"), "/s/$name" + call.getString("path"), endpoint)
-            if (got != exp.getString("breaker")) errors += "call $i: expected breaker ${exp.getString("breaker")}, got $got"
+    private suspend fun checkState(i: Int, name: String, call: Map<String, Any?>, client: HarnessClient, errors: MutableList<String>) {
+        val exp = call.obj("expect")!!
+        val service = call.str("service") ?: "svc"
+        exp.str("breaker")?.let { want ->
+            val got = client.breakerState(service, call.str("method")!!, "/s/$name" + call.str("path"), call.str("endpoint"))
+            if (got != want) errors += "call $i: expected breaker $want, got $got"
         }
-        if (exp.has("bulkhead_in_use")) {
+        exp.long("bulkhead_in_use")?.let { l ->
             // A cancel frees its permits asynchronously (the task is aborted on the engine's runtime).
-            val want = exp.getInt("bulkhead_in_use")
+            val want = l.toInt()
             val deadline = System.nanoTime() + 1_000_000_000L
             var got = client.bulkheadInUse(service)
             while (got != want && System.nanoTime() < deadline) {
@@ -157,61 +195,67 @@ class VectorsTest {
         }
     }
 
-    private fun checkUpstream(name: String, exp: JSONObject, errors: MutableList<String>) {
-        val reqs = TestUpstream.log(name).getJSONArray("requests")
-        val list = (0 until reqs.length()).map { reqs.getJSONObject(it) }
+    private fun checkUpstream(name: String, exp: Map<String, Any?>, errors: MutableList<String>) {
+        val list = obj(OrderedJson.parse(TestUpstream.logText(name))).list("requests")!!.map(::obj)
         fun fail(what: String) { errors += "upstream: $what" }
-        if (exp.has("requests") && list.size != exp.getInt("requests")) fail("expected ${exp.getInt("requests")} requests, got ${list.size}")
-        if (exp.has("methods")) {
-            val want = exp.getJSONArray("methods").toList()
-            val got = list.map { it.get("method") }
+        exp.long("requests")?.let { if (list.size.toLong() != it) fail("expected $it requests, got ${list.size}") }
+        exp.list("methods")?.let { want ->
+            val got = list.map { it["method"] }
             if (want != got) fail("expected methods $want, got $got")
         }
-        if (exp.has("bodies")) {
-            val want = exp.getJSONArray("bodies").toList()
-            val got = list.map { it.opt("body") }
+        exp.list("bodies")?.let { want ->
+            val got = list.map { it["body"] }
             if (want != got) fail("expected bodies $want, got $got")
         }
         for (r in list) {
-            val headers = r.getJSONObject("headers")
-            exp.optJSONArray("headers_present")?.forEach { h -> if (!headers.has(h as String)) fail("header $h missing") }
-            exp.optJSONArray("header_absent")?.forEach { h -> if (headers.has(h as String)) fail("header $h should be absent") }
-            exp.optJSONObject("header_equals")?.let { eq ->
-                for (k in eq.keySet()) if (headers.optString(k, null) != eq.getString(k)) fail("header $k: expected ${eq.getString(k)}, got ${headers.optString(k, null)}")
+            val headers = r.obj("headers")!!
+            exp.list("headers_present")?.forEach { h -> if (!headers.containsKey(h)) fail("header $h missing") }
+            exp.list("header_absent")?.forEach { h -> if (headers.containsKey(h)) fail("header $h should be absent") }
+            exp.obj("header_equals")?.forEach { (k, v) -> if (headers[k] != v) fail("header $k: expected $v, got ${headers[k]}") }
+            exp.obj("header_prefix")?.forEach { (k, v) ->
+                if (!(headers[k] as? String ?: "").startsWith(v as String)) fail("header $k: expected prefix $v, got ${headers[k]}")
             }
-            exp.optJSONObject("header_prefix")?.let { pre ->
-                for (k in pre.keySet()) if (!headers.optString(k, "").startsWith(pre.getString(k))) fail("header $k: expected prefix ${pre.getString(k)}, got ${headers.optString(k, null)}")
+            exp.obj("header_values")?.forEach { (k, want) ->
+                // Every value of a repeated name, in the order received.
+                val got = r.list("header_list")!!.map { it as List<*> }.filter { it[0] == k }.map { it[1] }
+                if (got != want) fail("header $k: expected values $want, got $got")
             }
         }
-        if (exp.has("min_gap_ms")) {
-            val gap = exp.getDouble("min_gap_ms")
+        exp.double("min_gap_ms")?.let { gap ->
             list.zipWithNext { a, b ->
-                val d = b.getDouble("at_ms") - a.getDouble("at_ms")
+                val d = a.double("at_ms")!!.let { b.double("at_ms")!! - it }
                 if (d < gap) fail("requests ${"%.1f".format(d)} ms apart, expected at least $gap")
             }
         }
     }
 
-    private fun merge(base: JSONObject, over: JSONObject) {
-        for (k in over.keySet()) {
-            val v = over.get(k)
-            val b = base.opt(k)
-            if (v is JSONObject && b is JSONObject) merge(b, v) else base.put(k, v)
+    @Suppress("UNCHECKED_CAST")
+    private fun merge(base: MutableMap<String, Any?>, over: Map<String, Any?>) {
+        for ((k, v) in over) {
+            val b = base[k]
+            if (v is Map<*, *> && b is MutableMap<*, *>) merge(b as MutableMap<String, Any?>, v as Map<String, Any?>) else base[k] = v
         }
     }
 
+    @Suppress("UNCHECKED_CAST")
+    private fun Map<String, Any?>.toMutableDeep(): MutableMap<String, Any?> =
+        mapValuesTo(LinkedHashMap()) { (_, v) -> if (v is Map<*, *>) (v as Map<String, Any?>).toMutableDeep() else v }
+
     private fun substitute(v: Any?): Any? = when (v) {
         is String -> v.replace("{upstream}", TestUpstream.url).replace("{blackhole}", TestUpstream.blackholeUrl).replace("{closed}", TestUpstream.closedUrl)
-        is Map<*, *> -> v.entries.associate { (k, x) -> k as String to substitute(x) }
+        is Map<*, *> -> v.entries.associateTo(LinkedHashMap()) { (k, x) -> k as String to substitute(x) }
         is List<*> -> v.map(::substitute)
         else -> v
     }
 
-    /** org.json values as plain Maps/Lists, the shape callers pass. */
-    private fun toPlain(v: Any?): Any? = when (v) {
-        is JSONObject -> v.toMap()
-        is JSONArray -> v.toList()
-        JSONObject.NULL -> null
-        else -> v
-    }
+    private fun String.quoted() = "\"" + replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + "\""
+
+    @Suppress("UNCHECKED_CAST")
+    private fun obj(v: Any?): Map<String, Any?> = v as Map<String, Any?>
+    @Suppress("UNCHECKED_CAST")
+    private fun Map<String, Any?>.obj(k: String): Map<String, Any?>? = this[k] as? Map<String, Any?>
+    private fun Map<String, Any?>.list(k: String): List<Any?>? = this[k] as? List<Any?>
+    private fun Map<String, Any?>.str(k: String): String? = this[k] as? String
+    private fun Map<String, Any?>.long(k: String): Long? = (this[k] as? Number)?.toLong()
+    private fun Map<String, Any?>.double(k: String): Double? = (this[k] as? Number)?.toDouble()
 }
