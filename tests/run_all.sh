@@ -8,7 +8,7 @@ export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 export CARGO_TERM_COLOR=never
 
 echo "== Rust: core, upstream, cli"
-cargo test --workspace --exclude harness-python --exclude harness-node --exclude harness-kotlin --exclude uniffi-bindgen --exclude harness-bench
+cargo test --workspace --exclude harness-python --exclude harness-node --exclude uniffi-bindgen --exclude harness-bench
 cargo build -p harness-upstream
 
 for binding in python node kotlin; do
