@@ -8,6 +8,9 @@
 //! frees its permits.
 //! Nothing here panics on bad input: every bad value is a `ConfigError` naming the field.
 
+// HarnessFailure carries the full error context by value, as UniFFI's error enums must; errors are rare next to I/O.
+#![allow(clippy::result_large_err)]
+
 mod request_path;
 
 use harness_core::{Body, Client, Config, ErrorKind, HarnessError, Request, Response};

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness_core::{Client, Config, Request, RequestListener, RequestRecord};
+use harness_core::{Client, Config, Event, EventSink, Request};
 use serde_json::json;
 
 const USAGE: &str = "usage: harness demo | harness check-config FILE";
@@ -42,8 +42,9 @@ struct Narrator {
     start: Instant,
 }
 
-impl RequestListener for Narrator {
-    fn on_request(&self, r: &RequestRecord) {
+impl EventSink for Narrator {
+    fn on_event(&self, event: &Event) -> Result<(), String> {
+        let Event::RequestFinished(r) = event else { return Ok(()) };
         let outcome = match (r.status, r.error_kind) {
             (Some(s), None) => format!("{s}"),
             (Some(s), Some(k)) => format!("{k} {s}"),
@@ -62,6 +63,7 @@ impl RequestListener for Narrator {
             retries,
             r.breaker
         );
+        Ok(())
     }
 }
 
@@ -111,10 +113,12 @@ async fn run_demo() -> Result<(), String> {
         let _ = client.request(Request::new("orders", "GET", format!("/s/orders/{id}"))).await;
     }
 
+    client.flush();
     println!("\n2. Transient 503s and a slow answer: GET retries with backoff and succeeds.");
     script(&admin, &base, "orders", json!([{ "status": 503 }, { "delay_ms": 500 }, { "json": {"ok": true} }])).await?;
     let _ = client.request(Request::new("orders", "GET", "/s/orders/7")).await;
 
+    client.flush();
     println!("\n3. A POST without an idempotency key is never retried; with one it is.");
     script(&admin, &base, "orders", json!([{ "status": 503 }, { "status": 201, "json": {"id": 9} }])).await?;
     let mut post = Request::new("orders", "POST", "/s/orders");
@@ -124,13 +128,16 @@ async fn run_demo() -> Result<(), String> {
     post.idempotency_key = Some("order-A-1".into());
     let _ = client.request(post).await;
 
+    client.flush();
     println!("\n4. The upstream goes down: failures open the breaker, then calls fail fast without a send.");
     script(&admin, &base, "orders", json!([{ "status": 503, "html": "<title>503 Service Unavailable</title>" }])).await?;
     for _ in 0..4 {
         let _ = client.request(Request::new("orders", "GET", "/s/orders/11")).await;
     }
+    client.flush();
     println!("   breaker for GET /s/orders/{{id}}: {}", client.breaker_state("orders", "GET", "/s/orders/11", None));
 
+    client.flush();
     println!("\n5. The upstream recovers; after the open period one probe goes through and closes the breaker.");
     script(&admin, &base, "orders", json!([{ "json": {"ok": true} }])).await?;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -138,6 +145,7 @@ async fn run_demo() -> Result<(), String> {
         let _ = client.request(Request::new("orders", "GET", "/s/orders/11")).await;
     }
 
+    client.flush();
     println!("\n6. A burst of 8 slow calls against a bulkhead of 4: the excess fails fast.");
     script(&admin, &base, "orders", json!([{ "delay_ms": 200, "json": {"ok": true} }])).await?;
     let burst: Vec<_> = (0..8).map(|_| client.spawn(Request::new("orders", "GET", "/s/orders/search")).expect("spawn")).collect();
@@ -145,6 +153,7 @@ async fn run_demo() -> Result<(), String> {
         let _ = t.await;
     }
 
+    client.flush();
     println!("\n7. A hostile upstream and hostile input: nothing leaks, nothing is followed, nothing is buffered past the limit.");
     script(&admin, &base, "evil", json!([{ "status": 307, "headers": {"location": "http://localhost:{port}/steal"} }])).await?;
     let mut req = Request::new("orders", "POST", "/s/evil/login");
@@ -166,12 +175,14 @@ async fn run_demo() -> Result<(), String> {
         println!("   a 200 MB answer: {}: {}", e.name(), e.message);
     }
 
+    client.flush();
     println!("\nMetrics (Prometheus text, excerpt):");
     for line in client.metrics_text().lines().filter(|l| {
         l.starts_with("harness_requests_total") || l.starts_with("harness_breaker_transitions_total") || l.starts_with("harness_retries_total")
     }) {
         println!("  {line}");
     }
+    client.flush();
     println!("\nEach request above is also one JSON record (log.enabled: true prints them on stderr).");
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::HarnessError;
@@ -16,7 +16,7 @@ use crate::json;
 use crate::redact::{escape_control, redact_url};
 use crate::target;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub client: ClientConfig,
@@ -24,7 +24,7 @@ pub struct Config {
     pub services: BTreeMap<String, ServiceConfig>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClientConfig {
     /// Sent as the user agent and in logs.
@@ -37,20 +37,23 @@ impl Default for ClientConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
-    /// One JSON line per request on stderr; host listeners get the record either way.
+    /// One record per request; host listeners get the record either way.
     pub enabled: bool,
+    /// Where records go: `stderr` (a JSON line), or the host's own logging when the
+    /// binding provides it (`python`: the `harness` logger; `slf4j`: logger `dev.harness`).
+    pub sink: String,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig { enabled: true }
+        LogConfig { enabled: true, sink: "stderr".into() }
     }
 }
 
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServiceConfig {
     pub base_url: String,
@@ -80,7 +83,7 @@ impl fmt::Debug for ServiceConfig {
 }
 
 /// Redirects: returned to the caller by default; followed only when asked, same origin only.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedirectConfig {
     pub follow: bool,
@@ -95,7 +98,7 @@ impl Default for RedirectConfig {
 }
 
 /// Bounds on what one service may cost.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Largest response body read (by `Content-Length` or while reading).
@@ -111,7 +114,7 @@ impl Default for LimitsConfig {
 }
 
 /// Static headers sent with every request; values are redacted from Debug output.
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(transparent)]
 pub struct Headers(pub BTreeMap<String, String>);
 
@@ -121,21 +124,23 @@ impl fmt::Debug for Headers {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimeoutConfig {
     pub connect_ms: u64,
     pub response_ms: u64,
     pub request_ms: u64,
+    /// Longest silence while reading a body (between chunks of a stream).
+    pub idle_ms: u64,
 }
 
 impl Default for TimeoutConfig {
     fn default() -> Self {
-        TimeoutConfig { connect_ms: 1000, response_ms: 3000, request_ms: 15000 }
+        TimeoutConfig { connect_ms: 1000, response_ms: 3000, request_ms: 15000, idle_ms: 30000 }
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     pub max_retries: u32,
@@ -166,7 +171,7 @@ impl Default for RetryConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerConfig {
     pub failure_threshold: u32,
@@ -180,7 +185,7 @@ impl Default for BreakerConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BulkheadConfig {
     pub max_concurrency: u32,
@@ -243,6 +248,9 @@ impl Config {
         fn bad(path: String, msg: impl fmt::Display) -> HarnessError {
             HarnessError::config(format!("{path}: {msg}"))
         }
+        if !["stderr", "python", "slf4j"].contains(&self.log.sink.as_str()) {
+            return Err(bad("log.sink".into(), format!("expected stderr, python or slf4j, got {:?}", escape_control(&self.log.sink))));
+        }
         let name = &self.client.name;
         if name.is_empty() || name.chars().any(char::is_control) || http::HeaderValue::try_from(name.as_str()).is_err() {
             return Err(bad("client.name".into(), format!("expected printable text (it is sent as the user agent), got {:?}", escape_control(name))));
@@ -266,6 +274,7 @@ impl Config {
                 ("timeouts.connect_ms", s.timeouts.connect_ms),
                 ("timeouts.response_ms", s.timeouts.response_ms),
                 ("timeouts.request_ms", s.timeouts.request_ms),
+                ("timeouts.idle_ms", s.timeouts.idle_ms),
                 ("breaker.open_ms", s.breaker.open_ms),
             ] {
                 if v == 0 {
@@ -313,6 +322,19 @@ impl Config {
 
     pub fn service(&self, name: &str) -> Option<&ServiceConfig> {
         self.services.get(name)
+    }
+
+    /// A short, stable hash of the whole config (its canonical JSON): the same
+    /// config gives the same version in every language and process.
+    pub fn version(&self) -> String {
+        let text = serde_json::to_string(self).expect("a config always serialises");
+        // FNV-1a: a label for humans and logs, not a security boundary.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{:012x}", h >> 16)
     }
 }
 
@@ -458,6 +480,16 @@ mod tests {
         let block: String = (0..2000).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
         assert!(Config::from_str_with_format(&block, "yaml").is_err());
         assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn version_is_stable_and_changes_with_the_config() {
+        let a = Config::from_value(json!({"services": {"a": {"base_url": "http://x"}}})).unwrap();
+        let b = Config::from_value(json!({"services": {"a": {"base_url": "http://x", "retry": {"max_retries": 1}}}})).unwrap();
+        let c = Config::from_value(json!({"services": {"a": {"base_url": "http://y"}}})).unwrap();
+        assert_eq!(a.version(), b.version(), "defaults spelled out are the same config");
+        assert_ne!(a.version(), c.version());
+        assert_eq!(a.version().len(), 12);
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub const MAX_ERROR_BODY: usize = 64 * 1024;
 pub enum TimeoutPhase {
     Connect,
     Response,
+    /// A body (usually a stream) went silent for `timeouts.idle_ms`.
+    Idle,
     Total,
 }
 
@@ -26,6 +28,7 @@ impl TimeoutPhase {
         match self {
             TimeoutPhase::Connect => "connect",
             TimeoutPhase::Response => "response",
+            TimeoutPhase::Idle => "idle",
             TimeoutPhase::Total => "total",
         }
     }

@@ -1,10 +1,14 @@
 //! harness-core: the resilient request pipeline every Harness binding shares.
 //!
 //! Business code names a service, a method, a path and a payload; the pipeline
-//! (see `pipeline.rs`) does timeouts, retries, breaking, isolation and telemetry.
+//! (`pipeline/`) does timeouts, retries, breaking, isolation and telemetry on an
+//! `engine/` that holds the live config snapshot. Host code is reached only
+//! through `host/`; reqwest types stop at `transport/`; shared state goes through
+//! `state/` traits. No unsafe code.
 
 // HarnessError carries its context inline so bindings can move fields out; errors are rare next to I/O.
 #![allow(clippy::result_large_err)]
+#![forbid(unsafe_code)]
 
 pub mod breaker;
 pub mod bulkhead;
@@ -12,20 +16,26 @@ pub mod client;
 pub mod config;
 pub mod deadline;
 pub mod endpoint;
+mod engine;
 pub mod error;
+pub mod host;
 pub mod json;
 pub mod observability;
 mod pipeline;
 pub mod redact;
 pub mod request;
+pub mod response;
 pub mod retry;
 pub mod runtime;
+pub mod state;
 pub mod target;
 pub mod transport;
 
 pub use client::{Client, ClientOptions};
 pub use config::Config;
 pub use error::{ErrorKind, HarnessError, TimeoutPhase};
-pub use observability::log::{RequestListener, RequestRecord};
-pub use request::{Body, Request, Response};
+pub use host::{Event, EventSink};
+pub use observability::log::RequestRecord;
+pub use request::{Body, Request};
+pub use response::{Response, StreamHandle, StreamResponse};
 pub use runtime::{BlockingCall, Task};

@@ -38,20 +38,3 @@ impl Request {
         Request { service: service.into(), method: method.into(), path: path.into(), ..Default::default() }
     }
 }
-
-#[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    /// Header names in lower case, in the order received.
-    pub headers: Vec<(String, String)>,
-    pub body: Bytes,
-    pub elapsed_ms: f64,
-    pub attempts: u32,
-    pub trace_id: String,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-}

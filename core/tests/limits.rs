@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness_core::{Client, Request, RequestListener, RequestRecord};
+use harness_core::{Client, Event, EventSink, Request, RequestRecord};
 use parking_lot::Mutex;
 use serde_json::json;
 
@@ -80,9 +80,12 @@ async fn two_hundred_thousand_distinct_paths_keep_state_and_metrics_bounded() {
 #[derive(Default)]
 struct Capture(Mutex<Vec<RequestRecord>>);
 
-impl RequestListener for Capture {
-    fn on_request(&self, record: &RequestRecord) {
-        self.0.lock().push(record.clone());
+impl EventSink for Capture {
+    fn on_event(&self, event: &Event) -> Result<(), String> {
+        if let Event::RequestFinished(record) = event {
+            self.0.lock().push(record.clone());
+        }
+        Ok(())
     }
 }
 
@@ -128,7 +131,7 @@ async fn echoed_secrets_never_reach_the_log_record() {
             "services": {"svc": {"base_url": u.url(), "headers": {"x-api-key": "k-static-9876543"}}}
         }))
         .unwrap(),
-        harness_core::ClientOptions { listeners: vec![capture.clone()], ..Default::default() },
+        harness_core::ClientOptions { sinks: vec![capture.clone()], ..Default::default() },
     )
     .unwrap();
     let mut req = Request::new("svc", "POST", "/s/echo/x");
@@ -137,6 +140,7 @@ async fn echoed_secrets_never_reach_the_log_record() {
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains("k-static-9876543") && !shown.contains("t-req-1234567"), "{shown}");
     assert!(err.message.contains("bad key *** and token ***\\r\\nX: y"), "{}", err.message);
+    client.close(); // delivers the queued events
     let records = capture.0.lock();
     let line = records[0].to_json();
     assert!(!line.contains("k-static-9876543") && !line.contains("t-req-1234567"), "{line}");

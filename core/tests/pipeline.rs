@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness_core::{Client, Request, RequestListener, RequestRecord};
+use harness_core::{Client, Event, EventSink, Request, RequestRecord};
 use parking_lot::Mutex;
 use serde_json::json;
 
@@ -24,9 +24,12 @@ async fn script(u: &harness_upstream::Upstream, name: &str, steps: serde_json::V
 #[derive(Default)]
 struct Capture(Mutex<Vec<RequestRecord>>);
 
-impl RequestListener for Capture {
-    fn on_request(&self, record: &RequestRecord) {
-        self.0.lock().push(record.clone());
+impl EventSink for Capture {
+    fn on_event(&self, event: &Event) -> Result<(), String> {
+        if let Event::RequestFinished(record) = event {
+            self.0.lock().push(record.clone());
+        }
+        Ok(())
     }
 }
 
@@ -91,6 +94,7 @@ async fn one_record_per_request_with_every_field_and_no_secret() {
     assert_eq!(err.name(), "HttpStatusError");
     assert_eq!(err.code.as_deref(), Some("DOWN"));
 
+    client.close(); // delivers the queued events
     let records = capture.0.lock().clone();
     assert_eq!(records.len(), 1, "exactly one record per request, retries included");
     let r = &records[0];

@@ -1,16 +1,18 @@
-//! The one structured record per request, and where it goes.
+//! The one structured record per request, and the client's own stderr writer.
 //!
 //! The record has named fields and is formatted to JSON only at the edge (the
-//! stderr writer). Host listeners get the record itself; they are called after
-//! every lock is released. No header, query string or body is ever in a record.
+//! writer thread). Guarantees: no header, query string or body is ever in a
+//! record; the writer belongs to one client (closing it flushes only that
+//! client's records), starts with the first record and sleeps until there is
+//! work (no polling); a full queue drops records and says how many in its own line.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
-
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -28,6 +30,8 @@ pub struct RequestRecord {
     pub attempts: u32,
     pub retry_count: u32,
     pub breaker: &'static str,
+    /// Whether the body was streamed to the caller.
+    pub streamed: bool,
     pub error_kind: Option<&'static str>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
@@ -39,53 +43,72 @@ impl RequestRecord {
     }
 }
 
-/// Host code that wants each record (Python logging, SLF4J, a Node listener).
-pub trait RequestListener: Send + Sync {
-    fn on_request(&self, record: &RequestRecord);
-}
-
-/// Records waiting for the stderr writer.
-static PENDING: Mutex<Vec<RequestRecord>> = Mutex::new(Vec::new());
-/// Most records held before new ones are dropped (counted in `dropped_records`).
+/// Most records queued before new ones are dropped (and counted).
 const MAX_PENDING: usize = 100_000;
-static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// Queues a record for stderr. A background thread formats and writes every
-/// few milliseconds, so a request pays neither the formatting nor a wake-up.
-pub fn write_stderr(record: RequestRecord) {
-    static WRITER: OnceLock<()> = OnceLock::new();
-    WRITER.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("harness-log".into())
-            .spawn(|| loop {
-                std::thread::sleep(Duration::from_millis(20));
-                flush();
-            })
-            .expect("spawn the log writer thread");
-    });
-    let mut pending = PENDING.lock();
-    if pending.len() < MAX_PENDING {
-        pending.push(record);
-    } else {
-        DROPPED.fetch_add(1, Ordering::Relaxed);
+/// One client's stderr writer: a queue and a thread started on first use.
+#[derive(Default)]
+pub struct LogWriter {
+    state: Mutex<Option<Running>>,
+    dropped: Arc<AtomicU64>,
+}
+
+struct Running {
+    tx: SyncSender<RequestRecord>,
+    thread: JoinHandle<()>,
+    pid: u32,
+}
+
+impl LogWriter {
+    /// Queues a record; never blocks the request.
+    pub fn write(&self, record: RequestRecord) {
+        let mut state = self.state.lock();
+        // A forked child has no writer thread: start its own.
+        if state.as_ref().is_some_and(|r| r.pid != std::process::id()) {
+            std::mem::forget(state.take());
+        }
+        let running = state.get_or_insert_with(|| {
+            let (tx, rx) = sync_channel(MAX_PENDING);
+            let dropped = self.dropped.clone();
+            let thread = std::thread::Builder::new()
+                .name("harness-log".into())
+                .spawn(move || write_loop(rx, dropped))
+                .expect("spawn the log writer thread");
+            Running { tx, thread, pid: std::process::id() }
+        });
+        if let Err(TrySendError::Full(_)) = running.tx.try_send(record) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes every queued record and stops the thread (the next record starts a new one).
+    pub fn flush(&self) {
+        let running = self.state.lock().take();
+        if let Some(r) = running {
+            if r.pid != std::process::id() {
+                std::mem::forget(r);
+                return;
+            }
+            drop(r.tx);
+            let _ = r.thread.join();
+        }
     }
 }
 
-/// Writes every queued record now (called by the writer thread and on client close).
-pub fn flush() {
-    let batch = std::mem::take(&mut *PENDING.lock());
-    let dropped = DROPPED.swap(0, Ordering::Relaxed);
-    if batch.is_empty() && dropped == 0 {
-        return;
+fn write_loop(rx: Receiver<RequestRecord>, dropped: Arc<AtomicU64>) {
+    // Blocks until there is work; ends when the writer is flushed or dropped.
+    while let Ok(first) = rx.recv() {
+        let stderr = std::io::stderr();
+        // Lock stderr per batch, never across waits, so host code can still write to it.
+        let mut out = std::io::BufWriter::new(stderr.lock());
+        let _ = writeln!(out, "{}", first.to_json());
+        for r in rx.try_iter().take(1024) {
+            let _ = writeln!(out, "{}", r.to_json());
+        }
+        let lost = dropped.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            let _ = writeln!(out, "{{\"event\":\"harness.log_overflow\",\"dropped_records\":{lost}}}");
+        }
+        let _ = out.flush();
     }
-    // Lock stderr per batch, never across waits, so host code can still write to it.
-    let stderr = std::io::stderr();
-    let mut out = std::io::BufWriter::new(stderr.lock());
-    for r in &batch {
-        let _ = writeln!(out, "{}", r.to_json());
-    }
-    if dropped > 0 {
-        let _ = writeln!(out, "{{\"event\":\"harness.log_overflow\",\"dropped_records\":{dropped}}}");
-    }
-    let _ = out.flush();
 }

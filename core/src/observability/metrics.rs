@@ -78,6 +78,12 @@ pub struct TransitionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `applied` or `rejected`.
+    pub result: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ServiceLabels {
     pub service: Label,
 }
@@ -94,6 +100,8 @@ pub struct Metrics {
     pub retries: Family<EndpointLabels, Counter>,
     pub breaker_transitions: Family<TransitionLabels, Counter>,
     pub bulkhead_in_use: Family<ServiceLabels, Gauge>,
+    pub config_reloads: Family<ReloadLabels, Counter>,
+    pub events_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -111,6 +119,8 @@ impl Metrics {
         let retries = Family::<EndpointLabels, Counter>::default();
         let breaker_transitions = Family::<TransitionLabels, Counter>::default();
         let bulkhead_in_use = Family::<ServiceLabels, Gauge>::default();
+        let config_reloads = Family::<ReloadLabels, Counter>::default();
+        let events_dropped = Counter::default();
         registry.register("requests", "Requests completed, by final status", requests.clone());
         registry.register("errors", "Requests that ended in an error, by error kind", errors.clone());
         registry.register(
@@ -121,7 +131,19 @@ impl Metrics {
         registry.register("retries", "Attempts made after the first", retries.clone());
         registry.register("breaker_transitions", "Circuit breaker state changes", breaker_transitions.clone());
         registry.register("bulkhead_permits_in_use", "Bulkhead permits currently held", bulkhead_in_use.clone());
-        Metrics { registry: Mutex::new(registry), requests, errors, latency, retries, breaker_transitions, bulkhead_in_use }
+        registry.register("config_reloads", "Config reloads, by result (applied or rejected)", config_reloads.clone());
+        registry.register("events_dropped", "Events dropped because a listener fell behind", events_dropped.clone());
+        Metrics {
+            registry: Mutex::new(registry),
+            requests,
+            errors,
+            latency,
+            retries,
+            breaker_transitions,
+            bulkhead_in_use,
+            config_reloads,
+            events_dropped,
+        }
     }
 
     /// Drops every series of one endpoint (its state was evicted).

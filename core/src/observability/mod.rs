@@ -1,5 +1,7 @@
-//! Logs, metrics and trace context: one record per request, Prometheus text, W3C traceparent.
+//! Logs, metrics, events and trace context, per client: one record per request,
+//! Prometheus text, host event sinks, W3C traceparent.
 
+pub mod events;
 pub mod log;
 pub mod metrics;
 pub mod trace;

@@ -5,7 +5,6 @@
 //! overflows; `Retry-After` is honoured in both forms and clamped; the pipeline
 //! never sleeps past the deadline (checked by the caller with `Deadline::fits`).
 
-pub mod budget;
 
 use std::time::{Duration, SystemTime};
 
@@ -13,7 +12,6 @@ use http::Method;
 
 use crate::config::RetryConfig;
 
-pub use budget::RetryBudget;
 
 /// What went wrong with one attempt, as far as retrying is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +24,8 @@ pub enum Failure {
     Broken,
     /// No response head within the response timeout.
     ResponseTimeout,
+    /// The body went silent for the idle timeout.
+    IdleTimeout,
     /// The total deadline expired during the attempt.
     TotalTimeout,
     /// The server answered, but not with valid HTTP: not retried, counts against the breaker.
@@ -50,7 +50,7 @@ pub fn is_idempotent(method: &Method) -> bool {
 /// Is this outcome worth another try at all (ignoring the method)?
 pub fn is_retryable(failure: Failure, cfg: &RetryConfig) -> bool {
     match failure {
-        Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Broken | Failure::ResponseTimeout => true,
+        Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Broken | Failure::ResponseTimeout | Failure::IdleTimeout => true,
         Failure::TotalTimeout | Failure::Protocol | Failure::TooLarge => false,
         Failure::Status(s) => matches!(s, 429 | 502 | 503 | 504) || (s == 500 && cfg.retry_on_500),
     }

@@ -1,0 +1,210 @@
+//! The engine: the live config snapshot behind one atomic swap, the state that
+//! outlives snapshots, and the client's own telemetry (metrics, events, log writer).
+//!
+//! Guarantees: a request loads the snapshot once and finishes under it; a reload
+//! validates and compiles the whole new config before swapping it in (on error
+//! the old one stays and the error names the field); breakers, endpoint state,
+//! retry budgets and bulkheads carry over by key; a shrunk bulkhead lets its
+//! in-flight permits finish and admits new requests only below the new limit;
+//! reloads are serialised, requests never wait on one.
+
+pub mod registry;
+pub mod snapshot;
+pub mod watch;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::config::Config;
+use crate::error::{ErrorKind, HarnessError};
+use crate::host::{Event, EventSink};
+use crate::observability::events::EventHub;
+use crate::observability::log::{LogWriter, RequestRecord};
+use crate::observability::metrics::{Metrics, ReloadLabels};
+use crate::redact::escape_control;
+use crate::state::memory::MemoryState;
+use crate::state::RetryBudgetStore;
+use crate::transport::Transport;
+
+use registry::Registry;
+pub(crate) use snapshot::{ServiceRuntime, Snapshot};
+
+/// What a host binding plugs in when it builds a client.
+#[derive(Default, Clone)]
+pub struct EngineOptions {
+    /// Seeds the backoff jitter, for reproducible runs.
+    pub jitter_seed: Option<u64>,
+    /// Listeners from the start (more can be added later).
+    pub sinks: Vec<Arc<dyn EventSink>>,
+    /// The host's own logging and its `log.sink` name (`python`, `slf4j`).
+    pub host_log: Option<(&'static str, Arc<dyn EventSink>)>,
+    /// Replaces every service's transport (core tests; mock mode).
+    pub transport: Option<Arc<dyn Transport>>,
+    /// The retry-budget backend (default: in memory).
+    pub budgets: Option<Arc<dyn RetryBudgetStore>>,
+}
+
+pub(crate) struct Engine {
+    snapshot: ArcSwap<Snapshot>,
+    pub registry: Registry,
+    pub metrics: Arc<Metrics>,
+    pub events: Arc<EventHub>,
+    pub log: LogWriter,
+    pub budgets: Arc<dyn RetryBudgetStore>,
+    fixed_transport: Option<Arc<dyn Transport>>,
+    host_log_name: Option<&'static str>,
+    rng: Mutex<SmallRng>,
+    closed: AtomicBool,
+    /// The process that built this engine; its pools and tasks do not survive a fork.
+    pub pid: u32,
+    reloading: Mutex<()>,
+    pub(crate) watcher: Mutex<Option<watch::Watcher>>,
+}
+
+impl Engine {
+    pub fn new(config: Config, options: EngineOptions) -> Result<Engine, HarnessError> {
+        let metrics = Arc::new(Metrics::new());
+        let events = Arc::new(EventHub::new(metrics.events_dropped.clone()));
+        for s in options.sinks {
+            events.add(s);
+        }
+        let host_log_name = options.host_log.as_ref().map(|(n, _)| *n);
+        if let Some((_, sink)) = options.host_log {
+            events.set_log_sink(sink);
+        }
+        check_log_sink(&config, host_log_name)?;
+        let registry = Registry::new(metrics.clone(), events.clone());
+        let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref())?;
+        let rng = match options.jitter_seed {
+            Some(seed) => SmallRng::seed_from_u64(seed),
+            None => SmallRng::from_os_rng(),
+        };
+        Ok(Engine {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            registry,
+            metrics,
+            events,
+            log: LogWriter::default(),
+            budgets: options.budgets.unwrap_or_else(|| Arc::new(MemoryState::new())),
+            fixed_transport: options.transport,
+            host_log_name,
+            rng: Mutex::new(rng),
+            closed: AtomicBool::new(false),
+            pid: std::process::id(),
+            reloading: Mutex::new(()),
+            watcher: Mutex::new(None),
+        })
+    }
+
+    /// The active snapshot; a request takes it once and keeps it to the end.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    pub fn jitter(&self) -> f64 {
+        self.rng.lock().random::<f64>()
+    }
+
+    /// Swaps in `config` if it is valid; else the old config stays and the error names the field.
+    pub fn reload(&self, config: Result<Config, HarnessError>, source: &str) -> Result<String, HarnessError> {
+        let _one_at_a_time = self.reloading.lock();
+        let built = config.and_then(|config| {
+            check_log_sink(&config, self.host_log_name)?;
+            let previous = self.snapshot.load();
+            Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref())
+        });
+        match built {
+            Ok(snapshot) => {
+                let version = snapshot.version.clone();
+                for svc in snapshot.services.values() {
+                    svc.shared.bulkhead.resize(svc.config.bulkhead.max_concurrency);
+                }
+                self.snapshot.store(Arc::new(snapshot));
+                self.metrics.config_reloads.get_or_create(&ReloadLabels { result: "applied".into() }).inc();
+                self.events.emit(Event::ConfigReloaded { version: version.clone(), source: source.to_string() });
+                Ok(version)
+            }
+            Err(e) => {
+                self.metrics.config_reloads.get_or_create(&ReloadLabels { result: "rejected".into() }).inc();
+                self.events.emit(Event::ConfigRejected {
+                    version: self.snapshot.load().version.clone(),
+                    source: source.to_string(),
+                    error: e.to_string(),
+                });
+                Err(e)
+            }
+        }
+    }
+
+    /// Where a finished request's record goes: stderr or the host's logging (if enabled),
+    /// and every listener.
+    pub fn record(&self, snapshot: &Snapshot, record: RequestRecord) {
+        let log = &snapshot.config.log;
+        let listening = self.events.is_active();
+        if log.enabled {
+            if log.sink == "stderr" {
+                if listening {
+                    self.log.write(record.clone());
+                } else {
+                    self.log.write(record);
+                    return;
+                }
+            } else {
+                self.events.log(record.clone());
+            }
+        }
+        if listening {
+            self.events.emit(Event::RequestFinished(record));
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Refuses new requests, stops watching, and flushes this client's log and events.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.watcher.lock().take();
+        self.log.flush();
+        self.events.flush();
+    }
+
+    /// A client built before a `fork()` holds the parent's connections and runtime:
+    /// in the child it refuses with a clear error (build a new client there).
+    pub fn check_usable(&self) -> Result<(), HarnessError> {
+        if self.is_closed() {
+            return Err(HarnessError::new(ErrorKind::Harness, "the client is closed"));
+        }
+        let pid = std::process::id();
+        if self.pid == pid {
+            return Ok(());
+        }
+        Err(HarnessError::new(
+            ErrorKind::Harness,
+            format!(
+                "this Harness client was created in process {} and cannot be used in forked child {pid}: create a new client in the child",
+                self.pid
+            ),
+        ))
+    }
+}
+
+/// `log.sink` names the host's logging only where that host provides it.
+fn check_log_sink(config: &Config, host: Option<&'static str>) -> Result<(), HarnessError> {
+    let sink = config.log.sink.as_str();
+    if sink == "stderr" || Some(sink) == host {
+        return Ok(());
+    }
+    let only = match sink {
+        "python" => "the Python binding",
+        "slf4j" => "the JVM binding",
+        _ => "no binding",
+    };
+    Err(HarnessError::config(format!("log.sink: `{}` is only available from {only}", escape_control(sink))))
+}

@@ -1,0 +1,244 @@
+//! State that outlives config snapshots: per-service bulkheads and per-endpoint
+//! breakers and metric handles, carried across reloads by key.
+//!
+//! Guarantees: endpoint state is bounded per service (`limits.max_endpoints`,
+//! then the shared `{other}`); state idle for `ENDPOINT_IDLE_EVICTION` with a
+//! closed breaker that no request holds is dropped with its metric series; a
+//! service's bulkhead keeps its permits across a resize.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+
+use crate::breaker::{BreakerState, CircuitBreaker};
+use crate::bulkhead::Bulkhead;
+use crate::endpoint;
+use crate::host::Event;
+use crate::observability::events::EventHub;
+use crate::observability::metrics::{EndpointLabels, Metrics, RequestLabels, ServiceLabels, TransitionLabels};
+
+/// Endpoint state idle this long, with a closed breaker, is dropped.
+pub const ENDPOINT_IDLE_EVICTION: Duration = Duration::from_secs(600);
+/// How often the registry looks for idle endpoints (on the next new endpoint or metrics read).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Per-service state kept across reloads.
+pub(crate) struct ServiceShared {
+    pub bulkhead: Bulkhead,
+}
+
+pub(crate) struct EndpointState {
+    pub breaker: Arc<CircuitBreaker>,
+    pub latency: Histogram,
+    pub retries: Counter,
+    /// `harness_requests_total` handles by final status, so the hot path skips the family lookup.
+    requests_by_status: RwLock<Vec<(Option<u16>, Counter)>>,
+    labels: EndpointLabels,
+    /// Shared names for log records (a clone is a reference count, not an allocation).
+    pub names: (Arc<str>, Arc<str>, Arc<str>),
+    /// Milliseconds since the registry's epoch at the last request.
+    last_used_ms: AtomicU64,
+}
+
+impl EndpointState {
+    pub fn requests_counter(&self, metrics: &Metrics, status: Option<u16>) -> Counter {
+        if let Some((_, c)) = self.requests_by_status.read().iter().find(|(s, _)| *s == status) {
+            return c.clone();
+        }
+        let counter = metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                service: self.labels.service.clone(),
+                endpoint: self.labels.endpoint.clone(),
+                method: self.labels.method.clone(),
+                status: status.map(|s| s.to_string()).unwrap_or_else(|| "error".into()).into(),
+            })
+            .clone();
+        self.requests_by_status.write().push((status, counter.clone()));
+        counter
+    }
+}
+
+/// Borrowed form of the endpoint key; hashes exactly like `(String, String, String)`.
+#[derive(Hash)]
+struct KeyRef<'a>(&'a str, &'a str, &'a str);
+
+impl hashbrown::Equivalent<(String, String, String)> for KeyRef<'_> {
+    fn equivalent(&self, key: &(String, String, String)) -> bool {
+        self.0 == key.0 && self.1 == key.1 && self.2 == key.2
+    }
+}
+
+struct Endpoints {
+    map: hashbrown::HashMap<(String, String, String), Arc<EndpointState>>,
+    /// Labels per service, not counting the shared `{other}`.
+    per_service: HashMap<String, usize>,
+    last_sweep_ms: u64,
+}
+
+pub(crate) struct Registry {
+    services: Mutex<HashMap<String, Arc<ServiceShared>>>,
+    endpoints: RwLock<Endpoints>,
+    metrics: Arc<Metrics>,
+    events: Arc<EventHub>,
+    epoch: tokio::time::Instant,
+}
+
+impl Registry {
+    pub fn new(metrics: Arc<Metrics>, events: Arc<EventHub>) -> Self {
+        Registry {
+            services: Mutex::new(HashMap::new()),
+            endpoints: RwLock::new(Endpoints { map: hashbrown::HashMap::new(), per_service: HashMap::new(), last_sweep_ms: 0 }),
+            metrics,
+            events,
+            epoch: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The shared state of `name`, created with `max_concurrency` if new (a reload
+    /// resizes existing bulkheads once it has swapped the snapshot in).
+    pub fn service(&self, name: &str, max_concurrency: u32) -> Arc<ServiceShared> {
+        self.services
+            .lock()
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                let gauge = self.metrics.bulkhead_in_use.get_or_create(&ServiceLabels { service: name.into() }).clone();
+                Arc::new(ServiceShared { bulkhead: Bulkhead::new(max_concurrency, gauge) })
+            })
+            .clone()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// The state for (service, endpoint, method); past `max_endpoints` labels on the
+    /// service (after dropping idle ones), the shared `{other}` state.
+    pub fn endpoint(&self, service: &str, endpoint: &str, method: &str, max_endpoints: u32) -> Arc<EndpointState> {
+        let now = self.now_ms();
+        if let Some(e) = self.endpoints.read().map.get(&KeyRef(service, endpoint, method)) {
+            e.last_used_ms.store(now, Ordering::Relaxed);
+            return e.clone();
+        }
+        let mut eps = self.endpoints.write();
+        if let Some(e) = eps.map.get(&KeyRef(service, endpoint, method)) {
+            return e.clone();
+        }
+        if now.saturating_sub(eps.last_sweep_ms) >= SWEEP_EVERY.as_millis() as u64 {
+            self.sweep(&mut eps, now);
+        }
+        let mut endpoint = endpoint;
+        if endpoint != endpoint::OTHER && eps.per_service.get(service).copied().unwrap_or(0) >= max_endpoints as usize {
+            endpoint = endpoint::OTHER;
+            if let Some(e) = eps.map.get(&KeyRef(service, endpoint, method)) {
+                e.last_used_ms.store(now, Ordering::Relaxed);
+                return e.clone();
+            }
+        }
+        if endpoint != endpoint::OTHER {
+            *eps.per_service.entry(service.to_string()).or_default() += 1;
+        }
+        let state = self.new_endpoint(service, endpoint, method, now);
+        eps.map.insert((service.to_string(), endpoint.to_string(), method.to_string()), state.clone());
+        state
+    }
+
+    fn new_endpoint(&self, service: &str, endpoint: &str, method: &str, now: u64) -> Arc<EndpointState> {
+        let labels = EndpointLabels { service: service.into(), endpoint: endpoint.into(), method: method.into() };
+        let transitions = self.metrics.breaker_transitions.clone();
+        let events = self.events.clone();
+        let hook_labels = labels.clone();
+        // Runs under the breaker's lock: it only counts and enqueues, never calls host code.
+        let breaker = CircuitBreaker::new(Box::new(move |from: BreakerState, to: BreakerState| {
+            transitions
+                .get_or_create(&TransitionLabels {
+                    service: hook_labels.service.clone(),
+                    endpoint: hook_labels.endpoint.clone(),
+                    method: hook_labels.method.clone(),
+                    from: from.as_str().into(),
+                    to: to.as_str().into(),
+                })
+                .inc();
+            if events.is_active() {
+                events.emit(Event::BreakerStateChanged {
+                    service: hook_labels.service.0.clone(),
+                    endpoint: hook_labels.endpoint.0.clone(),
+                    method: hook_labels.method.0.clone(),
+                    from: from.as_str(),
+                    to: to.as_str(),
+                });
+            }
+        }));
+        Arc::new(EndpointState {
+            breaker,
+            latency: self.metrics.latency.get_or_create(&labels).clone(),
+            retries: self.metrics.retries.get_or_create(&labels).clone(),
+            requests_by_status: RwLock::new(Vec::new()),
+            names: (service.into(), endpoint.into(), method.into()),
+            labels,
+            last_used_ms: AtomicU64::new(now),
+        })
+    }
+
+    /// Drops endpoint state idle for `ENDPOINT_IDLE_EVICTION` whose breaker is closed
+    /// and that no request holds, with its metric series.
+    fn sweep(&self, eps: &mut Endpoints, now: u64) {
+        eps.last_sweep_ms = now;
+        let idle_ms = ENDPOINT_IDLE_EVICTION.as_millis() as u64;
+        let mut evicted = Vec::new();
+        eps.map.retain(|(service, endpoint, _), e| {
+            let idle = now.saturating_sub(e.last_used_ms.load(Ordering::Relaxed)) >= idle_ms;
+            let keep = !idle || Arc::strong_count(e) > 1 || e.breaker.state() != BreakerState::Closed;
+            if !keep {
+                evicted.push(e.clone());
+                if endpoint != endpoint::OTHER {
+                    if let Some(n) = eps.per_service.get_mut(service) {
+                        *n = n.saturating_sub(1);
+                    }
+                }
+            }
+            keep
+        });
+        for e in evicted {
+            let statuses: Vec<String> = e
+                .requests_by_status
+                .read()
+                .iter()
+                .map(|(s, _)| s.map(|s| s.to_string()).unwrap_or_else(|| "error".into()))
+                .collect();
+            self.metrics.remove_endpoint(&e.labels, &statuses);
+        }
+    }
+
+    /// Sweeps idle endpoints if the last sweep is older than a minute.
+    pub fn maybe_sweep(&self) {
+        let now = self.now_ms();
+        if now.saturating_sub(self.endpoints.read().last_sweep_ms) >= SWEEP_EVERY.as_millis() as u64 {
+            self.sweep(&mut self.endpoints.write(), now);
+        }
+    }
+
+    /// How many endpoint states are held (all services, `{other}` included).
+    pub fn endpoint_count(&self) -> usize {
+        self.endpoints.read().map.len()
+    }
+
+    /// The breaker state for a key, `{other}` when the service is at its limit, else closed.
+    pub fn breaker_state(&self, service: &str, endpoint: &str, method: &str, max_endpoints: usize) -> &'static str {
+        let eps = self.endpoints.read();
+        let at_limit = eps.per_service.get(service).copied().unwrap_or(0) >= max_endpoints;
+        let found = eps
+            .map
+            .get(&KeyRef(service, endpoint, method))
+            .or_else(|| at_limit.then(|| eps.map.get(&KeyRef(service, endpoint::OTHER, method))).flatten());
+        match found {
+            Some(e) => e.breaker.state().as_str(),
+            None => BreakerState::Closed.as_str(),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The compiled, immutable form of one config: what a request needs, ready to use.
+//!
+//! Guarantees: a snapshot never changes once built; building one validates
+//! everything first (nothing is swapped in on error); a service's HTTP client
+//! (its connection pool) is carried over from the previous snapshot when the
+//! settings it was built from are unchanged.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use super::registry::{Registry, ServiceShared};
+use crate::config::{Config, ServiceConfig};
+use crate::error::HarnessError;
+use crate::redact::{redact_url, Secrets};
+use crate::state::BudgetPolicy;
+use crate::transport::reqwest::ReqwestTransport;
+use crate::transport::Transport;
+
+/// How long a retry-budget deposit counts.
+const BUDGET_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub(crate) struct Snapshot {
+    pub config: Arc<Config>,
+    pub version: String,
+    /// `client.name`, shared by every record (a clone is a reference count).
+    pub client_name: Arc<str>,
+    pub services: HashMap<String, Arc<ServiceRuntime>>,
+}
+
+/// One service, compiled.
+pub(crate) struct ServiceRuntime {
+    pub name: Arc<str>,
+    pub config: ServiceConfig,
+    pub transport: Arc<dyn Transport>,
+    /// What `transport` was built from; equal keys share the client across reloads.
+    transport_key: String,
+    /// Parsed once; each request only sets path and query (no host re-parse).
+    pub base_url: url::Url,
+    /// The base URL's own path prefix, without a trailing slash.
+    pub base_path: String,
+    pub static_headers: HeaderMap,
+    /// Credentials from config (sensitive header values, the base URL's password).
+    pub secrets: Secrets,
+    pub budget: BudgetPolicy,
+    /// State that outlives snapshots (the bulkhead), shared by key.
+    pub shared: Arc<ServiceShared>,
+}
+
+impl ServiceRuntime {
+    /// Every secret known for this request: config's and the caller's sensitive headers and query values.
+    pub fn secrets_for(&self, req: &crate::request::Request) -> Secrets {
+        let mut s = self.secrets.clone();
+        for (k, v) in req.headers.iter().chain(req.query.iter()) {
+            s.add_if_sensitive(k, v);
+        }
+        s
+    }
+}
+
+fn transport_key(client_name: &str, svc: &ServiceConfig) -> String {
+    let origin = url::Url::parse(&svc.base_url).map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+    format!("{client_name}|{}|{}|{}|{origin}", svc.timeouts.connect_ms, svc.redirects.follow, svc.redirects.max)
+}
+
+impl Snapshot {
+    /// Compiles `config` (already validated by the caller). `previous` lends HTTP clients;
+    /// `fixed_transport` (tests, mock mode) replaces every service's transport.
+    pub fn build(
+        config: Config,
+        previous: Option<&Snapshot>,
+        registry: &Registry,
+        fixed_transport: Option<&Arc<dyn Transport>>,
+    ) -> Result<Snapshot, HarnessError> {
+        config.validate()?;
+        let mut services = HashMap::new();
+        for (name, svc) in &config.services {
+            let mut static_headers = HeaderMap::new();
+            let mut secrets = Secrets::default();
+            for (k, v) in &svc.headers.0 {
+                secrets.add_if_sensitive(k, v);
+                let (Ok(k), Ok(v)) = (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) else {
+                    return Err(HarnessError::config(format!("services.{name}.headers.{k}: not a valid HTTP header")));
+                };
+                let mut v = v;
+                v.set_sensitive(true);
+                static_headers.insert(k, v);
+            }
+            let base_url = url::Url::parse(&svc.base_url)
+                .map_err(|e| HarnessError::config(format!("services.{name}.base_url: {e} ({})", redact_url(&svc.base_url))))?;
+            if let Some(password) = base_url.password() {
+                secrets.add(password);
+            }
+            let key = transport_key(&config.client.name, svc);
+            let transport: Arc<dyn Transport> = match (fixed_transport, previous.and_then(|p| p.services.get(name))) {
+                (Some(t), _) => t.clone(),
+                (None, Some(prev)) if prev.transport_key == key => prev.transport.clone(),
+                _ => Arc::new(ReqwestTransport::new(svc, &config.client.name)?),
+            };
+            services.insert(
+                name.clone(),
+                Arc::new(ServiceRuntime {
+                    name: name.as_str().into(),
+                    config: svc.clone(),
+                    transport,
+                    transport_key: key,
+                    base_path: base_url.path().trim_end_matches('/').to_string(),
+                    base_url,
+                    static_headers,
+                    secrets,
+                    budget: BudgetPolicy {
+                        ratio: svc.retry.budget_ratio,
+                        min_per_sec: svc.retry.budget_min_per_sec,
+                        ttl: BUDGET_TTL,
+                    },
+                    shared: registry.service(name, svc.bulkhead.max_concurrency),
+                }),
+            );
+        }
+        let version = config.version();
+        let client_name = config.client.name.as_str().into();
+        Ok(Snapshot { config: Arc::new(config), version, client_name, services })
+    }
+}

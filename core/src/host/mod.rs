@@ -1,0 +1,81 @@
+//! How the core reaches host code (Python, Node, JVM): small traits each binding
+//! implements once. The event sink is the first; the token provider comes next.
+//!
+//! Guarantees: the core calls a sink only from the client's own event thread,
+//! never from a tokio worker and never while holding a lock; a sink that fails
+//! or panics is reported once on stderr and never fails a request.
+
+use serde::Serialize;
+
+use crate::observability::log::RequestRecord;
+
+/// Host code that wants the client's events (a Python function, a Node listener,
+/// a Kotlin Flow, an SLF4J logger).
+pub trait EventSink: Send + Sync {
+    /// Called on the client's event thread, in order. An `Err` (a host exception)
+    /// is reported once per sink; the event stream goes on.
+    fn on_event(&self, event: &Event) -> Result<(), String>;
+}
+
+/// A structured record of something the engine did. `kind()` names it the same in every language.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// One per request, with every field of the log line.
+    RequestFinished(RequestRecord),
+    /// A retry will be sent after `delay_ms`.
+    RetryScheduled {
+        service: String,
+        endpoint: String,
+        method: String,
+        trace_id: String,
+        /// The attempt that failed (1 = the first).
+        attempt: u32,
+        delay_ms: u64,
+        /// The error kind of the failed attempt (`HttpStatusError`, `TimeoutError`, ...).
+        reason: &'static str,
+        status: Option<u16>,
+    },
+    BreakerStateChanged { service: String, endpoint: String, method: String, from: &'static str, to: &'static str },
+    BulkheadRejected { service: String, endpoint: String, method: String, max_concurrency: u32 },
+    ConfigReloaded { version: String, source: String },
+    ConfigRejected { version: String, source: String, error: String },
+}
+
+impl Event {
+    /// The event's name: `request_finished`, `retry_scheduled`, `breaker_state_changed`,
+    /// `bulkhead_rejected`, `config_reloaded`, `config_rejected`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RequestFinished(_) => "request_finished",
+            Event::RetryScheduled { .. } => "retry_scheduled",
+            Event::BreakerStateChanged { .. } => "breaker_state_changed",
+            Event::BulkheadRejected { .. } => "bulkhead_rejected",
+            Event::ConfigReloaded { .. } => "config_reloaded",
+            Event::ConfigRejected { .. } => "config_rejected",
+        }
+    }
+
+    /// The event as one JSON object with a `type` field (what bindings hand to host code).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an event always serialises")
+    }
+
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("an event always serialises")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialise_with_their_type() {
+        let e = Event::BreakerStateChanged { service: "s".into(), endpoint: "/x".into(), method: "GET".into(), from: "closed", to: "open" };
+        let v = e.to_value();
+        assert_eq!(v["type"], "breaker_state_changed");
+        assert_eq!(v["to"], "open");
+        assert_eq!(e.kind(), "breaker_state_changed");
+    }
+}

@@ -1,0 +1,230 @@
+//! The attempt loop: breaker, bulkhead, transport, record, retry, backoff.
+//!
+//! Guarantees: the breaker is checked before every attempt; a full bulkhead
+//! fails fast; the response head must come within `response_ms` (and the
+//! deadline), each body chunk within `idle_ms` (and the deadline); a buffered
+//! body is never read past `limits.max_response_bytes`; only idempotent methods,
+//! requests with an idempotency key, or requests that never left are resent,
+//! only while the retry budget allows; the loop never sleeps past the deadline.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::{Instant, Sleep};
+
+use super::{classify, Call};
+use crate::breaker::{Outcome, Permit};
+use crate::bulkhead::BulkheadPermit;
+use crate::deadline::Deadline;
+use crate::engine::Engine;
+use crate::error::{ErrorKind, HarnessError, TimeoutPhase, MAX_ERROR_BODY};
+use crate::host::Event;
+use crate::response::{headers_to_pairs, Response};
+use crate::retry::{self, Failure};
+use crate::transport::{BodySource, TransportFailure};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Buffered,
+    Stream,
+}
+
+/// A successful head whose body the caller will pull, with the permits it holds until then.
+pub(crate) struct Open {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Box<dyn BodySource>,
+    pub breaker: Permit,
+    pub bulkhead: BulkheadPermit,
+}
+
+pub(crate) enum Reached {
+    Buffered(Response),
+    Stream(Open),
+}
+
+pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<Reached, HarnessError> {
+    let svc = call.svc.clone();
+    let cfg = &svc.config;
+    let response_timeout = Duration::from_millis(cfg.timeouts.response_ms);
+    let idle = Duration::from_millis(cfg.timeouts.idle_ms);
+    loop {
+        if call.deadline.expired() {
+            return Err(HarnessError::new(ErrorKind::Timeout(TimeoutPhase::Total), "request deadline expired before the next attempt"));
+        }
+        // Breaker before every attempt.
+        let breaker = call.ep.breaker.acquire(&cfg.breaker).map_err(|r| {
+            let mut e = HarnessError::new(ErrorKind::CircuitOpen, "circuit breaker is open: the call was not sent");
+            e.retry_after_ms = Some(r.retry_in.as_millis() as u64);
+            e
+        })?;
+        // Bulkhead: full means fail fast; the breaker permit drops unrecorded (ignored).
+        let bulkhead = &svc.shared.bulkhead;
+        let Some(bulkhead_permit) = bulkhead.try_acquire() else {
+            if engine.events.is_active() {
+                let (service, endpoint, method) = &call.ep.names;
+                engine.events.emit(Event::BulkheadRejected {
+                    service: service.to_string(),
+                    endpoint: endpoint.to_string(),
+                    method: method.to_string(),
+                    max_concurrency: bulkhead.max(),
+                });
+            }
+            return Err(HarnessError::new(
+                ErrorKind::BulkheadFull,
+                format!("bulkhead full: {} requests already in flight", bulkhead.max()),
+            ));
+        };
+        call.attempts += 1;
+        let request = call.outgoing()?;
+
+        let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
+        let timer = tokio::time::sleep_until(until);
+        tokio::pin!(timer);
+        let sent = tokio::select! {
+            biased;
+            r = svc.transport.send(request) => r,
+            _ = &mut timer => Err(if head_bound_is_total {
+                TransportFailure::new(Failure::TotalTimeout, "request deadline expired")
+            } else {
+                TransportFailure::new(Failure::ResponseTimeout, format!("no response within {} ms", response_timeout.as_millis()))
+            }),
+        };
+        let classified = match sent {
+            Ok(exchange) if exchange.status.as_u16() < 400 => {
+                let status = exchange.status.as_u16();
+                let headers = headers_to_pairs(exchange.headers);
+                if mode == Mode::Stream {
+                    return Ok(Reached::Stream(Open { status, headers, body: exchange.body, breaker, bulkhead: bulkhead_permit }));
+                }
+                let mut body = exchange.body;
+                let limit = cfg.limits.max_response_bytes;
+                let declared = declared_from_pairs(&headers);
+                let read = read_body(body.as_mut(), limit, declared, idle, &call.deadline, timer.as_mut()).await;
+                drop(bulkhead_permit);
+                match read {
+                    Ok(body) => {
+                        breaker.record(Outcome::Success, &cfg.breaker);
+                        let resp = Response { status, headers, body, elapsed_ms: 0.0, attempts: call.attempts, trace_id: String::new() };
+                        return Ok(Reached::Buffered(resp));
+                    }
+                    Err(tf) => {
+                        let c = classify::transport(tf);
+                        breaker.record(c.health, &cfg.breaker);
+                        c
+                    }
+                }
+            }
+            Ok(exchange) => {
+                let status = exchange.status.as_u16();
+                let mut body = exchange.body;
+                // An error page is kept only up to MAX_ERROR_BODY: read no further.
+                let read = read_body(body.as_mut(), MAX_ERROR_BODY as u64, None, idle, &call.deadline, timer.as_mut()).await;
+                drop(body);
+                drop(bulkhead_permit);
+                let body = match read {
+                    Ok(b) => b,
+                    Err(tf) if tf.failure == Failure::TooLarge => tf.partial.unwrap_or_default(),
+                    Err(_) => Bytes::new(),
+                };
+                let c = classify::status(status, &exchange.headers, body, &svc.secrets_for(&call.req));
+                breaker.record(c.health, &cfg.breaker);
+                c
+            }
+            Err(tf) => {
+                drop(bulkhead_permit);
+                let c = classify::transport(tf);
+                breaker.record(c.health, &cfg.breaker);
+                c
+            }
+        };
+
+        // May this be sent again?
+        if !retry::is_retryable(classified.failure, &cfg.retry)
+            || call.attempts > cfg.retry.max_retries
+            || !retry::may_resend(&call.method, call.req.idempotency_key.is_some(), classified.failure)
+        {
+            return Err(classified.error);
+        }
+        let delay = retry::delay_for(call.attempts, &cfg.retry, classified.retry_after, engine.jitter());
+        // Never sleep past the deadline: when the wait cannot fit, fail now.
+        if !call.deadline.fits(delay) || !engine.budgets.withdraw(&svc.name, &svc.budget).await.unwrap_or(false) {
+            return Err(classified.error);
+        }
+        call.ep.retries.inc();
+        if engine.events.is_active() {
+            let (service, endpoint, method) = &call.ep.names;
+            engine.events.emit(Event::RetryScheduled {
+                service: service.to_string(),
+                endpoint: endpoint.to_string(),
+                method: method.to_string(),
+                trace_id: call.trace.trace_id.clone(),
+                attempt: call.attempts,
+                delay_ms: delay.as_millis() as u64,
+                reason: classified.error.name(),
+                status: classified.error.status,
+            });
+        }
+        tokio::time::sleep(delay).await;
+    }
+}
+
+fn declared_from_pairs(headers: &[(String, String)]) -> Option<u64> {
+    headers.iter().find(|(k, _)| k == "content-length").and_then(|(_, v)| v.trim().parse().ok())
+}
+
+/// The earlier of the deadline and `now + idle`, and which phase it belongs to.
+pub(crate) fn chunk_bound(idle: Duration, deadline: &Deadline) -> (Instant, Failure) {
+    let (at, is_total) = deadline.cap(idle);
+    (at, if is_total { Failure::TotalTimeout } else { Failure::IdleTimeout })
+}
+
+pub(crate) fn chunk_timeout(failure: Failure, idle: Duration) -> TransportFailure {
+    match failure {
+        Failure::IdleTimeout => TransportFailure::new(Failure::IdleTimeout, format!("no body bytes for {} ms", idle.as_millis())),
+        _ => TransportFailure::new(Failure::TotalTimeout, "request deadline expired while reading the body"),
+    }
+}
+
+/// Reads a whole body, at most `limit` bytes (refused at once by a declared length,
+/// else as soon as the count passes it), each chunk within the idle timeout and the
+/// deadline. One timer serves every chunk: it is re-armed, not re-registered.
+async fn read_body(
+    body: &mut dyn BodySource,
+    limit: u64,
+    declared: Option<u64>,
+    idle: Duration,
+    deadline: &Deadline,
+    mut timer: std::pin::Pin<&mut Sleep>,
+) -> Result<Bytes, TransportFailure> {
+    if let Some(len) = declared.filter(|len| *len > limit) {
+        return Err(too_large(limit, format!("Content-Length is {len}"), None));
+    }
+    let mut buf: Vec<u8> = Vec::with_capacity(declared.unwrap_or(0).min(limit) as usize);
+    loop {
+        let (at, phase) = chunk_bound(idle, deadline);
+        timer.as_mut().reset(at);
+        let chunk = tokio::select! {
+            biased;
+            c = body.next_chunk() => c?,
+            _ = &mut timer => return Err(chunk_timeout(phase, idle)),
+        };
+        let Some(chunk) = chunk else { return Ok(Bytes::from(buf)) };
+        if (buf.len() + chunk.len()) as u64 > limit {
+            let room = limit as usize - buf.len();
+            buf.extend_from_slice(&chunk[..room]);
+            return Err(too_large(limit, format!("more than {limit} bytes received"), Some(Bytes::from(buf))));
+        }
+        if buf.is_empty() && declared == Some(chunk.len() as u64) {
+            // One chunk holds the whole declared body: keep it, no copy.
+            return Ok(chunk);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+}
+
+fn too_large(max: u64, what: String, partial: Option<Bytes>) -> TransportFailure {
+    let mut tf = TransportFailure::new(Failure::TooLarge, format!("response body over limits.max_response_bytes ({max}): {what}"));
+    tf.partial = partial;
+    tf
+}

@@ -1,0 +1,280 @@
+//! The request path, in its one fixed order, readable top to bottom:
+//!
+//! snapshot (once) -> service and endpoint -> validate path, headers, body ->
+//! total deadline -> attempt loop (`attempt.rs`) {
+//!   breaker check -> bulkhead permit -> transport head -> body (buffered, or
+//!   handed to the caller as a stream) -> record outcome -> retry decision
+//!   (method, outcome, budget) -> backoff within the deadline
+//! } -> typed result or typed error -> one record: metrics, log line, events.
+//!
+//! A stream records its outcome when it ends (`stream.rs`). The pipeline never
+//! imports the client; it runs on an `Engine`.
+
+mod attempt;
+mod classify;
+pub mod stream;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderName, HeaderValue, Method};
+use tokio::time::Instant;
+
+use crate::deadline::Deadline;
+use crate::endpoint;
+use crate::engine::registry::EndpointState;
+use crate::engine::{Engine, ServiceRuntime, Snapshot};
+use crate::error::HarnessError;
+use crate::json;
+use crate::observability::log::RequestRecord;
+use crate::observability::metrics::ErrorLabels;
+use crate::observability::trace::TraceContext;
+use crate::redact::escape_control;
+use crate::request::{Body, Request};
+use crate::response::Response;
+use crate::target;
+use crate::transport::OutgoingRequest;
+
+pub use stream::StreamResponse;
+
+/// Runs one request and reads its whole body.
+pub(crate) async fn execute(engine: &Engine, req: Request) -> Result<Response, HarnessError> {
+    let mut call = Call::start(engine, req)?;
+    let result = attempt::run(engine, &mut call, attempt::Mode::Buffered).await;
+    let result = match result {
+        Ok(attempt::Reached::Buffered(resp)) => Ok(resp),
+        Ok(attempt::Reached::Stream(_)) => unreachable!("a buffered call never reaches a stream"),
+        Err(e) => Err(e),
+    };
+    call.finish(engine, result, false)
+}
+
+/// Runs one request up to its response head; the body is the caller's to pull.
+pub(crate) async fn stream(engine: &Arc<Engine>, req: Request) -> Result<StreamResponse, HarnessError> {
+    let mut call = Call::start(engine, req)?;
+    match attempt::run(engine, &mut call, attempt::Mode::Stream).await {
+        Ok(attempt::Reached::Stream(open)) => Ok(StreamResponse::new(engine.clone(), call, open)),
+        Ok(attempt::Reached::Buffered(_)) => unreachable!("a streaming call never buffers its success"),
+        Err(e) => call.finish(engine, Err(e), true).map(|_: Response| unreachable!()),
+    }
+}
+
+/// One request in flight: what every stage shares, built once.
+pub(crate) struct Call {
+    pub snapshot: Arc<Snapshot>,
+    pub svc: Arc<ServiceRuntime>,
+    pub ep: Arc<EndpointState>,
+    pub req: Request,
+    pub method: Method,
+    pub trace: TraceContext,
+    pub deadline: Deadline,
+    pub started: Instant,
+    pub attempts: u32,
+    /// The first attempt's request, built up front so bad input fails before any attempt.
+    first: Option<OutgoingRequest>,
+}
+
+impl Call {
+    fn start(engine: &Engine, req: Request) -> Result<Call, HarnessError> {
+        let started = Instant::now();
+        let snapshot = engine.snapshot();
+        let Some(svc) = snapshot.services.get(&req.service).cloned() else {
+            let known: Vec<&str> = snapshot.services.keys().map(String::as_str).collect();
+            return Err(HarnessError::config(format!(
+                "request.service: unknown service `{}` (configured: {})",
+                escape_control(&req.service),
+                known.join(", ")
+            )));
+        };
+        let method = target::method(&req.method)?;
+        target::check_path(&req.path)?;
+        if let Some(e) = &req.endpoint {
+            target::check_endpoint(e)?;
+        }
+        let template = match &req.endpoint {
+            Some(e) => std::borrow::Cow::Borrowed(e.as_str()),
+            None => std::borrow::Cow::Owned(endpoint::template(&req.path)),
+        };
+        // Past `limits.max_endpoints` the state (and the label) is the shared `{other}`.
+        let ep = engine.registry.endpoint(&req.service, &template, method.as_str(), svc.config.limits.max_endpoints);
+        // The caller's trace: the explicit field, else a `traceparent` among its headers.
+        let parent = req.traceparent.as_deref().or_else(|| {
+            req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("traceparent")).map(|(_, v)| v.as_str())
+        });
+        let trace = TraceContext::child_of(parent);
+        let first = build_request(&svc, &req, &method, &trace)?;
+        let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc.config.timeouts.request_ms));
+        let deadline = Deadline::after(timeout);
+        engine.budgets.deposit(&svc.name, &svc.budget);
+        Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, first: Some(first) })
+    }
+
+    /// The request for the next attempt: the prebuilt one first, rebuilt for a retry
+    /// (cheaper than cloning on every request for the rare retry).
+    fn outgoing(&mut self) -> Result<OutgoingRequest, HarnessError> {
+        match self.first.take() {
+            Some(r) => Ok(r),
+            None => build_request(&self.svc, &self.req, &self.method, &self.trace),
+        }
+    }
+
+    /// Fills the error's context, then one record: metrics, the log line, events.
+    fn finish<T: Finished>(&self, engine: &Engine, result: Result<T, HarnessError>, streamed: bool) -> Result<T, HarnessError> {
+        let elapsed_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let result = match result {
+            Ok(mut r) => {
+                r.stamp(elapsed_ms, &self.trace.trace_id);
+                Ok(r)
+            }
+            Err(e) => Err(self.with_context(e)),
+        };
+        let status = match &result {
+            Ok(r) => Some(r.status()),
+            Err(e) => e.status,
+        };
+        self.observe(engine, elapsed_ms, status, result.as_ref().err(), streamed);
+        result
+    }
+
+    pub(crate) fn with_context(&self, mut e: HarnessError) -> HarnessError {
+        let (service, endpoint, method) = &self.ep.names;
+        e.service = Some(service.to_string());
+        e.endpoint = Some(endpoint.to_string());
+        e.method = Some(method.to_string());
+        e.attempts = self.attempts;
+        e.trace_id = Some(self.trace.trace_id.clone());
+        e
+    }
+
+    pub(crate) fn observe(&self, engine: &Engine, elapsed_ms: f64, status: Option<u16>, error: Option<&HarnessError>, streamed: bool) {
+        let m = &engine.metrics;
+        let ep = &self.ep;
+        ep.latency.observe(elapsed_ms / 1000.0);
+        ep.requests_counter(m, status).inc();
+        let (service, endpoint, method) = &ep.names;
+        if let Some(e) = error {
+            m.errors
+                .get_or_create(&ErrorLabels {
+                    service: service.as_ref().into(),
+                    endpoint: endpoint.as_ref().into(),
+                    method: method.as_ref().into(),
+                    kind: e.name().into(),
+                })
+                .inc();
+        }
+        let log = &self.snapshot.config.log;
+        if !log.enabled && !engine.events.is_active() {
+            return;
+        }
+        let record = RequestRecord {
+            ts_ms: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+            client: self.snapshot.client_name.clone(),
+            trace_id: self.trace.trace_id.clone(),
+            span_id: self.trace.span_id.clone(),
+            service: service.clone(),
+            endpoint: endpoint.clone(),
+            method: method.clone(),
+            status,
+            duration_ms: (elapsed_ms * 1000.0).round() / 1000.0,
+            attempts: self.attempts,
+            retry_count: self.attempts.saturating_sub(1),
+            breaker: ep.breaker.state().as_str(),
+            streamed,
+            error_kind: error.map(|e| e.name()),
+            error_code: error.and_then(|e| e.code.clone()),
+            error_message: error.map(|e| e.message.clone()),
+        };
+        tracing::info!(
+            target: "harness.request",
+            trace_id = %record.trace_id,
+            service = %record.service,
+            endpoint = %record.endpoint,
+            method = %record.method,
+            status = record.status,
+            duration_ms = record.duration_ms,
+            retry_count = record.retry_count,
+            error_kind = record.error_kind,
+        );
+        engine.record(&self.snapshot, record);
+    }
+}
+
+/// A successful result the pipeline stamps before returning it.
+trait Finished {
+    fn stamp(&mut self, elapsed_ms: f64, trace_id: &str);
+    fn status(&self) -> u16;
+}
+
+impl Finished for Response {
+    fn stamp(&mut self, elapsed_ms: f64, trace_id: &str) {
+        self.elapsed_ms = elapsed_ms;
+        self.trace_id = trace_id.to_string();
+    }
+    fn status(&self) -> u16 {
+        self.status
+    }
+}
+
+/// Builds one attempt's request; the path was checked (`target::check_path`) first.
+fn build_request(svc: &ServiceRuntime, req: &Request, method: &Method, trace: &TraceContext) -> Result<OutgoingRequest, HarnessError> {
+    let (path, query) = match req.path.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (req.path.as_str(), None),
+    };
+    let mut url = svc.base_url.clone();
+    if svc.base_path.is_empty() {
+        url.set_path(path);
+    } else {
+        url.set_path(&format!("{}{}", svc.base_path, path));
+    }
+    url.set_query(query);
+    if !req.query.is_empty() {
+        url.query_pairs_mut().extend_pairs(req.query.iter());
+    }
+    let mut headers = svc.static_headers.clone();
+    // A caller's header replaces a config header of the same name; repeated names are all sent, in order.
+    let mut replaced: Vec<HeaderName> = Vec::new();
+    for (k, v) in &req.headers {
+        if target::is_forbidden_header(k) {
+            return Err(target::forbidden_header("request.headers", k));
+        }
+        let name = HeaderName::try_from(k.as_str())
+            .map_err(|_| HarnessError::config(format!("request.headers: invalid header name {:?}", escape_control(k))))?;
+        let mut value = HeaderValue::try_from(v.as_str())
+            .map_err(|_| HarnessError::config(format!("request.headers.{k}: invalid header value")))?;
+        value.set_sensitive(true);
+        if !replaced.contains(&name) {
+            headers.remove(&name);
+            replaced.push(name.clone());
+        }
+        headers.append(name, value);
+    }
+    if let Some(key) = &req.idempotency_key {
+        let v = HeaderValue::try_from(key.as_str())
+            .map_err(|_| HarnessError::config("request.idempotency_key: not a valid header value"))?;
+        headers.insert("idempotency-key", v);
+    }
+    headers.insert("traceparent", HeaderValue::try_from(trace.header()).expect("hex is a valid header"));
+    let body = match &req.body {
+        Body::Empty => None,
+        Body::Bytes(b) => Some(b.clone()),
+        Body::Json(v) => {
+            json::check_value("json", v)?;
+            let bytes = serde_json::to_vec(v).map_err(|e| HarnessError::config(format!("json: {e}")))?;
+            set_json_type(&mut headers);
+            Some(bytes.into())
+        }
+        Body::JsonText(text) => {
+            json::check_text("json", text)?;
+            set_json_type(&mut headers);
+            Some(text.clone())
+        }
+    };
+    Ok(OutgoingRequest { method: method.clone(), url, headers, body })
+}
+
+fn set_json_type(headers: &mut http::HeaderMap) {
+    if !headers.contains_key(http::header::CONTENT_TYPE) {
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+}

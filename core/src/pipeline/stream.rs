@@ -1,0 +1,242 @@
+//! A response whose body the caller pulls chunk by chunk.
+//!
+//! Guarantees: nothing is read ahead of the consumer beyond the transport's own
+//! buffer (back-pressure is the pull); each chunk must come within `idle_ms` and
+//! the total deadline (`TimeoutError`, phase `idle` or `total`); a body cut
+//! before its end is an error (`ConnectError` or `ProtocolError`), never a clean
+//! end; the breaker, metrics, log line and events record the outcome once, when
+//! the stream ends, fails, or is dropped or cancelled by the consumer (recorded
+//! as `CancelledError`, neutral for the breaker), which also releases the
+//! connection and the bulkhead permit.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+use tokio::time::Sleep;
+
+use super::attempt::{chunk_bound, chunk_timeout, Open};
+use super::{classify, Call};
+use crate::breaker::{Outcome, Permit};
+use crate::bulkhead::BulkheadPermit;
+use crate::engine::Engine;
+use crate::error::{ErrorKind, HarnessError};
+use crate::transport::BodySource;
+
+pub struct StreamResponse {
+    pub status: u16,
+    /// Header names in lower case, in the order received; repeated names repeat.
+    pub headers: Vec<(String, String)>,
+    pub attempts: u32,
+    pub trace_id: String,
+    live: Option<Box<Live>>,
+}
+
+struct Live {
+    engine: Arc<Engine>,
+    call: Call,
+    body: Box<dyn BodySource>,
+    breaker: Option<Permit>,
+    _bulkhead: BulkheadPermit,
+    timer: Pin<Box<Sleep>>,
+    idle: Duration,
+    received: u64,
+    /// The head's status, for the record.
+    status: u16,
+}
+
+impl std::fmt::Debug for StreamResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamResponse")
+            .field("status", &self.status)
+            .field("attempts", &self.attempts)
+            .field("trace_id", &self.trace_id)
+            .field("open", &self.live.is_some())
+            .finish()
+    }
+}
+
+impl StreamResponse {
+    pub(crate) fn new(engine: Arc<Engine>, call: Call, open: Open) -> Self {
+        let idle = Duration::from_millis(call.svc.config.timeouts.idle_ms);
+        let timer = Box::pin(tokio::time::sleep_until(call.deadline.at()));
+        StreamResponse {
+            status: open.status,
+            headers: open.headers,
+            attempts: call.attempts,
+            trace_id: call.trace.trace_id.clone(),
+            live: Some(Box::new(Live {
+                engine,
+                call,
+                body: open.body,
+                breaker: Some(open.breaker),
+                _bulkhead: open.bulkhead,
+                timer,
+                idle,
+                received: 0,
+                status: open.status,
+            })),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the stream has ended (completely, with an error, or cancelled).
+    pub fn is_done(&self) -> bool {
+        self.live.is_none()
+    }
+
+    /// The next chunk; `Ok(None)` once the body has ended completely. After an
+    /// error or a cancel, every call is `Ok(None)`.
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, HarnessError> {
+        let Some(live) = self.live.as_mut() else { return Ok(None) };
+        let (at, phase) = chunk_bound(live.idle, &live.call.deadline);
+        live.timer.as_mut().reset(at);
+        let next = tokio::select! {
+            biased;
+            c = live.body.next_chunk() => c,
+            _ = live.timer.as_mut() => Err(chunk_timeout(phase, live.idle)),
+        };
+        match next {
+            Ok(Some(chunk)) => {
+                live.received += chunk.len() as u64;
+                Ok(Some(chunk))
+            }
+            Ok(None) => {
+                let live = self.live.take().expect("live");
+                live.end(None);
+                Ok(None)
+            }
+            Err(tf) => {
+                let live = self.live.take().expect("live");
+                let c = classify::transport(tf);
+                let error = live.call.with_context(c.error);
+                live.end(Some((c.health, error.clone())));
+                Err(error)
+            }
+        }
+    }
+
+    /// Stops reading: the connection and the bulkhead permit are released at once,
+    /// and the outcome is recorded as cancelled by the consumer.
+    pub fn cancel(&mut self) {
+        if let Some(live) = self.live.take() {
+            let e = HarnessError::new(ErrorKind::Cancelled, "the consumer stopped reading the stream");
+            let e = live.call.with_context(e);
+            live.end(Some((Outcome::Ignored, e)));
+        }
+    }
+}
+
+impl Drop for StreamResponse {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+impl Live {
+    /// Records the stream's outcome once: breaker, metrics, log line, events.
+    fn end(mut self, failure: Option<(Outcome, HarnessError)>) {
+        let cfg = &self.call.svc.config.breaker;
+        if let Some(permit) = self.breaker.take() {
+            permit.record(failure.as_ref().map(|(o, _)| *o).unwrap_or(Outcome::Success), cfg);
+        }
+        drop(self.body);
+        let elapsed_ms = self.call.started.elapsed().as_secs_f64() * 1000.0;
+        self.call.observe(&self.engine, elapsed_ms, Some(self.status), failure.as_ref().map(|(_, e)| e), true);
+    }
+}
+
+struct Shared {
+    stream: tokio::sync::Mutex<Option<StreamResponse>>,
+    cancelled: AtomicBool,
+    cancel: Notify,
+    status: u16,
+    headers: Vec<(String, String)>,
+    attempts: u32,
+    trace_id: String,
+}
+
+/// A stream that host bindings can share between threads and executors: `next()`
+/// is a `'static` future to spawn or block on; `cancel()` works even while a
+/// `next()` is waiting.
+#[derive(Clone)]
+pub struct StreamHandle {
+    shared: Arc<Shared>,
+}
+
+impl StreamHandle {
+    pub fn new(stream: StreamResponse) -> Self {
+        StreamHandle {
+            shared: Arc::new(Shared {
+                status: stream.status,
+                headers: stream.headers.clone(),
+                attempts: stream.attempts,
+                trace_id: stream.trace_id.clone(),
+                stream: tokio::sync::Mutex::new(Some(stream)),
+                cancelled: AtomicBool::new(false),
+                cancel: Notify::new(),
+            }),
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        self.shared.status
+    }
+
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.shared.headers
+    }
+
+    pub fn attempts(&self) -> u32 {
+        self.shared.attempts
+    }
+
+    pub fn trace_id(&self) -> &str {
+        &self.shared.trace_id
+    }
+
+    /// The next chunk (`Ok(None)` at the end); a cancelled stream gives `CancelledError`.
+    pub fn next(&self) -> impl Future<Output = Result<Option<Bytes>, HarnessError>> + Send + 'static {
+        let shared = self.shared.clone();
+        async move {
+            let cancelled = shared.cancel.notified();
+            tokio::pin!(cancelled);
+            cancelled.as_mut().enable();
+            let mut guard = shared.stream.lock().await;
+            if shared.cancelled.load(Ordering::Acquire) {
+                guard.take();
+                return Err(HarnessError::new(ErrorKind::Cancelled, "the stream was cancelled"));
+            }
+            let Some(stream) = guard.as_mut() else { return Ok(None) };
+            tokio::select! {
+                r = stream.next_chunk() => {
+                    if !matches!(r, Ok(Some(_))) {
+                        guard.take();
+                    }
+                    r
+                }
+                _ = cancelled => {
+                    guard.take();
+                    Err(HarnessError::new(ErrorKind::Cancelled, "the stream was cancelled"))
+                }
+            }
+        }
+    }
+
+    /// Cancels the stream: a waiting `next()` ends with `CancelledError`, the connection
+    /// and permits are released, and the outcome is recorded as cancelled.
+    pub fn cancel(&self) {
+        self.shared.cancelled.store(true, Ordering::Release);
+        self.shared.cancel.notify_waiters();
+        if let Ok(mut guard) = self.shared.stream.try_lock() {
+            guard.take();
+        }
+    }
+}

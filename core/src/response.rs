@@ -1,0 +1,39 @@
+//! What a request gives back: a buffered `Response`, or a `StreamResponse` whose
+//! body the caller pulls (see `pipeline/stream.rs`).
+
+use bytes::Bytes;
+use http::HeaderMap;
+
+pub use crate::pipeline::stream::{StreamHandle, StreamResponse};
+
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    /// Header names in lower case, in the order received; repeated names repeat.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    pub elapsed_ms: f64,
+    pub attempts: u32,
+    pub trace_id: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Response headers as (lower-case name, value) pairs, every value in order.
+pub(crate) fn headers_to_pairs(headers: HeaderMap) -> Vec<(String, String)> {
+    let mut out = Vec::with_capacity(headers.len());
+    let mut last: Option<String> = None;
+    for (name, value) in headers {
+        // `HeaderMap::into_iter` names only the first of a run of values.
+        if let Some(n) = name {
+            last = Some(n.as_str().to_string());
+        }
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        out.push((last.clone().unwrap_or_default(), value));
+    }
+    out
+}

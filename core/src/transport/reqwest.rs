@@ -1,0 +1,132 @@
+//! The real transport: reqwest over hyper, one client (pool) per service.
+//!
+//! Guarantees: no redirect is followed unless the service opts in, and then only
+//! to the same origin as `base_url`, never with a `Referer`; a reply that is not
+//! valid HTTP (a bad status line, conflicting lengths, too many headers, a final
+//! 1xx) is a `Protocol` failure, not a connect error; error texts never carry the
+//! URL (its query may hold secrets).
+
+use std::sync::Once;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::{declared_length, BodySource, BoxFuture, Exchange, OutgoingRequest, Transport, TransportFailure};
+use crate::config::ServiceConfig;
+use crate::error::HarnessError;
+use crate::retry::Failure;
+
+pub struct ReqwestTransport {
+    client: reqwest::Client,
+}
+
+impl ReqwestTransport {
+    /// One HTTP client per service: its own pool, connect timeout and redirect policy.
+    pub fn new(service: &ServiceConfig, user_agent: &str) -> Result<Self, HarnessError> {
+        static CRYPTO: Once = Once::new();
+        CRYPTO.call_once(|| {
+            // Ring rather than aws-lc keeps the build free of a C toolchain step; ignore if the host set one.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
+        let client = reqwest::Client::builder()
+            .user_agent(user_agent)
+            .connect_timeout(Duration::from_millis(service.timeouts.connect_ms))
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(1024)
+            .no_proxy()
+            .redirect(redirect_policy(service))
+            .referer(false)
+            .build()
+            .map_err(|e| HarnessError::config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(ReqwestTransport { client })
+    }
+}
+
+/// None by default; with `redirects.follow`, up to `redirects.max` hops to the
+/// same scheme, host and port as `base_url`. A redirect not followed is returned as the 3xx.
+fn redirect_policy(service: &ServiceConfig) -> reqwest::redirect::Policy {
+    if !service.redirects.follow {
+        return reqwest::redirect::Policy::none();
+    }
+    let Ok(base) = url::Url::parse(&service.base_url) else { return reqwest::redirect::Policy::none() };
+    let origin = base.origin();
+    let max = service.redirects.max as usize;
+    reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() > max || attempt.url().origin() != origin {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+impl Transport for ReqwestTransport {
+    fn send(&self, request: OutgoingRequest) -> BoxFuture<'_, Result<Exchange, TransportFailure>> {
+        let mut req = reqwest::Request::new(request.method, request.url);
+        *req.headers_mut() = request.headers;
+        if let Some(body) = request.body {
+            *req.body_mut() = Some(body.into());
+        }
+        Box::pin(async move {
+            let mut resp = self.client.execute(req).await.map_err(|e| classify(&e))?;
+            let status = resp.status();
+            if status.is_informational() {
+                return Err(TransportFailure::new(
+                    Failure::Protocol,
+                    format!("the server answered {} as a final response (Harness never asks to switch protocols)", status.as_u16()),
+                ));
+            }
+            let headers = std::mem::take(resp.headers_mut());
+            declared_length(&headers)?;
+            Ok(Exchange { status, headers, body: Box::new(ReqwestBody { resp }) })
+        })
+    }
+}
+
+struct ReqwestBody {
+    resp: reqwest::Response,
+}
+
+impl BodySource for ReqwestBody {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Result<Option<Bytes>, TransportFailure>> {
+        Box::pin(async move {
+            self.resp.chunk().await.map_err(|e| {
+                let c = classify(&e);
+                if c.failure == Failure::Protocol {
+                    c
+                } else {
+                    TransportFailure::new(Failure::Broken, format!("body cut short: {}", c.message))
+                }
+            })
+        })
+    }
+}
+
+fn classify(e: &reqwest::Error) -> TransportFailure {
+    // Walk the source chain: reqwest's own Display would include the URL (and its query).
+    let mut root: &dyn std::error::Error = e;
+    let mut protocol: Option<String> = None;
+    loop {
+        if let Some(h) = root.downcast_ref::<hyper::Error>() {
+            if h.is_parse() || h.is_parse_status() {
+                protocol = Some(h.to_string());
+            }
+        }
+        match root.source() {
+            Some(next) => root = next,
+            None => break,
+        }
+    }
+    if let Some(cause) = protocol {
+        return TransportFailure::new(Failure::Protocol, format!("the server did not answer with valid HTTP: {cause}"));
+    }
+    let detail = root.to_string();
+    if e.is_connect() {
+        if e.is_timeout() || detail.contains("timed out") {
+            return TransportFailure::new(Failure::ConnectTimeout, "connect timed out");
+        }
+        return TransportFailure::new(Failure::ConnectRefused, format!("cannot connect: {detail}"));
+    }
+    TransportFailure::new(Failure::Broken, format!("connection broken: {detail}"))
+}
