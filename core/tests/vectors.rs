@@ -70,6 +70,37 @@ fn build_request(scenario: &str, call: &Value) -> Request {
 
 type Outcome = (Result<Response, HarnessError>, Duration);
 
+/// A streamed call: the body read chunk by chunk (all of it, or `read_chunks` and then stop),
+/// folded into a `Response` so the same checks apply.
+async fn run_stream(client: &Client, req: Request, read_chunks: Option<u64>) -> Outcome {
+    let start = Instant::now();
+    let result = async {
+        let mut s = client.stream(req).await?;
+        let mut body = Vec::new();
+        let mut n = 0;
+        while read_chunks.is_none_or(|max| n < max) {
+            match s.next_chunk().await? {
+                Some(c) => body.extend_from_slice(&c),
+                None => break,
+            }
+            n += 1;
+        }
+        // Stopping early is dropping the stream: the connection and permit go at once.
+        let resp = Response {
+            status: s.status,
+            headers: s.headers.clone(),
+            body: body.into(),
+            elapsed_ms: 0.0,
+            attempts: s.attempts,
+            trace_id: s.trace_id.clone(),
+        };
+        drop(s);
+        Ok(resp)
+    }
+    .await;
+    (result, start.elapsed())
+}
+
 async fn run_one(client: &Client, req: Request, cancel_after: Option<u64>) -> Outcome {
     let start = Instant::now();
     let task = client.spawn(req).expect("spawn");
@@ -145,6 +176,12 @@ async fn check(name: &str, i: usize, call: &Value, client: &Client, outcome: &Ou
         let len = err.and_then(|e| e.body.as_ref()).map(|b| b.len() as u64);
         if len != Some(n) {
             fail(format!("expected an error body of {n} bytes, got {len:?}"));
+        }
+    }
+    if let Some(want) = exp.get("body").and_then(Value::as_str) {
+        let got = result.as_ref().ok().map(|r| String::from_utf8_lossy(&r.body).into_owned());
+        if got.as_deref() != Some(want) {
+            fail(format!("expected body {want:?}, got {got:?}"));
         }
     }
     for (k, want) in exp.get("headers").and_then(Value::as_object).into_iter().flatten() {
@@ -310,11 +347,35 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
         return errors;
     }
     let client = Client::from_value(config).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let base = json!({"client": {"name": "vectors"}, "log": {"enabled": false}, "services": {"svc": {"base_url": "{upstream}"}}});
 
     let mut background = Vec::new();
     for (i, call) in scenario["calls"].as_array().unwrap().iter().enumerate() {
         if let Some(ms) = call.get("wait_ms").and_then(Value::as_u64) {
             tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if let Some(over) = call.get("reload") {
+            let mut cfg = base.clone();
+            merge(&mut cfg, over);
+            substitute(&mut cfg, ctx);
+            let exp = &call["expect"];
+            match (client.reload_value(cfg), exp.get("error").and_then(Value::as_str)) {
+                (Ok(_), None) => {}
+                (Err(e), Some(kind)) if e.name() == kind => {
+                    if let Some(m) = exp.get("message").and_then(Value::as_str) {
+                        if !e.message.contains(m) {
+                            errors.push(format!("{name} call {i}: reload error {:?} lacks {m:?}", e.message));
+                        }
+                    }
+                }
+                (r, want) => errors.push(format!("{name} call {i}: reload expected {want:?}, got {r:?}")),
+            }
+            continue;
+        }
+        if call.get("stream").and_then(Value::as_bool) == Some(true) {
+            let outcome = run_stream(&client, build_request(name, call), call.get("read_chunks").and_then(Value::as_u64)).await;
+            check(name, i, call, &client, &outcome, &mut errors).await;
+            continue;
         }
         let cancel = call.get("cancel_after_ms").and_then(Value::as_u64);
         if call.get("background").and_then(Value::as_bool) == Some(true) {

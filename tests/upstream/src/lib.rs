@@ -42,6 +42,19 @@ pub struct Step {
     pub raw: Option<String>,
     /// Answer 200 with this many extra `x-n-<i>` headers.
     pub many_headers: Option<u32>,
+    /// A chunked body sent piece by piece, each after its own delay (streaming tests).
+    pub chunks: Option<Vec<ChunkStep>>,
+    /// With `chunks`: close the connection after the last chunk, without the terminating one.
+    #[serde(default)]
+    pub cut: bool,
+}
+
+/// One piece of a `chunks` body.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChunkStep {
+    pub data: String,
+    pub delay_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -243,6 +256,45 @@ async fn write_response(
     reader.get_mut().write_all(&bytes).await
 }
 
+/// Writes `n` bytes of `x`, with a `content-length` or chunked, 64 KiB at a time;
+/// a client that stops reading (over its limit, or a stream it dropped) ends it quietly.
+async fn write_generated(
+    reader: &mut BufReader<TcpStream>,
+    status: u16,
+    headers: &[(String, String)],
+    n: u64,
+    chunked: bool,
+) -> std::io::Result<bool> {
+    let framing = if chunked { "transfer-encoding: chunked".to_string() } else { format!("content-length: {n}") };
+    let mut out = format!("HTTP/1.1 {} {}\r\n{framing}\r\n", status, reason(status));
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    reader.get_mut().write_all(out.as_bytes()).await?;
+    let block = vec![b'x'; 64 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let len = left.min(block.len() as u64) as usize;
+        let sent = if chunked {
+            let mut piece = format!("{len:x}\r\n").into_bytes();
+            piece.extend_from_slice(&block[..len]);
+            piece.extend_from_slice(b"\r\n");
+            reader.get_mut().write_all(&piece).await
+        } else {
+            reader.get_mut().write_all(&block[..len]).await
+        };
+        if sent.is_err() {
+            return Ok(false);
+        }
+        left -= len as u64;
+    }
+    if chunked && reader.get_mut().write_all(b"0\r\n\r\n").await.is_err() {
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 /// Answers one request; returns whether the connection stays open.
 async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State) -> std::io::Result<bool> {
     let json_ct = vec![("content-type".to_string(), "application/json".to_string())];
@@ -327,9 +379,40 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
     }
     let mut headers: Vec<(String, String)> =
         step.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), fill(v, state, &script))).collect();
+    if let Some(chunks) = &step.chunks {
+        let status = step.status.unwrap_or(200);
+        let mut out = format!("HTTP/1.1 {} {}\r\ntransfer-encoding: chunked\r\ncontent-type: text/plain\r\n", status, reason(status));
+        for (k, v) in &headers {
+            out.push_str(&format!("{k}: {v}\r\n"));
+        }
+        out.push_str("\r\n");
+        reader.get_mut().write_all(out.as_bytes()).await?;
+        for c in chunks {
+            if let Some(ms) = c.delay_ms {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            let piece = format!("{:x}\r\n{}\r\n", c.data.len(), c.data);
+            // A client that stopped reading closes: stop quietly.
+            if reader.get_mut().write_all(piece.as_bytes()).await.is_err() {
+                return Ok(false);
+            }
+        }
+        if step.cut {
+            reader.get_mut().shutdown().await?;
+            return Ok(false);
+        }
+        reader.get_mut().write_all(b"0\r\n\r\n").await?;
+        return Ok(true);
+    }
     headers.extend(step.header_list.iter().map(|(k, v)| (k.to_ascii_lowercase(), fill(v, state, &script))));
     for i in 0..step.many_headers.unwrap_or(0) {
         headers.push((format!("x-n-{i}"), "1".into()));
+    }
+    if let Some(n) = step.body_bytes.filter(|n| *n > 1 << 20) {
+        // Large bodies are generated as they are written, never held whole.
+        headers.push(("content-type".into(), "text/plain".into()));
+        let status = step.status.unwrap_or(200);
+        return write_generated(reader, status, &headers, n, step.chunked).await;
     }
     let body: Vec<u8> = if let Some(n) = step.body_bytes {
         headers.push(("content-type".into(), "text/plain".into()));
