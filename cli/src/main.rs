@@ -176,6 +176,25 @@ async fn run_demo() -> Result<(), String> {
     }
 
     client.flush();
+    println!("\n8. A live reload: the breaker threshold changes without a new client; state carries over.");
+    let before = client.config_version();
+    let mut next = (*client.config()).clone();
+    next.services.get_mut("orders").ok_or("no orders")?.breaker.failure_threshold = 10;
+    let after = client.reload(next).map_err(|e| e.to_string())?;
+    println!("   config_version {before} -> {after}; breaker for GET /s/orders/{{id}} still {}", client.breaker_state("orders", "GET", "/s/orders/11", None));
+
+    client.flush();
+    println!("\n9. A streamed body: chunks are handed over as they arrive, nothing is read ahead.");
+    script(&admin, &base, "feed", json!([{ "chunks": [
+        {"data": "data: one\n\n"}, {"data": "data: two\n\n", "delay_ms": 150}, {"data": "data: three\n\n", "delay_ms": 150}
+    ] }])).await?;
+    let mut stream = client.stream(Request::new("orders", "GET", "/s/feed/events")).await.map_err(|e| e.to_string())?;
+    let opened = Instant::now();
+    while let Some(chunk) = stream.next_chunk().await.map_err(|e| e.to_string())? {
+        println!("   +{:>4} ms  {:?}", opened.elapsed().as_millis(), String::from_utf8_lossy(&chunk).trim());
+    }
+
+    client.flush();
     println!("\nMetrics (Prometheus text, excerpt):");
     for line in client.metrics_text().lines().filter(|l| {
         l.starts_with("harness_requests_total") || l.starts_with("harness_breaker_transitions_total") || l.starts_with("harness_retries_total")

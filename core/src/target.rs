@@ -38,6 +38,10 @@ pub fn check_path(path: &str) -> Result<(), HarnessError> {
 /// `.`/`..` however spelled: percent-encoded (any case, up to three layers), or
 /// hidden behind an encoded `/` or `\` inside the segment.
 fn is_dot_segment(segment: &str) -> bool {
+    // The common case, checked without allocating: no dot and nothing encoded.
+    if !segment.bytes().any(|b| b == b'.' || b == b'%') {
+        return false;
+    }
     let mut text = segment.to_string();
     for _ in 0..4 {
         if text.split(['/', '\\']).any(|piece| piece == "." || piece == "..") {
