@@ -107,8 +107,8 @@ async fn one_record_per_request_with_every_field_and_no_secret() {
     assert_eq!(r.breaker, "closed");
     assert_eq!(r.error_kind, Some("HttpStatusError"));
     assert_eq!(r.error_code.as_deref(), Some("DOWN"));
-    assert_eq!(r.trace_id.len(), 32);
-    assert_eq!(r.span_id.len(), 16);
+    assert_eq!(r.trace_id.as_str().len(), 32);
+    assert_eq!(r.span_id.as_str().len(), 16);
     let line = r.to_json();
     let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
     for key in ["trace_id", "span_id", "service", "endpoint", "method", "status", "duration_ms", "retry_count", "breaker", "error_kind", "error_code", "error_message"] {

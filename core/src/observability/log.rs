@@ -20,8 +20,8 @@ pub struct RequestRecord {
     /// Unix time in milliseconds when the request ended.
     pub ts_ms: u64,
     pub client: Arc<str>,
-    pub trace_id: String,
-    pub span_id: String,
+    pub trace_id: crate::observability::trace::TraceId,
+    pub span_id: crate::observability::trace::SpanId,
     pub service: Arc<str>,
     pub endpoint: Arc<str>,
     pub method: Arc<str>,
@@ -106,10 +106,11 @@ fn write_loop(rx: Receiver<RequestRecord>, dropped: Arc<AtomicU64>) {
         std::thread::sleep(BATCH_WINDOW);
         let stderr = std::io::stderr();
         // Lock stderr per batch, never across waits, so host code can still write to it.
-        let mut out = std::io::BufWriter::new(stderr.lock());
-        let _ = writeln!(out, "{}", first.to_json());
-        for r in rx.try_iter().take(65_536) {
-            let _ = writeln!(out, "{}", r.to_json());
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, stderr.lock());
+        // Serialised straight into the buffer: no string per record.
+        for r in std::iter::once(first).chain(rx.try_iter().take(65_536)) {
+            let _ = serde_json::to_writer(&mut out, &r);
+            let _ = out.write_all(b"\n");
         }
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {

@@ -2,21 +2,68 @@
 
 use rand::RngCore;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceContext {
-    pub trace_id: String,
-    pub span_id: String,
-    pub sampled: bool,
+/// Lower-case hex of `N` characters, held inline: ids cost no allocation, so a
+/// request record can cross to the writer thread without a heap string to free there.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Hex<const N: usize>([u8; N]);
+
+/// A W3C trace id (32 hex characters).
+pub type TraceId = Hex<32>;
+/// A W3C span id (16 hex characters).
+pub type SpanId = Hex<16>;
+
+impl<const N: usize> Hex<N> {
+    fn from_bytes(bytes: &[u8]) -> Self {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [b'0'; N];
+        for (i, b) in bytes.iter().take(N / 2).enumerate() {
+            out[2 * i] = HEX[(b >> 4) as usize];
+            out[2 * i + 1] = HEX[(b & 15) as usize];
+        }
+        Hex(out)
+    }
+
+    /// From text already checked to be `N` lower-case hex characters.
+    fn from_checked(s: &str) -> Self {
+        let mut out = [b'0'; N];
+        out.copy_from_slice(&s.as_bytes()[..N]);
+        Hex(out)
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex is ASCII")
+    }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
+impl<const N: usize> std::fmt::Display for Hex<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
-    s
+}
+
+impl<const N: usize> std::fmt::Debug for Hex<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl<const N: usize> serde::Serialize for Hex<N> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<const N: usize> PartialEq<&str> for Hex<N> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceContext {
+    pub trace_id: TraceId,
+    pub span_id: SpanId,
+    pub sampled: bool,
 }
 
 fn is_lower_hex(s: &str, len: usize) -> bool {
@@ -30,34 +77,38 @@ impl TraceContext {
         let mut span = [0u8; 8];
         rng.fill_bytes(&mut span);
         if let Some(p) = parent.and_then(parse) {
-            return TraceContext { trace_id: p.0, span_id: hex(&span), sampled: p.1 };
+            return TraceContext { trace_id: p.0, span_id: Hex::from_bytes(&span), sampled: p.1 };
         }
         let mut trace = [0u8; 16];
         rng.fill_bytes(&mut trace);
-        TraceContext { trace_id: hex(&trace), span_id: hex(&span), sampled: true }
+        TraceContext { trace_id: Hex::from_bytes(&trace), span_id: Hex::from_bytes(&span), sampled: true }
     }
 
     /// A fresh span id for one attempt, same trace.
     pub fn next_span(&self) -> TraceContext {
         let mut span = [0u8; 8];
         rand::rng().fill_bytes(&mut span);
-        TraceContext { trace_id: self.trace_id.clone(), span_id: hex(&span), sampled: self.sampled }
+        TraceContext { trace_id: self.trace_id, span_id: Hex::from_bytes(&span), sampled: self.sampled }
+    }
+
+    /// The `traceparent` value: `00-<trace>-<span>-<flags>`, assembled on the stack.
+    pub fn header_bytes(&self) -> [u8; 55] {
+        let mut h = [0u8; 55];
+        h[..3].copy_from_slice(b"00-");
+        h[3..35].copy_from_slice(&self.trace_id.0);
+        h[35] = b'-';
+        h[36..52].copy_from_slice(&self.span_id.0);
+        h[52..].copy_from_slice(if self.sampled { b"-01" } else { b"-00" });
+        h
     }
 
     pub fn header(&self) -> String {
-        // Hand-assembled: format! costs more than the rest of this struct's work per request.
-        let mut h = String::with_capacity(55);
-        h.push_str("00-");
-        h.push_str(&self.trace_id);
-        h.push('-');
-        h.push_str(&self.span_id);
-        h.push_str(if self.sampled { "-01" } else { "-00" });
-        h
+        String::from_utf8(self.header_bytes().to_vec()).expect("ASCII")
     }
 }
 
 /// Parses `00-<32 hex>-<16 hex>-<2 hex>`; returns the trace id and sampled flag.
-fn parse(v: &str) -> Option<(String, bool)> {
+fn parse(v: &str) -> Option<(TraceId, bool)> {
     let parts: Vec<&str> = v.trim().split('-').collect();
     if parts.len() < 4 || parts[0].len() != 2 || parts[0] == "ff" {
         return None;
@@ -66,7 +117,7 @@ fn parse(v: &str) -> Option<(String, bool)> {
         return None;
     }
     let flags = u8::from_str_radix(parts[3], 16).ok()?;
-    Some((parts[1].to_string(), flags & 1 == 1))
+    Some((Hex::from_checked(parts[1]), flags & 1 == 1))
 }
 
 #[cfg(test)]
@@ -84,7 +135,7 @@ mod tests {
     #[test]
     fn malformed_parent_starts_new_trace() {
         let t = TraceContext::child_of(Some("garbage"));
-        assert_eq!(t.trace_id.len(), 32);
+        assert_eq!(t.trace_id.as_str().len(), 32);
         let z = TraceContext::child_of(Some("00-00000000000000000000000000000000-00f067aa0ba902b7-01"));
         assert_ne!(z.trace_id, "00000000000000000000000000000000");
     }

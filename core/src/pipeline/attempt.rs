@@ -158,7 +158,7 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
                 service: service.to_string(),
                 endpoint: endpoint.to_string(),
                 method: method.to_string(),
-                trace_id: call.trace.trace_id.clone(),
+                trace_id: call.trace.trace_id.to_string(),
                 attempt: call.attempts,
                 delay_ms: delay.as_millis() as u64,
                 reason: classified.error.name(),

@@ -123,7 +123,7 @@ impl Call {
         let elapsed_ms = self.started.elapsed().as_secs_f64() * 1000.0;
         let result = match result {
             Ok(mut r) => {
-                r.stamp(elapsed_ms, &self.trace.trace_id);
+                r.stamp(elapsed_ms, self.trace.trace_id.as_str());
                 Ok(r)
             }
             Err(e) => Err(self.with_context(e)),
@@ -142,7 +142,7 @@ impl Call {
         e.endpoint = Some(endpoint.to_string());
         e.method = Some(method.to_string());
         e.attempts = self.attempts;
-        e.trace_id = Some(self.trace.trace_id.clone());
+        e.trace_id = Some(self.trace.trace_id.to_string());
         e
     }
 
@@ -169,8 +169,8 @@ impl Call {
         let record = RequestRecord {
             ts_ms: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
             client: self.snapshot.client_name.clone(),
-            trace_id: self.trace.trace_id.clone(),
-            span_id: self.trace.span_id.clone(),
+            trace_id: self.trace.trace_id,
+            span_id: self.trace.span_id,
             service: service.clone(),
             endpoint: endpoint.clone(),
             method: method.clone(),
@@ -254,7 +254,7 @@ fn build_request(svc: &ServiceRuntime, req: &Request, method: &Method, trace: &T
             .map_err(|_| HarnessError::config("request.idempotency_key: not a valid header value"))?;
         headers.insert("idempotency-key", v);
     }
-    headers.insert("traceparent", HeaderValue::try_from(trace.header()).expect("hex is a valid header"));
+    headers.insert("traceparent", HeaderValue::from_bytes(&trace.header_bytes()).expect("hex is a valid header"));
     let body = match &req.body {
         Body::Empty => None,
         Body::Bytes(b) => Some(b.clone()),

@@ -68,7 +68,7 @@ impl StreamResponse {
             status: open.status,
             headers: open.headers,
             attempts: call.attempts,
-            trace_id: call.trace.trace_id.clone(),
+            trace_id: call.trace.trace_id.to_string(),
             live: Some(Box::new(Live {
                 engine,
                 call,
