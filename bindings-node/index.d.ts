@@ -1,11 +1,13 @@
 // Type declarations for harness-sdk (CommonJS and ESM entry points share them).
 
+import { EventEmitter } from 'node:events'
+
 /** A config object: the same shape as the YAML/JSON/TOML file (snake_case keys, durations in `_ms`). */
 export interface HarnessConfig {
   /** Client-wide settings; `name` is sent as the user agent and in logs. */
   client?: { name?: string }
-  /** Per-request structured log line on stderr (default on). */
-  log?: { enabled?: boolean }
+  /** Per-request structured log line on stderr (default on); Node gets records through `client.on('request_finished')`. */
+  log?: { enabled?: boolean; sink?: 'stderr' }
   /** The services this client talks to, by name. */
   services?: Record<string, ServiceConfig>
   /** Keys added by later core versions are passed through unchanged. */
@@ -16,8 +18,8 @@ export interface HarnessConfig {
 export interface ServiceConfig {
   /** Base URL, e.g. `http://127.0.0.1:8080`. */
   base_url: string
-  /** Connect, first-byte and total timeouts in milliseconds. */
-  timeouts?: { connect_ms?: number; response_ms?: number; request_ms?: number }
+  /** Connect, first-byte, idle (between body chunks) and total timeouts in milliseconds. */
+  timeouts?: { connect_ms?: number; response_ms?: number; idle_ms?: number; request_ms?: number }
   /** Retry policy. */
   retry?: {
     max_retries?: number
@@ -69,7 +71,10 @@ export interface CallOptions {
   timeoutMs?: number
   /** The caller's W3C `traceparent`, continued downstream. */
   traceparent?: string
-  /** Aborting it cancels the request in Rust (freeing its permits); the promise rejects with `CancelledError`. */
+  /**
+   * Aborting it cancels the request in Rust (freeing its permits); the promise rejects with `CancelledError`.
+   * For `stream()`, it also cancels the body: a waiting or later read rejects with `CancelledError`.
+   */
   signal?: AbortSignal
 }
 
@@ -125,13 +130,163 @@ export declare class Response {
   json<T = unknown>(): T
 }
 
-/** A Harness client. One is enough per config; it is safe to share across concurrent calls. */
-export declare class Client {
+/**
+ * A streamed response: the head has arrived; `body` yields the body as it comes. Read it to its
+ * end, break out of the loop, or call `cancel()`: each releases the connection and the bulkhead
+ * permit at once.
+ */
+export declare class StreamResponse {
+  private constructor()
+  /** The HTTP status code (an error status rejects `stream()` instead). */
+  readonly status: number
+  /** Response headers, as on `Response`. */
+  readonly headers: ResponseHeaders
+  /** Attempts made before the head arrived. */
+  readonly attempts: number
+  /** The W3C trace id of the call (32 hex digits). */
+  readonly traceId: string
+  /** True for a 2xx status. */
+  readonly ok: boolean
+  /**
+   * The body as Buffer chunks, pulled from the core one at a time (`for await`); read it once.
+   * Leaving the loop early cancels the stream. A body cut by the upstream rejects
+   * (`ConnectError` or `ProtocolError`); silence past `timeouts.idle_ms` is a `TimeoutError`
+   * with phase `idle`.
+   */
+  readonly body: AsyncIterableIterator<Buffer>
+  /** Stops reading: the connection and permit are released now, and the body iteration ends. */
+  cancel(): void
+}
+
+/** Every event's `type`. */
+export type HarnessEventType =
+  | 'request_finished'
+  | 'retry_scheduled'
+  | 'breaker_state_changed'
+  | 'bulkhead_rejected'
+  | 'config_reloaded'
+  | 'config_rejected'
+
+/** One per request (every field of the log line). */
+export interface RequestFinishedEvent {
+  type: 'request_finished'
+  ts_ms: number
+  client: string
+  trace_id: string
+  span_id: string
+  service: string
+  endpoint: string
+  method: string
+  status: number | null
+  duration_ms: number
+  attempts: number
+  retry_count: number
+  breaker: BreakerState
+  streamed: boolean
+  error_kind: string | null
+  error_code: string | null
+  error_message: string | null
+}
+
+/** A retry will be sent after `delay_ms`. */
+export interface RetryScheduledEvent {
+  type: 'retry_scheduled'
+  service: string
+  endpoint: string
+  method: string
+  trace_id: string
+  /** The attempt that failed (1 = the first). */
+  attempt: number
+  delay_ms: number
+  /** The error kind of the failed attempt. */
+  reason: string
+  status: number | null
+}
+
+export interface BreakerStateChangedEvent {
+  type: 'breaker_state_changed'
+  service: string
+  endpoint: string
+  method: string
+  from: BreakerState
+  to: BreakerState
+}
+
+export interface BulkheadRejectedEvent {
+  type: 'bulkhead_rejected'
+  service: string
+  endpoint: string
+  method: string
+  max_concurrency: number
+}
+
+export interface ConfigReloadedEvent {
+  type: 'config_reloaded'
+  version: string
+  /** `api`, or `file:<path>` for a watched file. */
+  source: string
+}
+
+export interface ConfigRejectedEvent {
+  type: 'config_rejected'
+  /** The version that stays in force. */
+  version: string
+  source: string
+  error: string
+}
+
+/** A structured record of something the engine did; `type` names it the same in every language. */
+export type HarnessEvent =
+  | RequestFinishedEvent
+  | RetryScheduledEvent
+  | BreakerStateChangedEvent
+  | BulkheadRejectedEvent
+  | ConfigReloadedEvent
+  | ConfigRejectedEvent
+
+/** Listeners by event name: `event` gets every event, a type name only that kind. */
+export type HarnessEventListeners = { event: (event: HarnessEvent) => unknown } & {
+  [K in HarnessEventType]: (event: Extract<HarnessEvent, { type: K }>) => unknown
+}
+
+/** Options of `Client.fromFile`. */
+export interface FromFileOptions {
+  /** Reload within a second of the file changing (an invalid edit is rejected and the old config stays). */
+  watch?: boolean
+}
+
+/**
+ * A Harness client. One is enough per config; it is safe to share across concurrent calls.
+ * It is an EventEmitter of Harness events: `on('event', fn)` gets every one, `on(type, fn)` one kind.
+ * A listener that throws is reported once (a `HarnessListenerWarning`) and never fails a request.
+ */
+export declare class Client extends EventEmitter {
   /**
    * @param config a config object, or a path to a `.yaml`, `.json` or `.toml` config file.
    * @throws ConfigError naming the bad field.
    */
   constructor(config: HarnessConfig | string)
+  /**
+   * A client from a `.yaml`, `.json` or `.toml` file; with `{ watch: true }` it reloads when the file changes.
+   * @throws ConfigError naming the bad field.
+   */
+  static fromFile(path: string, options?: FromFileOptions): Client
+  /**
+   * Replaces the config (an object, or a path to a config file) and returns the new `configVersion`.
+   * State for unchanged keys (breakers, budgets, bulkheads) carries over.
+   * @throws ConfigError naming the bad field; the old config stays in force.
+   */
+  reload(config: HarnessConfig | string): string
+  /** A short hash of the active config (the same config gives the same version in every language). */
+  readonly configVersion: string
+  /**
+   * Sends one request and resolves when its response head arrives; the body is streamed.
+   * Rejects with a `HarnessError` subclass (an error status rejects here, before the body).
+   */
+  stream(service: string, method: string, path: string, options?: CallOptions): Promise<StreamResponse>
+  stream(options: RequestOptions): Promise<StreamResponse>
+  /** Delivers this client's queued log records and events now (listeners run before it returns). */
+  flush(): void
   /** Sends one request through the pipeline; rejects with a `HarnessError` subclass. */
   request(options: RequestOptions): Promise<Response>
   /** `request` with method GET. */
@@ -150,10 +305,25 @@ export declare class Client {
   breakerState(service: string, method: string, path: string, endpoint?: string): BreakerState
   /** Bulkhead permits currently held on a service. @throws ConfigError for an unknown service. */
   bulkheadInUse(service: string): number
-  /** Refuses new requests; requests in flight finish or are cancelled by their callers. */
+  /** Refuses new requests and stops watching; requests in flight finish. Queued events are delivered before it returns. */
   close(): void
   /** Whether `close()` was called. */
   readonly closed: boolean
+
+  on<K extends keyof HarnessEventListeners>(name: K, listener: HarnessEventListeners[K]): this
+  on(name: string | symbol, listener: (...args: any[]) => void): this
+  addListener<K extends keyof HarnessEventListeners>(name: K, listener: HarnessEventListeners[K]): this
+  addListener(name: string | symbol, listener: (...args: any[]) => void): this
+  once<K extends keyof HarnessEventListeners>(name: K, listener: HarnessEventListeners[K]): this
+  once(name: string | symbol, listener: (...args: any[]) => void): this
+  prependListener<K extends keyof HarnessEventListeners>(name: K, listener: HarnessEventListeners[K]): this
+  prependListener(name: string | symbol, listener: (...args: any[]) => void): this
+  prependOnceListener<K extends keyof HarnessEventListeners>(name: K, listener: HarnessEventListeners[K]): this
+  prependOnceListener(name: string | symbol, listener: (...args: any[]) => void): this
+  off<K extends keyof HarnessEventListeners>(name: K, listener: HarnessEventListeners[K]): this
+  off(name: string | symbol, listener: (...args: any[]) => void): this
+  removeListener<K extends keyof HarnessEventListeners>(name: K, listener: HarnessEventListeners[K]): this
+  removeListener(name: string | symbol, listener: (...args: any[]) => void): this
 }
 
 /** Fields every Harness error carries (all optional except `attempts`). */
@@ -166,7 +336,7 @@ export interface HarnessErrorFields {
   errorCode?: string
   retryAfterMs?: number
   traceId?: string
-  phase?: 'connect' | 'response' | 'total'
+  phase?: 'connect' | 'response' | 'idle' | 'total'
   body?: Buffer
   cause?: unknown
 }
@@ -192,12 +362,12 @@ export declare class HarnessError extends Error {
   readonly retryAfterMs?: number
   /** The W3C trace id of the call. */
   readonly traceId?: string
-  /** For `TimeoutError`: which timeout expired. */
-  readonly phase?: 'connect' | 'response' | 'total'
+  /** For `TimeoutError`: which timeout expired (`idle`: a streamed body went silent for `timeouts.idle_ms`). */
+  readonly phase?: 'connect' | 'response' | 'idle' | 'total'
   /** The raw downstream body (not enumerable, never in the message). */
   readonly body?: Buffer
 }
-/** A timeout expired; `phase` is `connect`, `response` or `total`. */
+/** A timeout expired; `phase` is `connect`, `response`, `idle` or `total`. */
 export declare class TimeoutError extends HarnessError {}
 /** The circuit breaker for (service, endpoint, method) is open. */
 export declare class CircuitOpenError extends HarnessError {}

@@ -1,8 +1,10 @@
 'use strict'
 // harness-sdk: the public Node API. Translation only: it builds request objects for the
-// native module, rebuilds errors as classes and ties AbortSignals to native cancellation.
-// Every behaviour (timeouts, retries, breaking, isolation) lives in harness-core.
+// native module, turns errors (which cross as data) into classes, ties AbortSignals to native
+// cancellation, wraps streamed bodies as async iterables and dispatches events to listeners.
+// Every behaviour (timeouts, retries, breaking, isolation, reload) lives in harness-core.
 
+const { EventEmitter } = require('node:events')
 const path = require('node:path')
 
 function loadNative() {
@@ -18,8 +20,6 @@ function loadNative() {
 }
 
 const native = loadNative()
-
-const ERROR_MARKER = native.errorMarker()
 
 // ---------------------------------------------------------------- errors
 
@@ -43,7 +43,7 @@ class HarnessError extends Error {
   }
 }
 
-/** A timeout expired; `phase` is `connect`, `response` or `total`. */
+/** A timeout expired; `phase` is `connect`, `response`, `idle` (a body went silent) or `total`. */
 class TimeoutError extends HarnessError {}
 /** The circuit breaker for (service, endpoint, method) is open. */
 class CircuitOpenError extends HarnessError {}
@@ -118,25 +118,11 @@ const LONE_SURROGATE = /\p{Surrogate}/u
 const isWellFormed =
   typeof String.prototype.isWellFormed === 'function' ? (s) => s.isWellFormed() : (s) => !LONE_SURROGATE.test(s)
 
-// Runs a synchronous native call, turning a marked native error back into its class.
-function callNative(fn) {
-  try {
-    return fn()
-  } catch (e) {
-    const msg = e && typeof e.message === 'string' ? e.message : ''
-    const at = msg.indexOf(ERROR_MARKER)
-    if (at >= 0) {
-      let raw
-      try {
-        raw = JSON.parse(msg.slice(at + ERROR_MARKER.length))
-      } catch {
-        raw = { name: 'HarnessError', message: msg.slice(at + ERROR_MARKER.length) }
-      }
-      throw errorFrom(raw)
-    }
-    // A napi type conversion failure: the wrapper checks types first, so this names no field.
-    throw configError(`request: ${msg}`)
-  }
+// A fallible synchronous native call returns its value or a NativeError (the error as data):
+// `isValue` tells them apart, and the error becomes its class here.
+function unwrap(result, isValue) {
+  if (isValue) return result
+  throw errorFrom(result)
 }
 
 // ---------------------------------------------------------------- responses
@@ -219,6 +205,136 @@ class ResponseHeaders {
   /** Every `Set-Cookie` value, in order (as fetch's `Headers.getSetCookie`). */
   getSetCookie() {
     return this.getAll('set-cookie')
+  }
+}
+
+// StreamResponse's internal methods (the completion queue and signal watches call them).
+const READ = Symbol('read')
+const SETTLE = Symbol('settle')
+const ABORT = Symbol('abort')
+
+/**
+ * A streamed response: the head (status, headers, attempts, trace id) has arrived; `body` is an
+ * async iterable of Buffer chunks pulled from the core one at a time (the core reads at most a
+ * small buffer ahead). Breaking out of `for await`, `cancel()` or the call's AbortSignal releases
+ * the connection and the bulkhead permit at once.
+ */
+class StreamResponse {
+  #stream
+  #service
+  #method
+  #signal
+  #body = undefined
+  // 'open', 'ended' (end, error or cancel()), or 'aborted' (the signal fired).
+  #state = 'open'
+
+  constructor(status, rawHeaders, attempts, traceId, stream, service, method, signal) {
+    /** The HTTP status code. */
+    this.status = status
+    /** Attempts made before the head arrived. */
+    this.attempts = attempts
+    /** The W3C trace id of the call. */
+    this.traceId = traceId
+    this._rawHeaders = rawHeaders
+    this._headers = undefined
+    this.#stream = stream
+    this.#service = service
+    this.#method = method
+    this.#signal = signal
+    if (signal !== null) watchSignal(signal, this)
+  }
+
+  /** Response headers, as on `Response` (`get`, `getAll`, `getSetCookie`). */
+  get headers() {
+    if (this._headers === undefined) this._headers = new ResponseHeaders(this._rawHeaders)
+    return this._headers
+  }
+
+  /** True for a 2xx status. */
+  get ok() {
+    return this.status >= 200 && this.status < 300
+  }
+
+  /** The body: an async iterable of Buffer chunks (read it once). */
+  get body() {
+    if (this.#body === undefined) this.#body = bodyChunks(this)
+    return this.#body
+  }
+
+  /** Stops reading: the connection and permit are released now; the body iteration ends. */
+  cancel() {
+    if (this.#state !== 'open') return
+    this.#end('ended')
+    this.#stream.cancel()
+  }
+
+  // Called by the signal's watch when it aborts: reads reject with CancelledError from now on.
+  [ABORT]() {
+    if (this.#state !== 'open') return
+    this.#end('aborted')
+    this.#stream.cancel()
+  }
+
+  #end(state) {
+    this.#state = state
+    if (this.#signal !== null) unwatchSignal(this.#signal, this)
+  }
+
+  // The next chunk, or null at the end.
+  [READ]() {
+    if (this.#state === 'ended') return Promise.resolve(null)
+    if (this.#state === 'aborted') return Promise.reject(cancelledError(this.#service, this.#method, this.#signal.reason))
+    const id = nextId()
+    this.#stream.read(queue, id)
+    return new Promise((resolve, reject) => track(id, new PendingRead(this, resolve, reject)))
+  }
+
+  // A read's outcome (from the completion queue).
+  [SETTLE](read, chunk, error) {
+    if (error === undefined) {
+      if (chunk === null && this.#state === 'open') this.#end('ended')
+      read.resolve(chunk)
+      return
+    }
+    const state = this.#state
+    if (state === 'open') this.#end('ended')
+    // A read waiting when cancel() was called ends the iteration like any later read.
+    if (state === 'ended' && error.name === 'CancelledError') {
+      read.resolve(null)
+      return
+    }
+    const cause = state === 'aborted' && error.name === 'CancelledError' ? this.#signal.reason : undefined
+    read.reject(errorFrom({ ...error, service: error.service ?? this.#service, method: error.method ?? this.#method }, cause))
+  }
+}
+
+// The body's async iterator: leaving the loop early (break, return, throw) cancels the stream.
+async function* bodyChunks(response) {
+  try {
+    for (;;) {
+      const chunk = await response[READ]()
+      if (chunk === null) return
+      yield chunk
+    }
+  } finally {
+    response.cancel()
+  }
+}
+
+// One chunk read in flight.
+class PendingRead {
+  constructor(response, resolve, reject) {
+    this.response = response
+    this.resolve = resolve
+    this.reject = reject
+  }
+
+  succeed(chunk) {
+    this.response[SETTLE](this, chunk, undefined)
+  }
+
+  fail(error) {
+    this.response[SETTLE](this, null, error)
   }
 }
 
@@ -363,9 +479,10 @@ function bodyBytes(b) {
 
 const NO_OPTIONS = Object.freeze({})
 
-// Checks and translates one request's fields, stages it natively and returns its promise.
-// `opts` carries every field but service, method and path (already taken from it or the shortcut).
-function send(nativeClient, service, method, path, opts) {
+// Checks and translates one call's fields, stages it natively and returns its promise (of a
+// Response, or with `streaming` of a StreamResponse). `opts` carries every field but service,
+// method and path (already taken from it or the shortcut).
+function send(nativeClient, streaming, service, method, path, opts) {
   let endpoint, query, headers, idempotencyKey, traceparent, json, body, timeoutMs
   try {
     service = reqString(service, 'service')
@@ -399,7 +516,7 @@ function send(nativeClient, service, method, path, opts) {
   let error
   try {
     error = nativeClient.request(
-      queue, id, service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, token,
+      queue, id, streaming, service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, token,
     )
   } catch (e) {
     // A napi conversion failure; the checks above make this unreachable for typed input.
@@ -412,8 +529,9 @@ function send(nativeClient, service, method, path, opts) {
   })
 }
 
-// One 'abort' listener per signal, however many requests share it (a fan-out would otherwise
-// pass the listener limit and warn): it cancels the tokens of the signal's pending requests.
+// One 'abort' listener per signal, however many calls share it (a fan-out would otherwise
+// pass the listener limit and warn): it cancels the signal's pending requests (their cancel
+// tokens) and open streams.
 const signalWatches = new WeakMap()
 
 class SignalWatch {
@@ -421,8 +539,12 @@ class SignalWatch {
     this.tokens = new Set()
     this.onAbort = () => {
       signalWatches.delete(signal)
-      for (const token of this.tokens) token.cancel()
+      const tokens = [...this.tokens]
       this.tokens.clear()
+      for (const token of tokens) {
+        if (token instanceof StreamResponse) token[ABORT]()
+        else token.cancel()
+      }
     }
   }
 }
@@ -454,16 +576,22 @@ function cancelledError(service, method, reason) {
 
 // ---------------------------------------------------------------- completions
 
-// Requests in flight, by id. Requests made in one tick are staged natively and started together
-// by one flush (a microtask); finished ones come back in batches behind one weak threadsafe
-// function. While any request is pending a plain timer holds the event loop, so an idle process
-// (closed client or not) exits on its own.
+// The one completion pattern (see README.md): calls in flight (requests, stream opens, chunk
+// reads), by id. Calls made in one tick are staged natively and started together by one flush
+// (a microtask); everything that comes back (results, opened streams, chunks, events) is drained
+// in batches behind one weak threadsafe function. While any call is pending a plain timer holds
+// the event loop, so an idle process (closed client or not) exits on its own.
 const pending = new Map()
 let lastId = 0
 let hold = null
 let flushQueued = false
 const noop = () => {}
-const FIELDS = native.completionFields()
+const LAYOUT = native.completionLayout()
+const FIELDS = LAYOUT.fields
+const STATUS_CHUNK = LAYOUT.statusChunk
+const STATUS_END = LAYOUT.statusEnd
+const BODY_LARGE = LAYOUT.bodyLarge
+const BODY_STREAM = LAYOUT.bodyStream
 
 function flush() {
   flushQueued = false
@@ -478,12 +606,13 @@ function bodyFrom(bodies, start, len) {
   return body
 }
 
-const queue = new native.CompletionQueue(() => {
-  const { meta, text, bodies, large, errors } = queue.drain()
+function drain() {
+  const { meta, text, bodies, large, errors, streams, events } = queue.drain()
   let at = 0
   let bodyAt = 0
   let nLarge = 0
   let nError = 0
+  let nStream = 0
   for (let i = 0; i < meta.length; i += FIELDS) {
     const id = meta[i]
     const status = meta[i + 1]
@@ -494,18 +623,33 @@ const queue = new native.CompletionQueue(() => {
       if (call !== undefined) call.fail(error)
       continue
     }
-    const headersLen = meta[i + 4]
-    const traceLen = meta[i + 5]
     const bodyLen = meta[i + 6]
+    if (bodyLen === BODY_STREAM) {
+      const headersEnd = at + meta[i + 4]
+      const traceEnd = headersEnd + meta[i + 5]
+      const stream = streams[nStream++]
+      if (call !== undefined) call.opened(status, text.slice(at, headersEnd), meta[i + 3], text.slice(headersEnd, traceEnd), stream)
+      else stream.cancel()
+      at = traceEnd
+      continue
+    }
+    if (status === STATUS_END) {
+      if (call !== undefined) call.succeed(null)
+      continue
+    }
     let body
-    if (bodyLen < 0) {
+    if (bodyLen === BODY_LARGE) {
       body = large[nLarge++]
     } else {
       body = bodyFrom(bodies, bodyAt, bodyLen)
       bodyAt += bodyLen
     }
-    const headersEnd = at + headersLen
-    const traceEnd = headersEnd + traceLen
+    if (status === STATUS_CHUNK) {
+      if (call !== undefined) call.succeed(body)
+      continue
+    }
+    const headersEnd = at + meta[i + 4]
+    const traceEnd = headersEnd + meta[i + 5]
     if (call !== undefined) {
       call.succeed(new Response(status, text.slice(at, headersEnd), body, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd)))
     }
@@ -515,7 +659,10 @@ const queue = new native.CompletionQueue(() => {
     clearInterval(hold)
     hold = null
   }
-})
+  if (events.length > 0) dispatchEvents(events)
+}
+
+const queue = new native.CompletionQueue(drain)
 
 function nextId() {
   do {
@@ -524,7 +671,8 @@ function nextId() {
   return lastId
 }
 
-// One request in flight: how to settle its promise, and its AbortSignal and cancel token (if any).
+// One request or stream open in flight: how to settle its promise, and its AbortSignal and
+// cancel token (if any).
 class PendingCall {
   constructor(resolve, reject, service, method, signal, token) {
     this.resolve = resolve
@@ -538,6 +686,20 @@ class PendingCall {
   succeed(response) {
     if (this.signal !== null) unwatchSignal(this.signal, this.token)
     this.resolve(response)
+  }
+
+  // A stream's head arrived: its body now answers to the same signal.
+  opened(status, rawHeaders, attempts, traceId, stream) {
+    const signal = this.signal
+    if (signal !== null) {
+      unwatchSignal(signal, this.token)
+      if (signal.aborted) {
+        stream.cancel()
+        this.reject(cancelledError(this.service, this.method, signal.reason))
+        return
+      }
+    }
+    this.resolve(new StreamResponse(status, rawHeaders, attempts, traceId, stream, this.service, this.method, signal))
   }
 
   fail(e) {
@@ -562,54 +724,153 @@ function track(id, call) {
   }
 }
 
+// ---------------------------------------------------------------- events
+
+// Clients with listeners, by the key their native sink tags events with. Weak: a client
+// dropped without close() is collected (its late events are then dropped).
+const listening = new Map()
+let lastKey = 0
+const forgetClient = new FinalizationRegistry((key) => listening.delete(key))
+// EventEmitter's own bookkeeping events, which are not Harness events.
+const META_EVENTS = new Set(['newListener', 'removeListener'])
+
+// `text` is `[key,{event}]` entries joined with commas: parsed once per batch.
+function dispatchEvents(text) {
+  const entries = JSON.parse(`[${text}]`)
+  for (let i = 0; i < entries.length; i++) {
+    const [key, event] = entries[i]
+    const client = listening.get(key)?.deref()
+    if (client !== undefined) client[DISPATCH](event)
+  }
+}
+
+// A listener that throws (or returns a promise that rejects) is reported once, with a
+// process warning; it never fails a request and keeps receiving events.
+function listenerFailed(client, listener, type, error) {
+  const reported = client[REPORTED]
+  const fn = listener.listener ?? listener
+  if (reported.has(fn)) return
+  reported.add(fn)
+  const why = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+  process.emitWarning(`a Harness event listener threw while handling '${type}': ${why} (reported once per listener; it keeps receiving events)`, {
+    type: 'HarnessListenerWarning',
+    code: 'HARNESS_LISTENER_FAILED',
+  })
+}
+
+const DISPATCH = Symbol('dispatch')
+const REPORTED = Symbol('reported')
+const KEY = Symbol('key')
+const ADOPT = Symbol('adopt')
+
 // ---------------------------------------------------------------- client
 
-/** A Harness client: one per process (or per config) is enough; it is safe to share. */
-class Client {
+function openClient(config) {
+  if (typeof config === 'string') {
+    if (!isWellFormed(config)) throw hostInputError('lone_surrogate', 'config')
+    const r = native.clientFromFile(config, false)
+    return unwrap(r, r instanceof native.NativeClient)
+  }
+  if (config !== null && typeof config === 'object' && !Array.isArray(config)) {
+    const r = native.clientFromJson(jsonText(config, 'config'))
+    return unwrap(r, r instanceof native.NativeClient)
+  }
+  throw configError('config: expected a config object or a path to a config file')
+}
+
+/**
+ * A Harness client: one per process (or per config) is enough; it is safe to share.
+ * It is an EventEmitter: `client.on('event', fn)` gets every event (a plain object with a `type`
+ * field), `client.on('request_finished', fn)` (or any other type) only that kind.
+ */
+class Client extends EventEmitter {
   /**
    * @param config a config object (same shape as the YAML/JSON/TOML file) or a path to a config file.
    */
-  constructor(config) {
-    if (typeof config === 'string') {
-      if (!isWellFormed(config)) throw hostInputError('lone_surrogate', 'config')
-      this._native = callNative(() => native.NativeClient.fromPath(config))
-    } else if (config !== null && typeof config === 'object' && !Array.isArray(config)) {
-      const json = jsonText(config, 'config')
-      this._native = callNative(() => native.NativeClient.fromJson(json))
-    } else {
-      throw configError('config: expected a config object or a path to a config file')
-    }
+  constructor(config, adopted) {
+    super()
+    this._native = config === ADOPT ? adopted : openClient(config)
+    this[KEY] = 0
+    this[REPORTED] = new WeakSet()
+  }
+
+  /**
+   * A client from a `.yaml`, `.json` or `.toml` file; with `{ watch: true }` it reloads within a
+   * second of the file changing (an invalid edit is rejected with a `config_rejected` event and
+   * the old config stays).
+   */
+  static fromFile(file, options) {
+    const watch = options?.watch ?? false
+    if (typeof file !== 'string') throw configError(`config: expected a path to a config file, got ${typeof file}`)
+    if (!isWellFormed(file)) throw hostInputError('lone_surrogate', 'config')
+    if (typeof watch !== 'boolean') throw configError(`options.watch: expected a boolean, got ${typeof watch}`)
+    const r = native.clientFromFile(file, watch)
+    return new Client(ADOPT, unwrap(r, r instanceof native.NativeClient))
   }
 
   /** Sends one request through the pipeline; resolves to a Response, rejects with a HarnessError. */
   request(opts) {
     if (opts === null || typeof opts !== 'object') return Promise.reject(configError('request: expected an options object'))
-    return send(this._native, opts.service, opts.method ?? 'GET', opts.path, opts)
+    return send(this._native, false, opts.service, opts.method ?? 'GET', opts.path, opts)
   }
 
   /** `request` with method GET. */
   get(service, path, options) {
-    return send(this._native, service, 'GET', path, options ?? NO_OPTIONS)
+    return send(this._native, false, service, 'GET', path, options ?? NO_OPTIONS)
   }
 
   /** `request` with method POST. */
   post(service, path, options) {
-    return send(this._native, service, 'POST', path, options ?? NO_OPTIONS)
+    return send(this._native, false, service, 'POST', path, options ?? NO_OPTIONS)
   }
 
   /** `request` with method PUT. */
   put(service, path, options) {
-    return send(this._native, service, 'PUT', path, options ?? NO_OPTIONS)
+    return send(this._native, false, service, 'PUT', path, options ?? NO_OPTIONS)
   }
 
   /** `request` with method PATCH. */
   patch(service, path, options) {
-    return send(this._native, service, 'PATCH', path, options ?? NO_OPTIONS)
+    return send(this._native, false, service, 'PATCH', path, options ?? NO_OPTIONS)
   }
 
   /** `request` with method DELETE. */
   delete(service, path, options) {
-    return send(this._native, service, 'DELETE', path, options ?? NO_OPTIONS)
+    return send(this._native, false, service, 'DELETE', path, options ?? NO_OPTIONS)
+  }
+
+  /**
+   * Sends one request and resolves at its response head to a StreamResponse whose `body` is an
+   * async iterable of Buffer chunks. `stream(service, method, path, options)` or `stream(options)`.
+   * An error status rejects (as `request` does).
+   */
+  stream(service, method, path, options) {
+    if (service !== null && typeof service === 'object') {
+      return send(this._native, true, service.service, service.method ?? 'GET', service.path, service)
+    }
+    return send(this._native, true, service, method, path, options ?? NO_OPTIONS)
+  }
+
+  /**
+   * Replaces the config (an object, or a path to a config file) if it is valid, and returns the
+   * new `configVersion`. Throws a ConfigError naming the field otherwise; the old config stays.
+   */
+  reload(config) {
+    if (typeof config === 'string') {
+      if (!isWellFormed(config)) throw hostInputError('lone_surrogate', 'config')
+      const r = this._native.reloadPath(config)
+      return unwrap(r, typeof r === 'string')
+    }
+    if (config !== null && typeof config === 'object' && !Array.isArray(config)) {
+      const r = this._native.reloadJson(jsonText(config, 'config'))
+      return unwrap(r, typeof r === 'string')
+    }
+    throw configError('config: expected a config object or a path to a config file')
+  }
+
+  /** A short hash of the active config (the same config gives the same version in every language). */
+  get configVersion() {
+    return this._native.configVersion()
   }
 
   /** The Prometheus text exposition of this client's metrics. */
@@ -629,13 +890,20 @@ class Client {
 
   /** Bulkhead permits currently held on a service. */
   bulkheadInUse(service) {
-    reqString(service, 'service')
-    return callNative(() => this._native.bulkheadInUse(service))
+    const r = this._native.bulkheadInUse(reqString(service, 'service'))
+    return unwrap(r, typeof r === 'number')
   }
 
-  /** Refuses new requests; requests in flight finish or are cancelled by their callers. */
+  /** Delivers this client's queued log records and events now (listeners run before it returns). */
+  flush() {
+    this._native.flush()
+    if (this[KEY] !== 0) drain()
+  }
+
+  /** Refuses new requests; requests in flight finish or are cancelled by their callers. Queued events are delivered. */
   close() {
     this._native.close()
+    if (this[KEY] !== 0) drain()
   }
 
   /** Whether `close()` was called. */
@@ -646,12 +914,102 @@ class Client {
   toString() {
     return '[Client harness-sdk]'
   }
-}
 
+  // EventEmitter: the native event sink is added with the first listener and paused without any.
+  addListener(name, listener) {
+    super.addListener(name, listener)
+    this.#listeners()
+    return this
+  }
+
+  on(name, listener) {
+    return this.addListener(name, listener)
+  }
+
+  once(name, listener) {
+    super.once(name, listener)
+    this.#listeners()
+    return this
+  }
+
+  prependListener(name, listener) {
+    super.prependListener(name, listener)
+    this.#listeners()
+    return this
+  }
+
+  prependOnceListener(name, listener) {
+    super.prependOnceListener(name, listener)
+    this.#listeners()
+    return this
+  }
+
+  removeListener(name, listener) {
+    super.removeListener(name, listener)
+    this.#listeners()
+    return this
+  }
+
+  off(name, listener) {
+    return this.removeListener(name, listener)
+  }
+
+  removeAllListeners(name) {
+    if (name === undefined) super.removeAllListeners()
+    else super.removeAllListeners(name)
+    this.#listeners()
+    return this
+  }
+
+  // Starts or pauses the native sink to match whether any Harness event has a listener.
+  #listeners() {
+    let any = false
+    for (const name of this.eventNames()) {
+      if (!META_EVENTS.has(name)) {
+        any = true
+        break
+      }
+    }
+    const key = this[KEY]
+    if (any && (key === 0 || !listening.has(key))) {
+      let k = key
+      if (k === 0) {
+        k = this[KEY] = ++lastKey
+        forgetClient.register(this, k)
+      }
+      listening.set(k, new WeakRef(this))
+      this._native.listen(queue, k)
+    } else if (!any && key !== 0 && listening.has(key)) {
+      listening.delete(key)
+      this._native.unlisten()
+    }
+  }
+
+  // Calls the listeners of 'event' and of the event's own type, each on its own.
+  [DISPATCH](event) {
+    this.#call('event', event)
+    this.#call(event.type, event)
+  }
+
+  #call(name, event) {
+    if (this.listenerCount(name) === 0) return
+    for (const listener of this.rawListeners(name)) {
+      try {
+        const r = listener.call(this, event)
+        if (r !== undefined && r !== null && typeof r.then === 'function') {
+          r.then(undefined, (e) => listenerFailed(this, listener, event.type, e))
+        }
+      } catch (e) {
+        listenerFailed(this, listener, event.type, e)
+      }
+    }
+  }
+}
 
 module.exports = {
   Client,
   Response,
+  StreamResponse,
   ...errorClasses,
   /** Every error class name, base first. */
   ERROR_NAMES: native.errorNames(),

@@ -8,6 +8,7 @@ const sdk = require('./index.js')
 export const {
   Client,
   Response,
+  StreamResponse,
   HarnessError,
   TimeoutError,
   CircuitOpenError,

@@ -89,7 +89,7 @@ async function runOne(client, scenario, call) {
   }
   const t0 = performance.now()
   try {
-    const response = await client.request(opts)
+    const response = call.stream ? await readStream(client, opts, call.read_chunks) : await client.request(opts)
     return { response, ms: performance.now() - t0 }
   } catch (error) {
     assert.ok(error instanceof HarnessError, `not a HarnessError: ${error && error.stack}`)
@@ -97,6 +97,55 @@ async function runOne(client, scenario, call) {
   } finally {
     clearTimeout(timer)
   }
+}
+
+// A streamed call: the body read chunk by chunk (to its end, or `readChunks` chunks and then a
+// break out of the loop), folded into one object so the same checks apply.
+async function readStream(client, opts, readChunks) {
+  const r = await client.stream(opts)
+  const chunks = []
+  for await (const chunk of r.body) {
+    assert.ok(Buffer.isBuffer(chunk), 'a chunk is a Buffer')
+    chunks.push(chunk)
+    if (readChunks !== undefined && chunks.length >= readChunks) break
+  }
+  return { status: r.status, headers: r.headers, attempts: r.attempts, traceId: r.traceId, body: Buffer.concat(chunks) }
+}
+
+// A `reload` call: base deep-merged with the object (not with the scenario's config).
+function runReload(client, call) {
+  const versionBefore = client.configVersion
+  try {
+    const version = client.reload(substitute(deepMerge(BASE, call.reload)))
+    assert.equal(client.configVersion, version)
+    return { response: { version }, versionBefore }
+  } catch (error) {
+    assert.ok(error instanceof HarnessError, `not a HarnessError: ${error && error.stack}`)
+    return { error, versionBefore }
+  }
+}
+
+function checkReload(client, scenario, call, i, { response, error, versionBefore }) {
+  const ex = call.expect || {}
+  const where = `${scenario.name} call ${i} (reload)`
+  if (!('error' in ex)) {
+    assert.ok(response, `${where}: expected the reload to succeed, got ${error && `${error.name}: ${error.message}`}`)
+    return
+  }
+  assert.ok(error, `${where}: expected ${ex.error}, the reload succeeded`)
+  assert.equal(error.name, ex.error, `${where}: ${error.message}`)
+  assert.equal(error.code, ex.error, `${where}: err.code`)
+  if ('message' in ex) assert.ok(error.message.includes(ex.message), `${where}: ${JSON.stringify(ex.message)} not in ${error.message}`)
+  assert.equal(client.configVersion, versionBefore, `${where}: the old config stays`)
+}
+
+// Permits are freed as the calls end; poll a little in case one is released asynchronously.
+async function settleBulkhead(client, call) {
+  const ex = call.expect || {}
+  if (!('bulkhead_in_use' in ex)) return
+  const service = call.service ?? 'svc'
+  const until = performance.now() + 1000
+  while (client.bulkheadInUse(service) !== ex.bulkhead_in_use && performance.now() < until) await sleep(10)
 }
 
 function check(client, scenario, call, i, results) {
@@ -137,6 +186,7 @@ function check(client, scenario, call, i, results) {
     for (const [k, want] of Object.entries(ex.headers || {})) {
       assert.deepEqual(response ? response.headers.getAll(k) : [], want, `${where}: response header ${k} (${desc})`)
     }
+    if ('body' in ex) assert.equal(response ? response.body.toString('utf8') : undefined, ex.body, `${where}: body (${desc})`)
     if ('retry_after_ms' in ex) assert.equal(error && error.retryAfterMs, ex.retry_after_ms, `${where}: retryAfterMs (${desc})`)
     if ('attempts' in ex) assert.equal((response || error).attempts, ex.attempts, `${where}: attempts (${desc})`)
     if ('trace_id' in ex) assert.equal((response || error).traceId, ex.trace_id, `${where}: traceId`)
@@ -189,7 +239,7 @@ async function checkUpstream(scenario) {
   }
 }
 
-const known = new Set(['method', 'path', 'service', 'endpoint', 'headers', 'json', 'json_depth', 'body', 'idempotency_key', 'timeout_ms', 'traceparent', 'wait_ms', 'parallel', 'background', 'cancel_after_ms', 'expect'])
+const known = new Set(['method', 'path', 'service', 'endpoint', 'headers', 'json', 'json_depth', 'body', 'idempotency_key', 'timeout_ms', 'traceparent', 'wait_ms', 'parallel', 'background', 'cancel_after_ms', 'stream', 'read_chunks', 'reload', 'expect'])
 
 // A scenario whose config must be refused: the ConfigError names `config_error` and never shows `config_error_excludes`.
 function checkConfigError(scenario, config) {
@@ -224,13 +274,22 @@ for (const scenario of scenarios) {
       for (const [i, call] of scenario.calls.entries()) {
         for (const k of Object.keys(call)) assert.ok(known.has(k), `${scenario.name}: unknown call key ${k}`)
         if (call.wait_ms) await sleep(call.wait_ms)
+        if ('reload' in call) {
+          checkReload(client, scenario, call, i, runReload(client, call))
+          continue
+        }
         const n = call.parallel ?? 1
         const run = Promise.all(Array.from({ length: n }, () => runOne(client, scenario, call)))
         if (call.background) {
-          background.push(run.then((results) => () => check(client, scenario, call, i, results)))
+          background.push(run.then(async (results) => {
+            await settleBulkhead(client, call)
+            return () => check(client, scenario, call, i, results)
+          }))
           continue
         }
-        check(client, scenario, call, i, await run)
+        const results = await run
+        await settleBulkhead(client, call)
+        check(client, scenario, call, i, results)
       }
       for (const checkLater of await Promise.all(background)) checkLater()
       await checkUpstream(scenario)

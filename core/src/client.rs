@@ -118,6 +118,12 @@ impl Client {
         self.engine.reload(Config::from_value(value), "api")
     }
 
+    /// `reload` from config text (`yaml`, `json` or `toml`), e.g. what a binding serialised;
+    /// a text that does not even parse counts as a rejected reload too.
+    pub fn reload_text(&self, text: &str, format: &str) -> Result<String, HarnessError> {
+        self.engine.reload(Config::from_str_with_format(text, format), "api")
+    }
+
     /// `reload` from a `.yaml`, `.json` or `.toml` file.
     pub fn reload_path(&self, path: impl AsRef<Path>) -> Result<String, HarnessError> {
         let path = path.as_ref();
@@ -166,8 +172,20 @@ impl Client {
     }
 
     /// Adds an event listener: it gets every event on the client's event thread.
-    pub fn add_listener(&self, sink: Arc<dyn EventSink>) {
-        self.engine.events.add(sink);
+    /// The returned id removes it (`remove_listener`).
+    pub fn add_listener(&self, sink: Arc<dyn EventSink>) -> u64 {
+        self.engine.events.add(sink)
+    }
+
+    /// Removes a listener; with none left, the client no longer builds events at all.
+    pub fn remove_listener(&self, id: u64) -> bool {
+        self.engine.events.remove(id)
+    }
+
+    /// Counts events a binding dropped after the core delivered them (its own buffer was
+    /// full), in `harness_events_dropped_total`.
+    pub fn note_dropped_events(&self, n: u64) {
+        self.engine.events.note_dropped(n);
     }
 
     pub fn config(&self) -> Arc<Config> {

@@ -15,6 +15,19 @@ pub trait EventSink: Send + Sync {
     /// Called on the client's event thread, in order. An `Err` (a host exception)
     /// is reported once per sink; the event stream goes on.
     fn on_event(&self, event: &Event) -> Result<(), String>;
+
+    /// Several events at once, in order (whatever was queued together). A binding may
+    /// override it to cross into the host once per batch. The default calls `on_event`
+    /// for each and returns the first failure after delivering them all.
+    fn on_events(&self, events: &[Event]) -> Result<(), String> {
+        let mut first_failure = None;
+        for e in events {
+            if let Err(m) = self.on_event(e) {
+                first_failure.get_or_insert(m);
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
+    }
 }
 
 /// A structured record of something the engine did. `kind()` names it the same in every language.

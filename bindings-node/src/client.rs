@@ -1,0 +1,151 @@
+//! The native client: construction, reload, calls (staged on the completion queue),
+//! listeners and admin reads. `index.js` wraps it in the public `Client` class.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use harness_core::{ClientOptions, Config};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::completion::{CancelToken, CompletionQueue, Staged, Work};
+use crate::convert::core_request;
+use crate::errors::{native_error, outcome, NativeError, Outcome};
+use crate::events::NodeSink;
+
+#[napi]
+pub struct NativeClient {
+    inner: harness_core::Client,
+    /// The core listener id while JS has listeners.
+    sink: Mutex<Option<u64>>,
+}
+
+impl NativeClient {
+    fn wrap(inner: harness_core::Client) -> Self {
+        NativeClient { inner, sink: Mutex::new(None) }
+    }
+}
+
+/// From the JSON text of a config object (the core checks its nesting before parsing).
+#[napi]
+pub fn client_from_json(json: String) -> Outcome<NativeClient> {
+    outcome(Config::from_str_with_format(&json, "json").and_then(harness_core::Client::new).map(NativeClient::wrap))
+}
+
+/// From a `.yaml`, `.json` or `.toml` file; with `watch`, it reloads when the file changes.
+#[napi]
+pub fn client_from_file(path: String, watch: bool) -> Outcome<NativeClient> {
+    outcome(harness_core::Client::from_file(path, watch, ClientOptions::default()).map(NativeClient::wrap))
+}
+
+#[napi]
+impl NativeClient {
+    /// Stages a request (or, with `streaming`, a stream open); `queue.flush()` starts it on the
+    /// core runtime and it completes through `queue` under `id`. Returns the error at once (and
+    /// stages nothing) if the input cannot be translated.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn request(
+        &self,
+        queue: &CompletionQueue,
+        id: u32,
+        streaming: bool,
+        service: String,
+        method: String,
+        path: String,
+        endpoint: Option<String>,
+        query: Option<Vec<String>>,
+        headers: Option<Vec<String>>,
+        json: Option<String>,
+        body: Option<Buffer>,
+        idempotency_key: Option<String>,
+        timeout_ms: Option<f64>,
+        traceparent: Option<String>,
+        cancel: Option<&CancelToken>,
+    ) -> Option<NativeError> {
+        let req = core_request(service, method, path, endpoint, query, headers, json, body.as_deref(), idempotency_key, timeout_ms, traceparent);
+        match req {
+            Ok(req) => {
+                let client = self.inner.clone();
+                let work = if streaming { Work::Open(client, req) } else { Work::Request(client, req) };
+                queue.inner.stage(Staged { work, id, cancel: cancel.map(|c| c.notify.clone()) });
+                None
+            }
+            Err(e) => Some(native_error(e)),
+        }
+    }
+
+    /// Replaces the config with the JSON text of a config object; returns the new version.
+    #[napi]
+    pub fn reload_json(&self, json: String) -> Outcome<String> {
+        // Checked and parsed as `Config::from_str_with_format` does; the value goes through the
+        // engine, so a schema error is counted and announced as a rejected reload.
+        outcome(self.inner.reload_text(&json, "json"))
+    }
+
+    /// Replaces the config with a `.yaml`, `.json` or `.toml` file; returns the new version.
+    #[napi]
+    pub fn reload_path(&self, path: String) -> Outcome<String> {
+        outcome(self.inner.reload_path(Path::new(&path)))
+    }
+
+    /// A short hash of the active config.
+    #[napi]
+    pub fn config_version(&self) -> String {
+        self.inner.config_version()
+    }
+
+    /// Starts delivering this client's events through `queue`, tagged with `key`
+    /// (a no-op while already listening).
+    #[napi]
+    pub fn listen(&self, queue: &CompletionQueue, key: u32) {
+        let mut id = self.sink.lock().unwrap_or_else(|p| p.into_inner());
+        if id.is_none() {
+            *id = Some(self.inner.add_listener(Arc::new(NodeSink::new(queue.inner.clone(), key))));
+        }
+    }
+
+    /// Removes the core listener while the client has no JS listener: the core then
+    /// builds no events at all.
+    #[napi]
+    pub fn unlisten(&self) {
+        if let Some(id) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            self.inner.remove_listener(id);
+        }
+    }
+
+    /// Delivers this client's queued log records and events now (into the completion queue).
+    #[napi]
+    pub fn flush(&self) {
+        self.inner.flush();
+    }
+
+    /// The Prometheus text exposition of this client's metrics.
+    #[napi]
+    pub fn metrics(&self) -> String {
+        self.inner.metrics_text()
+    }
+
+    /// `closed`, `open` or `half_open`.
+    #[napi]
+    pub fn breaker_state(&self, service: String, method: String, path: String, endpoint: Option<String>) -> String {
+        self.inner.breaker_state(&service, &method, &path, endpoint.as_deref()).to_string()
+    }
+
+    /// Bulkhead permits currently held on a service.
+    #[napi]
+    pub fn bulkhead_in_use(&self, service: String) -> Outcome<u32> {
+        outcome(self.inner.bulkhead_in_use(&service).map(|n| n as u32))
+    }
+
+    /// Refuses new requests, stops watching, and flushes this client's log records and events.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    #[napi]
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}

@@ -1,0 +1,63 @@
+//! JS values to core requests (positional fields, cheaper across napi than an object).
+
+use bytes::Bytes;
+use harness_core::{Body, HarnessError, Request};
+
+fn pairs(flat: Option<Vec<String>>, field: &str) -> Result<Vec<(String, String)>, HarnessError> {
+    let Some(flat) = flat else { return Ok(Vec::new()) };
+    if flat.len() % 2 != 0 {
+        return Err(HarnessError::config(format!("request.{field}: expected name/value pairs")));
+    }
+    let mut it = flat.into_iter();
+    let mut out = Vec::with_capacity(it.len() / 2);
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+/// The JS-side fields of a request.
+#[allow(clippy::too_many_arguments)]
+pub fn core_request(
+    service: String,
+    method: String,
+    path: String,
+    endpoint: Option<String>,
+    query: Option<Vec<String>>,
+    headers: Option<Vec<String>>,
+    json: Option<String>,
+    body: Option<&[u8]>,
+    idempotency_key: Option<String>,
+    timeout_ms: Option<f64>,
+    traceparent: Option<String>,
+) -> Result<Request, HarnessError> {
+    let body = match (json, body) {
+        (Some(_), Some(_)) => return Err(HarnessError::config("request.json: give either json or body, not both")),
+        // JSON.stringify's text, sent byte for byte; the core checks nesting, NaN and lone surrogates.
+        (Some(text), None) => Body::JsonText(Bytes::from(text.into_bytes())),
+        (None, Some(buf)) => Body::Bytes(Bytes::copy_from_slice(buf)),
+        (None, None) => Body::Empty,
+    };
+    let timeout_ms = match timeout_ms {
+        None => None,
+        Some(t) if t.is_finite() && t >= 0.0 && t.fract() == 0.0 && t <= u64::MAX as f64 => Some(t as u64),
+        Some(t) => return Err(HarnessError::config(format!("request.timeout_ms: expected an integer >= 0, got {t}"))),
+    };
+    Ok(Request {
+        service,
+        method,
+        path,
+        endpoint,
+        query: pairs(query, "query")?,
+        headers: pairs(headers, "headers")?,
+        body,
+        idempotency_key,
+        timeout_ms,
+        traceparent,
+    })
+}
+
+/// The length of `s` in UTF-16 code units (JS string indices).
+pub fn utf16_len(s: &str) -> usize {
+    if s.is_ascii() { s.len() } else { s.encode_utf16().count() }
+}
