@@ -1,16 +1,21 @@
 //! The native client: one core `Client`, a blocking call that releases the GIL,
-//! and an async call that runs on the core's runtime and resolves an asyncio future.
+//! and an async call that runs on the core's runtime and resolves an asyncio future
+//! through the loop's bridge. Streams, reload, listeners and the `logging` sink too.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use harness_core::{Client, Config, HarnessError, Response};
+use bytes::Bytes;
+use harness_core::{Client, ClientOptions, Config, HarnessError, Response};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::bridge::{Bridge, Pending};
+use crate::bridge::{Bridge, Completion, Pending};
+use crate::callbacks::PySink;
 use crate::convert::{self, CallArgs, JsonMode, Reply};
 use crate::errors::{config_error, to_py};
+use crate::stream::NativeStream;
 
 /// How long a blocking call waits between checks for Ctrl-C (the issue asks for < 100 ms).
 const SIGNAL_CHECK: Duration = Duration::from_millis(50);
@@ -29,37 +34,88 @@ fn finish(py: Python<'_>, outcome: Outcome) -> PyResult<Reply> {
     }
 }
 
+/// A config as the constructor and `reload` take it: a file path, or a dict as JSON text.
+enum Source {
+    Path(String),
+    Json(Bytes),
+}
+
+fn source(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Source> {
+    if config.is_instance_of::<PyString>() {
+        return Ok(Source::Path(convert::string("config", config)?));
+    }
+    if config.hasattr("__fspath__")? {
+        let path = py.import("os")?.call_method1("fspath", (config,))?.str()?;
+        return Ok(Source::Path(convert::string("config", &path.into_any())?));
+    }
+    if !(config.is_instance_of::<PyDict>() || config.hasattr("keys")?) {
+        return Err(config_error(py, format!("config: expected a dict or a path to a config file, got {}", config.get_type().name()?)));
+    }
+    // The same depth-limited walk as a JSON body, then the core's JSON loader: no
+    // nesting can overflow a stack, and errors name the field as for a config file.
+    Ok(Source::Json(convert::json_text(config, JsonMode::Config)?))
+}
+
+fn utf8(text: &Bytes) -> &str {
+    std::str::from_utf8(text).expect("JsonWriter writes UTF-8")
+}
+
+/// Every client can send its request records to `logging` (`log: {sink: python}`).
+fn options(py: Python<'_>) -> PyResult<ClientOptions> {
+    let log = py.import("harness._events")?.getattr("_log_record")?.unbind();
+    Ok(ClientOptions { host_log: Some(("python", Arc::new(PySink::new(log)))), ..ClientOptions::default() })
+}
+
 #[pymethods]
 impl NativeClient {
-    /// Builds a client from a dict (the config structure) or a path to a YAML/JSON/TOML file.
+    /// Builds a client from a dict (the config structure) or a path to a YAML/JSON/TOML file;
+    /// with `watch`, the client reloads when that file changes.
     #[new]
-    fn new(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let path = if config.is_instance_of::<PyString>() {
-            Some(convert::string("config", config)?)
-        } else if config.hasattr("__fspath__")? {
-            Some(convert::string("config", &py.import("os")?.call_method1("fspath", (config,))?.str()?.into_any())?)
-        } else {
-            None
-        };
-        let client = match path {
-            Some(p) => py.detach(|| Client::from_path(p)),
-            None => {
-                if !(config.is_instance_of::<PyDict>() || config.hasattr("keys")?) {
-                    return Err(config_error(
-                        py,
-                        format!("config: expected a dict or a path to a config file, got {}", config.get_type().name()?),
-                    ));
-                }
-                // The same depth-limited walk as a JSON body, then the core's JSON loader: no
-                // nesting can overflow a stack, and errors name the field as for a config file.
-                let text = convert::json_text(config, JsonMode::Config)?;
-                py.detach(|| {
-                    let text = std::str::from_utf8(&text).expect("JsonWriter writes UTF-8");
-                    Config::from_str_with_format(text, "json").and_then(Client::new)
-                })
+    #[pyo3(signature = (config, watch=false))]
+    fn new(py: Python<'_>, config: &Bound<'_, PyAny>, watch: bool) -> PyResult<Self> {
+        let options = options(py)?;
+        let client = match source(py, config)? {
+            Source::Path(p) => py.detach(|| Client::from_file(p, watch, options)),
+            Source::Json(_) if watch => return Err(config_error(py, "watch: needs a path to a config file, got a dict")),
+            Source::Json(text) => {
+                py.detach(|| Config::from_str_with_format(utf8(&text), "json").and_then(|c| Client::with_options(c, options)))
             }
         };
         client.map(|inner| NativeClient { inner }).map_err(|e| to_py(py, e))
+    }
+
+    /// Replaces the config (a dict or a file path) if it is valid and returns the new
+    /// version; on error the old config stays and the `ConfigError` names the field.
+    fn reload(&self, py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<String> {
+        let result = match source(py, config)? {
+            Source::Path(p) => py.detach(|| self.inner.reload_path(p)),
+            Source::Json(text) => py.detach(|| match harness_core::json::parse_checked(utf8(&text)) {
+                Ok(value) => self.inner.reload_value(value),
+                Err(e) => Err(HarnessError::config(format!("config: {e}"))),
+            }),
+        };
+        result.map_err(|e| to_py(py, e))
+    }
+
+    /// A short hash of the active config (equal configs give equal versions).
+    #[getter]
+    fn config_version(&self) -> String {
+        self.inner.config_version()
+    }
+
+    /// Calls `listener(event)` for every event, on the client's event thread.
+    fn add_listener(&self, listener: &Bound<'_, PyAny>) -> PyResult<()> {
+        if !listener.is_callable() {
+            return Err(config_error(listener.py(), format!("listener: expected a callable, got {}", listener.get_type().name()?)));
+        }
+        self.inner.add_listener(Arc::new(PySink::new(listener.clone().unbind())));
+        Ok(())
+    }
+
+    /// Delivers this client's queued log records and events now.
+    fn flush(&self, py: Python<'_>) {
+        // The event thread needs the GIL to finish: wait without it.
+        py.detach(|| self.inner.flush())
     }
 
     /// Runs one request, blocking this thread (not the GIL) until it finishes;
@@ -125,7 +181,76 @@ impl NativeClient {
         // runtime::spawn refuses after a fork; the Task aborts the request when dropped.
         let task = harness_core::runtime::spawn(async move {
             let outcome = client.request(req).await;
-            shared.complete(future, outcome);
+            shared.complete(future, Completion::Reply(outcome));
+        })
+        .map_err(|e| to_py(py, e))?;
+        Ok(Pending { task: Mutex::new(Some(task)) })
+    }
+
+    /// Opens a streamed response, blocking this thread (not the GIL) until its head
+    /// arrives; an error status raises here. Ctrl-C interrupts it and cancels the request.
+    #[pyo3(signature = (service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn stream<'py>(
+        &self,
+        py: Python<'py>,
+        service: &Bound<'py, PyAny>,
+        method: &Bound<'py, PyAny>,
+        path: &Bound<'py, PyAny>,
+        endpoint: Option<&Bound<'py, PyAny>>,
+        params: Option<&Bound<'py, PyAny>>,
+        headers: Option<&Bound<'py, PyAny>>,
+        json: Option<&Bound<'py, PyAny>>,
+        content: Option<&Bound<'py, PyAny>>,
+        idempotency_key: Option<&Bound<'py, PyAny>>,
+        timeout_ms: Option<&Bound<'py, PyAny>>,
+        traceparent: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<NativeStream> {
+        let req = convert::request(
+            py,
+            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent },
+        )?;
+        let mut call = self.inner.start_blocking_stream(req).map_err(|e| to_py(py, e))?;
+        loop {
+            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
+                return match outcome.and_then(|r| r) {
+                    Ok(s) => Ok(NativeStream::new(harness_core::StreamHandle::new(s))),
+                    Err(e) => Err(to_py(py, e)),
+                };
+            }
+            py.check_signals()?;
+        }
+    }
+
+    /// Opens a streamed response on the runtime; `future` resolves (through `bridge`) to the
+    /// stream once its head arrived. The returned `Pending` cancels the open.
+    #[pyo3(signature = (bridge, future, service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn stream_async<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        future: &Bound<'py, PyAny>,
+        service: &Bound<'py, PyAny>,
+        method: &Bound<'py, PyAny>,
+        path: &Bound<'py, PyAny>,
+        endpoint: Option<&Bound<'py, PyAny>>,
+        params: Option<&Bound<'py, PyAny>>,
+        headers: Option<&Bound<'py, PyAny>>,
+        json: Option<&Bound<'py, PyAny>>,
+        content: Option<&Bound<'py, PyAny>>,
+        idempotency_key: Option<&Bound<'py, PyAny>>,
+        timeout_ms: Option<&Bound<'py, PyAny>>,
+        traceparent: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Pending> {
+        let req = convert::request(
+            py,
+            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent },
+        )?;
+        let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
+        let task = harness_core::runtime::spawn(async move {
+            let outcome = client.stream(req).await;
+            shared.complete(future, Completion::Stream(outcome));
         })
         .map_err(|e| to_py(py, e))?;
         Ok(Pending { task: Mutex::new(Some(task)) })
@@ -160,8 +285,9 @@ impl NativeClient {
     }
 
     /// Refuses new requests; requests in flight finish.
-    fn close(&self) {
-        self.inner.close()
+    fn close(&self, py: Python<'_>) {
+        // Flushes events and log records, whose thread needs the GIL: wait without it.
+        py.detach(|| self.inner.close())
     }
 
     /// Whether `close()` was called.

@@ -7,11 +7,21 @@
 #![allow(clippy::result_large_err)]
 
 mod bridge;
+mod callbacks;
 mod client;
 mod convert;
 mod errors;
+mod stream;
 
 use pyo3::prelude::*;
+
+/// Called at interpreter exit: waits for listener and `logging` calls in progress and
+/// skips every later one (a thread must not enter a finalizing interpreter).
+#[pyfunction]
+fn shut_down(py: Python<'_>) {
+    // The calls in progress need the GIL to finish.
+    py.detach(callbacks::shut_down)
+}
 
 #[pymodule]
 #[pyo3(name = "_native")]
@@ -19,7 +29,9 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::NativeClient>()?;
     m.add_class::<bridge::Bridge>()?;
     m.add_class::<bridge::Pending>()?;
+    m.add_class::<stream::NativeStream>()?;
     m.add("ERROR_NAMES", harness_core::ErrorKind::NAMES.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(shut_down, m)?)?;
     Ok(())
 }

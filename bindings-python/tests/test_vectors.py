@@ -99,6 +99,31 @@ class Outcome:
         return "CancelledError" if isinstance(self.error, (asyncio.CancelledError, _SyncCancel)) else repr(self.error)
 
 
+class Streamed:
+    """A streamed call's response, with the body read (all of it, or `read_chunks` chunks)."""
+
+    def __init__(self, r, body):
+        self.status, self.headers, self.attempts, self.trace_id = r.status, r.headers, r.attempts, r.trace_id
+        self.body = body
+
+
+def reload_call(client, upstream, name, i, call, errors):
+    """A `reload` call: base deep-merged with the object (not the scenario's config)."""
+    exp, fail = call["expect"], lambda what: errors.append(f"{name} call {i}: {what}")  # noqa: E731
+    try:
+        version = client.reload(substitute(merge(BASE, call["reload"]), upstream.urls()))
+    except Exception as e:  # noqa: BLE001 - the outcome is what we check
+        if "error" not in exp or not isinstance(e, harness.HarnessError) or e.kind != exp["error"]:
+            fail(f"reload expected {exp or 'success'}, got {e!r}")
+        elif "message" in exp and exp["message"] not in e.message:
+            fail(f"reload error {e.message!r} lacks {exp['message']!r}")
+        return
+    if "error" in exp:
+        fail(f"reload expected {exp['error']}, it succeeded")
+    elif version != client.config_version:
+        fail(f"reload returned version {version}, the client has {client.config_version}")
+
+
 def check_result(name, i, call, o, errors):
     exp = call["expect"]
     fail = lambda what: errors.append(f"{name} call {i}: {what}")  # noqa: E731
@@ -128,6 +153,10 @@ def check_result(name, i, call, o, errors):
         body = getattr(he, "_body", None)
         if body is None or len(body) != exp["error_body_len"]:
             fail(f"expected an error body of {exp['error_body_len']} bytes, got {None if body is None else len(body)}")
+    if "body" in exp:
+        got = res.body.decode("utf-8", errors="replace") if isinstance(res, Streamed) else None
+        if got != exp["body"]:
+            fail(f"expected body {exp['body']!r}, got {got!r} ({err!r})")
     for k, want in exp.get("headers", {}).items():
         got = res.headers.get_list(k) if res is not None else []
         if got != want:
@@ -245,6 +274,23 @@ def _sync_call(client, name, call, cancel_ms=None):
     return Outcome(result, (time.perf_counter() - start) * 1000)
 
 
+def _sync_stream(client, name, call):
+    args, kw = call_kwargs(name, call)
+    limit = call.get("read_chunks")
+    start = time.perf_counter()
+    try:
+        with client.stream(*args, **kw) as r:
+            chunks = []
+            for chunk in r.iter_bytes():
+                chunks.append(chunk)
+                if limit is not None and len(chunks) >= limit:
+                    break  # leaving the block frees the connection and the permit
+        result = Streamed(r, b"".join(chunks))
+    except BaseException as e:  # noqa: BLE001 - the outcome is what we check
+        result = e
+    return Outcome(result, (time.perf_counter() - start) * 1000)
+
+
 def _settle_bulkhead_sync(name, i, call, client, errors):
     exp = call["expect"]
     if "bulkhead_in_use" in exp:
@@ -267,7 +313,12 @@ def run_sync(upstream, scenario):
         for i, call in enumerate(scenario["calls"]):
             if "wait_ms" in call:
                 time.sleep(call["wait_ms"] / 1000)
+            if "reload" in call:
+                reload_call(client, upstream, name, i, call, errors)
+                continue
             cancel = call.get("cancel_after_ms")
+            if call.get("stream") and (cancel is not None or call.get("background") or call.get("parallel")):
+                pytest.fail(f"{name} call {i}: the runner streams only foreground single calls")
             if cancel is not None and (call.get("background") or call.get("parallel")):
                 pytest.fail(f"{name} call {i}: the sync runner cancels only foreground single calls")
             if call.get("background"):
@@ -276,6 +327,8 @@ def run_sync(upstream, scenario):
             if "parallel" in call:
                 futs = [pool.submit(_sync_call, client, name, call) for _ in range(call["parallel"])]
                 check_outcomes(name, i, call, [f.result() for f in futs], errors)
+            elif call.get("stream"):
+                check_result(name, i, call, _sync_stream(client, name, call), errors)
             else:
                 check_result(name, i, call, _sync_call(client, name, call, cancel), errors)
             check_breaker(name, i, call, client, errors)
@@ -307,6 +360,23 @@ async def _async_call(client, name, call, cancel_ms=None):
     return Outcome(result, (time.perf_counter() - start) * 1000)
 
 
+async def _async_stream(client, name, call):
+    args, kw = call_kwargs(name, call)
+    limit = call.get("read_chunks")
+    start = time.perf_counter()
+    try:
+        async with client.stream(*args, **kw) as r:
+            chunks = []
+            async for chunk in r.aiter_bytes():
+                chunks.append(chunk)
+                if limit is not None and len(chunks) >= limit:
+                    break
+        result = Streamed(r, b"".join(chunks))
+    except BaseException as e:  # noqa: BLE001
+        result = e
+    return Outcome(result, (time.perf_counter() - start) * 1000)
+
+
 async def _settle_bulkhead_async(name, i, call, client, errors):
     exp = call["expect"]
     if "bulkhead_in_use" in exp:
@@ -329,7 +399,12 @@ async def run_async(upstream, scenario):
         for i, call in enumerate(scenario["calls"]):
             if "wait_ms" in call:
                 await asyncio.sleep(call["wait_ms"] / 1000)
+            if "reload" in call:
+                reload_call(client, upstream, name, i, call, errors)
+                continue
             cancel = call.get("cancel_after_ms")
+            if call.get("stream") and (cancel is not None or call.get("background") or call.get("parallel")):
+                pytest.fail(f"{name} call {i}: the runner streams only foreground single calls")
             if call.get("background"):
                 background.append((i, call, asyncio.ensure_future(_async_call(client, name, call, cancel))))
                 await asyncio.sleep(0)  # let it start before the next call
@@ -337,6 +412,8 @@ async def run_async(upstream, scenario):
             if "parallel" in call:
                 outs = await asyncio.gather(*[_async_call(client, name, call, cancel) for _ in range(call["parallel"])])
                 check_outcomes(name, i, call, outs, errors)
+            elif call.get("stream"):
+                check_result(name, i, call, await _async_stream(client, name, call), errors)
             else:
                 check_result(name, i, call, await _async_call(client, name, call, cancel), errors)
             check_breaker(name, i, call, client, errors)

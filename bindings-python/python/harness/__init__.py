@@ -10,13 +10,17 @@ package only translates: every behaviour lives in the Rust core.
 """
 
 import asyncio
+import atexit
+import codecs
+import inspect
 import json as _json
 import os
 import weakref
 from collections.abc import Mapping
-from typing import Any, Iterator, List, Optional, Tuple, Union
+from typing import Any, AsyncIterator, Callable, Iterator, List, Optional, Tuple, Union
 
 from . import _native
+from ._events import Event, _AsyncListener
 from ._errors import (
     AuthError,
     BulkheadFullError,
@@ -35,12 +39,15 @@ from ._errors import (
 )
 
 __version__: str = _native.__version__
+Event.__module__ = __name__  # public as harness.Event
 
 __all__ = [
     "Client",
     "AsyncClient",
     "Response",
+    "StreamResponse",
     "Headers",
+    "Event",
     "HarnessError",
     "TimeoutError",
     "CircuitOpenError",
@@ -170,32 +177,303 @@ class Response:
         return f"<Response [{self.status}] attempts={self.attempts} trace_id={self.trace_id}>"
 
 
+class _Lines:
+    """Splits decoded text on ``\\n`` (a ``\\r`` before it is dropped); keeps a partial last line."""
+
+    __slots__ = ("_decoder", "_parts")
+
+    def __init__(self, charset: str) -> None:
+        try:
+            self._decoder = codecs.getincrementaldecoder(charset)(errors="replace")
+        except LookupError:
+            self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._parts: List[str] = []
+
+    def feed(self, chunk: bytes, final: bool = False) -> List[str]:
+        text = self._decoder.decode(chunk, final)
+        out: List[str] = []
+        if "\n" in text:
+            lines = text.split("\n")
+            self._parts.append(lines[0])
+            lines[0] = "".join(self._parts)
+            self._parts = [lines.pop()]
+            out = [line[:-1] if line.endswith("\r") else line for line in lines]
+        elif text:
+            self._parts.append(text)
+        if final:
+            last = "".join(self._parts)
+            self._parts = []
+            if last:
+                out.append(last[:-1] if last.endswith("\r") else last)
+        return out
+
+
+class StreamResponse:
+    """A response whose body is read as it arrives (``client.stream(...)``).
+
+    The status and headers are known on entering the ``with`` block (an error status raises
+    there). Leaving the block, normally, by ``break`` or by an exception, or cancelling the
+    task, stops reading and frees the connection and the bulkhead permit at once.
+    Sync code reads with ``iter_bytes``/``iter_lines``/``read``; async code with
+    ``aiter_bytes``/``aiter_lines``/``aread``. A body read to its end cannot be read again.
+    """
+
+    __slots__ = ("_native", "_headers", "_content")
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._headers: Optional[Headers] = None
+        self._content: Optional[bytes] = None
+
+    @property
+    def status(self) -> int:
+        """The HTTP status code."""
+        return self._native.status
+
+    @property
+    def headers(self) -> Headers:
+        """Response headers, case-insensitive."""
+        if self._headers is None:
+            self._headers = Headers(self._native.headers)
+        return self._headers
+
+    @property
+    def attempts(self) -> int:
+        """How many attempts it took to get the response head (1 = no retry)."""
+        return self._native.attempts
+
+    @property
+    def trace_id(self) -> str:
+        """The W3C trace id of this call."""
+        return self._native.trace_id
+
+    def _charset(self) -> str:
+        for part in self.headers.get("content-type", "").split(";")[1:]:
+            key, _, value = part.strip().partition("=")
+            if key.lower() == "charset" and value:
+                return value.strip('"')
+        return "utf-8"
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The body chunk by chunk, as it arrives. Each wait releases the GIL; Ctrl-C
+        interrupts it. A body cut before its end raises (``ConnectError``/``ProtocolError``),
+        and a silent one ``TimeoutError`` (phase ``idle``)."""
+        next_chunk = self._native.next
+        while True:
+            chunk = next_chunk()
+            if chunk is None:
+                return
+            yield chunk
+
+    def iter_lines(self) -> Iterator[str]:
+        """The body as lines of text (split on ``\\n``, ``\\r\\n`` handled, no line ends), decoded
+        with the ``content-type`` charset (UTF-8 by default); a last line without an end is kept."""
+        lines = _Lines(self._charset())
+        for chunk in self.iter_bytes():
+            yield from lines.feed(chunk)
+        yield from lines.feed(b"", final=True)
+
+    def read(self) -> bytes:
+        """The rest of the body, as one ``bytes`` (the same object on later calls)."""
+        if self._content is None:
+            self._content = b"".join(self.iter_bytes())
+        return self._content
+
+    def close(self) -> None:
+        """Stops reading: frees the connection and the permit (no effect once the body ended)."""
+        self._native.cancel()
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body chunk by chunk, as it arrives, without blocking the event loop."""
+        loop = asyncio.get_running_loop()
+        bridge, native = _bridge(loop), self._native
+        while True:
+            future = loop.create_future()
+            native.next_async(bridge, future)
+            try:
+                chunk = await future
+            except BaseException:
+                native.cancel()  # an asyncio cancel ends the pending read and frees the connection now
+                raise
+            if chunk is None:
+                return
+            yield chunk
+
+    async def aiter_lines(self) -> AsyncIterator[str]:
+        """``iter_lines`` without blocking the event loop."""
+        lines = _Lines(self._charset())
+        async for chunk in self.aiter_bytes():
+            for line in lines.feed(chunk):
+                yield line
+        for line in lines.feed(b"", final=True):
+            yield line
+
+    async def aread(self) -> bytes:
+        """``read`` without blocking the event loop."""
+        if self._content is None:
+            self._content = b"".join([c async for c in self.aiter_bytes()])
+        return self._content
+
+    async def aclose(self) -> None:
+        """Same as ``close()``."""
+        self._native.cancel()
+
+    def __enter__(self) -> "StreamResponse":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "StreamResponse":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<StreamResponse [{self.status}] attempts={self.attempts} trace_id={self.trace_id}>"
+
+
+class _StreamCall:
+    """``client.stream(...)``: opens the stream on entering the ``with`` block, closes it on leaving."""
+
+    __slots__ = ("_open", "_response")
+
+    def __init__(self, open_: Callable[[], Any]) -> None:
+        self._open = open_
+        self._response: Optional[StreamResponse] = None
+
+    def __enter__(self) -> StreamResponse:
+        self._response = StreamResponse(self._open())
+        return self._response
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._response is not None:
+            self._response.close()
+
+
+class _AsyncStreamCall:
+    """``aclient.stream(...)``: opens the stream on entering the ``async with`` block."""
+
+    __slots__ = ("_native", "_args", "_response")
+
+    def __init__(self, native: Any, args: tuple) -> None:
+        self._native = native
+        self._args = args
+        self._response: Optional[StreamResponse] = None
+
+    async def __aenter__(self) -> StreamResponse:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        pending = self._native.stream_async(_bridge(loop), future, *self._args)
+        try:
+            native = await future
+        except BaseException:
+            pending.cancel()  # a cancel while opening drops the Rust future (and its permit)
+            raise
+        self._response = StreamResponse(native)
+        return self._response
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._response is not None:
+            self._response.close()
+
+
 Config = Union[Mapping, str, "os.PathLike[str]"]
 
 
-# One completion queue per event loop: Rust queues finished requests and wakes the loop
-# through an eventfd, so no runtime thread ever waits for the GIL.
+# One completion queue per event loop: Rust queues finished requests, stream opens and
+# stream chunks and wakes the loop through a notifier fd (an eventfd on Linux, a socket pair
+# elsewhere), so no runtime thread ever waits for the GIL. See README "One completion pattern".
 _BRIDGES: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+
+# True: the portable socket-pair notifier even on Linux (HARNESS_NOTIFIER=socketpair; tests use it).
+_PORTABLE_NOTIFIER = os.environ.get("HARNESS_NOTIFIER", "") == "socketpair"
 
 
 def _bridge(loop: asyncio.AbstractEventLoop) -> Any:
-    bridge = _native.Bridge()
-    loop.add_reader(bridge.fileno(), bridge.drain)
-    _BRIDGES[loop] = bridge
+    bridge = _BRIDGES.get(loop)
+    if bridge is None:
+        bridge = _native.Bridge(_PORTABLE_NOTIFIER)
+        loop.add_reader(bridge.fileno(), bridge.drain)
+        _BRIDGES[loop] = bridge
     return bridge
 
 
 if hasattr(os, "register_at_fork"):
-    # A forked child shares its parent's eventfds: it must never wait on (or wake) a parent's bridge.
+    # A forked child shares its parent's notifier fds: it must never wait on (or wake) a parent's bridge.
     os.register_at_fork(after_in_child=_BRIDGES.clear)
 
 
+# Live clients, flushed at exit so their last log records and events are delivered.
+_CLIENTS: "weakref.WeakSet[_Base]" = weakref.WeakSet()
+
+
+@atexit.register
+def _at_exit() -> None:
+    # Runs before logging's own atexit handler (registered earlier, run later) and before
+    # the interpreter finalizes: deliver what is queued, then no event thread enters Python.
+    for client in list(_CLIENTS):
+        try:
+            client.flush()
+        except Exception:  # noqa: BLE001 - exiting; a closed or forked client has nothing to flush
+            pass
+    _native.shut_down()
+
+
 class _Base:
-    __slots__ = ("_native",)
+    __slots__ = ("_native", "__weakref__")
 
     def __init__(self, config: Config) -> None:
         """Builds a client from a config dict or a path to a YAML/JSON/TOML file; bad config raises ``ConfigError``."""
         self._native = _native.Client(config)
+        _CLIENTS.add(self)
+
+    @classmethod
+    def from_file(cls, path: "Union[str, os.PathLike[str]]", watch: bool = False) -> Any:
+        """Builds a client from a YAML/JSON/TOML file. With ``watch=True`` the client reloads
+        within about a second of the file changing; an invalid edit is rejected (a
+        ``config_rejected`` event and a stderr line say why) and the old config stays."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise ConfigError(f"path: expected a path to a config file, got {type(path).__name__}")
+        self = cls.__new__(cls)
+        self._native = _native.Client(path, watch)
+        _CLIENTS.add(self)
+        return self
+
+    def reload(self, config: Config) -> str:
+        """Replaces the config (a dict or a file path, as for the constructor) and returns the
+        new ``config_version``. Everything is validated first: on a ``ConfigError`` (naming the
+        field) the old config stays. Breakers, retry budgets and endpoint state carry over for
+        unchanged keys; requests in flight finish under the config they started with."""
+        return self._native.reload(config)
+
+    @property
+    def config_version(self) -> str:
+        """A short hash of the active config: equal configs give equal versions, in every language."""
+        return self._native.config_version
+
+    def add_listener(self, listener: Callable[[Event], Any]) -> None:
+        """Calls ``listener(event)`` with every ``Event`` of this client, in order, on the
+        client's event thread. An ``async def`` listener is scheduled on the event loop running
+        when ``add_listener`` is called instead (it must be called from inside that loop).
+
+        A listener that raises is reported once on stderr and keeps receiving events; it never
+        fails a request. A slow listener never slows requests: past a bounded queue, events are
+        dropped and counted in ``harness_events_dropped_total``.
+        """
+        if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None)):
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                raise ConfigError("listener: an async listener needs a running event loop; call add_listener from inside it") from None
+            listener = _AsyncListener(listener, loop)
+        self._native.add_listener(listener)
+
+    def flush(self) -> None:
+        """Delivers this client's queued log records and events now (otherwise they go out
+        on their own thread a moment after each request)."""
+        self._native.flush()
 
     def metrics(self) -> str:
         """This client's metrics in the Prometheus text format."""
@@ -213,7 +491,8 @@ class _Base:
         return self._native.bulkhead_in_use(service)
 
     def close(self) -> None:
-        """Refuses new requests; requests in flight finish."""
+        """Refuses new requests (requests in flight finish), stops watching the config file,
+        and delivers this client's queued log records and events."""
         self._native.close()
 
     @property
@@ -261,6 +540,33 @@ class Client(_Base):
                 service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent
             )
         )
+
+    def stream(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        *,
+        endpoint: Optional[str] = None,
+        params: Any = None,
+        headers: Any = None,
+        json: Any = None,
+        content: Union[bytes, str, None] = None,
+        idempotency_key: Optional[str] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> "_StreamCall":
+        """A streamed request, for a ``with`` block: ``with client.stream("svc", "GET", "/x") as r:``
+        then ``r.iter_bytes()`` or ``r.iter_lines()``.
+
+        Same arguments as ``request``. The request is sent on entering the block, which gets the
+        ``StreamResponse`` once the head arrived (an error status raises ``HttpStatusError``
+        there). ``timeouts.idle_ms`` bounds the wait for each chunk, the total timeout the whole
+        body. Leaving the block frees the connection and the permit at once.
+        """
+        args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent)
+        native = self._native
+        return _StreamCall(lambda: native.stream(*args))
 
     def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """``request(service, "GET", path, **kwargs)``."""
@@ -329,6 +635,30 @@ class AsyncClient(_Base):
             pending.cancel()  # asyncio cancel (or any interruption) drops the Rust future
             raise
         return Response(*reply)
+
+    def stream(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        *,
+        endpoint: Optional[str] = None,
+        params: Any = None,
+        headers: Any = None,
+        json: Any = None,
+        content: Union[bytes, str, None] = None,
+        idempotency_key: Optional[str] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> "_AsyncStreamCall":
+        """A streamed request, for an ``async with`` block: ``async with aclient.stream("svc",
+        "GET", "/x") as r:`` then ``r.aiter_bytes()`` or ``r.aiter_lines()``.
+
+        Same arguments as ``request``. Leaving the block or cancelling the task frees the
+        connection and the permit at once.
+        """
+        args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent)
+        return _AsyncStreamCall(self._native, args)
 
     async def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """``await request(service, "GET", path, **kwargs)``."""

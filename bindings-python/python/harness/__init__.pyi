@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping
 from os import PathLike
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, ContextManager, AsyncContextManager, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 __version__: str
 __all__: List[str]
@@ -10,6 +10,8 @@ __all__: List[str]
 Config = Union[Mapping[str, Any], str, PathLike[str]]
 Pairs = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], None]
 Content = Union[bytes, bytearray, str, None]
+Listener = Callable[["Event"], Union[None, Awaitable[None]]]
+_C = TypeVar("_C")
 
 class HarnessError(Exception):
     """Base class of every Harness error."""
@@ -48,7 +50,7 @@ class TimeoutError(HarnessError):
 
     @property
     def phase(self) -> Optional[str]:
-        """``connect``, ``response`` or ``total``."""
+        """``connect``, ``response``, ``idle`` (no body bytes for ``timeouts.idle_ms``) or ``total``."""
 
 class CircuitOpenError(HarnessError):
     """The circuit breaker is open: the call was not sent."""
@@ -122,6 +124,55 @@ class Response:
     def json(self) -> Any:
         """The body parsed as JSON."""
 
+class StreamResponse:
+    """A response whose body is read as it arrives; from ``client.stream(...)``."""
+
+    @property
+    def status(self) -> int:
+        """The HTTP status code."""
+    @property
+    def headers(self) -> Headers:
+        """Response headers, case-insensitive."""
+    @property
+    def attempts(self) -> int:
+        """How many attempts it took to get the response head."""
+    @property
+    def trace_id(self) -> str:
+        """The W3C trace id of this call."""
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The body chunk by chunk, as it arrives (the GIL is released while waiting)."""
+    def iter_lines(self) -> Iterator[str]:
+        """The body as lines of text (``\\n`` or ``\\r\\n``; a last partial line is kept)."""
+    def read(self) -> bytes:
+        """The rest of the body as one ``bytes``."""
+    def close(self) -> None:
+        """Stops reading: frees the connection and the permit."""
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body chunk by chunk, without blocking the event loop."""
+    def aiter_lines(self) -> AsyncIterator[str]:
+        """``iter_lines`` without blocking the event loop."""
+    async def aread(self) -> bytes:
+        """``read`` without blocking the event loop."""
+    async def aclose(self) -> None:
+        """Same as ``close()``."""
+    def __enter__(self) -> "StreamResponse": ...
+    def __exit__(self, *exc: Any) -> None: ...
+    async def __aenter__(self) -> "StreamResponse": ...
+    async def __aexit__(self, *exc: Any) -> None: ...
+
+class Event:
+    """Something the engine did: ``type`` names it, every other field is an attribute.
+
+    Types: ``request_finished``, ``retry_scheduled``, ``breaker_state_changed``,
+    ``bulkhead_rejected``, ``config_reloaded``, ``config_rejected``.
+    """
+
+    type: str
+    def __init__(self, fields: Dict[str, Any]) -> None: ...
+    def __getattr__(self, name: str) -> Any: ...
+    def to_dict(self) -> Dict[str, Any]:
+        """The event as a plain dict, ``type`` included."""
+
 class Client:
     """A blocking Harness client, safe to share across threads."""
 
@@ -142,6 +193,22 @@ class Client:
         traceparent: Optional[str] = None,
     ) -> Response:
         """Sends one request through the Harness pipeline."""
+    def stream(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        *,
+        endpoint: Optional[str] = None,
+        params: Pairs = None,
+        headers: Pairs = None,
+        json: Any = None,
+        content: Content = None,
+        idempotency_key: Optional[str] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> ContextManager[StreamResponse]:
+        """A streamed request, for a ``with`` block."""
     def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """A GET request."""
     def post(self, service: str, path: str, **kwargs: Any) -> Response:
@@ -152,6 +219,18 @@ class Client:
         """A PATCH request."""
     def delete(self, service: str, path: str, **kwargs: Any) -> Response:
         """A DELETE request."""
+    @classmethod
+    def from_file(cls: "type[_C]", path: Union[str, PathLike[str]], watch: bool = False) -> _C:
+        """A client from a YAML/JSON/TOML file; ``watch=True`` reloads it when the file changes."""
+    def reload(self, config: Config) -> str:
+        """Replaces the config (dict or path) and returns the new ``config_version``."""
+    @property
+    def config_version(self) -> str:
+        """A short hash of the active config."""
+    def add_listener(self, listener: Listener) -> None:
+        """Calls ``listener(event)`` (a function or an ``async def``) with every event."""
+    def flush(self) -> None:
+        """Delivers this client's queued log records and events now."""
     def metrics(self) -> str:
         """This client's metrics in the Prometheus text format."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
@@ -159,7 +238,7 @@ class Client:
     def bulkhead_in_use(self, service: str) -> int:
         """Bulkhead permits currently held on ``service``."""
     def close(self) -> None:
-        """Refuses new requests; requests in flight finish."""
+        """Refuses new requests (in-flight ones finish), stops watching, flushes records and events."""
     @property
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
@@ -186,6 +265,22 @@ class AsyncClient:
         traceparent: Optional[str] = None,
     ) -> Response:
         """Sends one request through the Harness pipeline."""
+    def stream(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        *,
+        endpoint: Optional[str] = None,
+        params: Pairs = None,
+        headers: Pairs = None,
+        json: Any = None,
+        content: Content = None,
+        idempotency_key: Optional[str] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> AsyncContextManager[StreamResponse]:
+        """A streamed request, for a ``async with`` block."""
     async def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """A GET request."""
     async def post(self, service: str, path: str, **kwargs: Any) -> Response:
@@ -196,6 +291,18 @@ class AsyncClient:
         """A PATCH request."""
     async def delete(self, service: str, path: str, **kwargs: Any) -> Response:
         """A DELETE request."""
+    @classmethod
+    def from_file(cls: "type[_C]", path: Union[str, PathLike[str]], watch: bool = False) -> _C:
+        """A client from a YAML/JSON/TOML file; ``watch=True`` reloads it when the file changes."""
+    def reload(self, config: Config) -> str:
+        """Replaces the config (dict or path) and returns the new ``config_version``."""
+    @property
+    def config_version(self) -> str:
+        """A short hash of the active config."""
+    def add_listener(self, listener: Listener) -> None:
+        """Calls ``listener(event)`` (a function or an ``async def``) with every event."""
+    def flush(self) -> None:
+        """Delivers this client's queued log records and events now."""
     def metrics(self) -> str:
         """This client's metrics in the Prometheus text format."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
@@ -203,7 +310,7 @@ class AsyncClient:
     def bulkhead_in_use(self, service: str) -> int:
         """Bulkhead permits currently held on ``service``."""
     def close(self) -> None:
-        """Refuses new requests; requests in flight finish."""
+        """Refuses new requests (in-flight ones finish), stops watching, flushes records and events."""
     async def aclose(self) -> None:
         """Same as ``close()``."""
     @property

@@ -83,11 +83,11 @@ class HarnessError(Exception):
 
 
 class TimeoutError(HarnessError):
-    """A timeout expired; ``phase`` says which: ``connect``, ``response`` or ``total``."""
+    """A timeout expired; ``phase`` says which: ``connect``, ``response``, ``idle`` (no body bytes for ``timeouts.idle_ms`` while streaming) or ``total``."""
 
     @property
     def phase(self) -> Optional[str]:
-        """Which timeout expired: ``connect``, ``response`` or ``total``."""
+        """Which timeout expired: ``connect``, ``response``, ``idle`` or ``total``."""
         return self._phase
 
 

@@ -2,10 +2,13 @@
 
 import asyncio
 from os import PathLike
-from typing import Any, Awaitable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 __version__: str
 ERROR_NAMES: List[str]
+
+def shut_down() -> None:
+    """At interpreter exit: waits for listener calls in progress and skips later ones."""
 
 _Pairs = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], None]
 _Reply = Tuple[int, List[Tuple[str, str]], bytes, float, int, str]
@@ -13,7 +16,16 @@ _Reply = Tuple[int, List[Tuple[str, str]], bytes, float, int, str]
 class Client:
     """The native client: one core client shared by the sync and async wrappers."""
 
-    def __init__(self, config: Union[Mapping[str, Any], str, PathLike[str]]) -> None: ...
+    def __init__(self, config: Union[Mapping[str, Any], str, PathLike[str]], watch: bool = False) -> None: ...
+    def reload(self, config: Union[Mapping[str, Any], str, PathLike[str]]) -> str:
+        """Replaces the config if it is valid; returns the new version."""
+    @property
+    def config_version(self) -> str:
+        """A short hash of the active config."""
+    def add_listener(self, listener: Callable[[Any], Any]) -> None:
+        """Calls ``listener(event)`` for every event, on the client's event thread."""
+    def flush(self) -> None:
+        """Delivers this client's queued log records and events now."""
     def request(
         self,
         service: str,
@@ -46,6 +58,38 @@ class Client:
         traceparent: Optional[str] = None,
     ) -> Pending:
         """Starts one request whose result resolves ``future`` through ``bridge``."""
+    def stream(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        endpoint: Optional[str] = None,
+        params: _Pairs = None,
+        headers: _Pairs = None,
+        json: Any = None,
+        content: Union[bytes, bytearray, str, None] = None,
+        idempotency_key: Optional[str] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> Stream:
+        """Opens a streamed response, blocking this thread (not the GIL) until its head arrives."""
+    def stream_async(
+        self,
+        bridge: Bridge,
+        future: "asyncio.Future[Stream]",
+        service: str,
+        method: str,
+        path: str,
+        endpoint: Optional[str] = None,
+        params: _Pairs = None,
+        headers: _Pairs = None,
+        json: Any = None,
+        content: Union[bytes, bytearray, str, None] = None,
+        idempotency_key: Optional[str] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> Pending:
+        """Opens a streamed response; ``future`` resolves to the stream through ``bridge``."""
     def metrics(self) -> str:
         """The Prometheus text exposition of this client's metrics."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
@@ -59,11 +103,14 @@ class Client:
         """Whether ``close()`` was called."""
 
 class Bridge:
-    """One per asyncio loop: finished requests queue here and an eventfd wakes the loop."""
+    """One per asyncio loop: finished work queues here and a notifier (eventfd or socket pair) wakes the loop."""
 
-    def __init__(self) -> None: ...
+    def __init__(self, portable: bool = False) -> None: ...
     def fileno(self) -> int:
         """The fd the loop watches."""
+    @property
+    def kind(self) -> str:
+        """``eventfd`` or ``socketpair``."""
     def drain(self) -> None:
         """Resolves every finished request's future (on the loop's thread)."""
 
@@ -72,3 +119,21 @@ class Pending:
 
     def cancel(self) -> None:
         """Cancels the request and frees its permits."""
+
+class Stream:
+    """A streamed response (the core's StreamHandle)."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def headers(self) -> List[Tuple[str, str]]: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def trace_id(self) -> str: ...
+    def next(self) -> Optional[bytes]:
+        """The next chunk (``None`` at the end), blocking this thread (not the GIL)."""
+    def next_async(self, bridge: Bridge, future: "asyncio.Future[Optional[bytes]]") -> None:
+        """Reads the next chunk on the runtime; ``future`` resolves through ``bridge``."""
+    def cancel(self) -> None:
+        """Stops reading; frees the connection and the permit."""

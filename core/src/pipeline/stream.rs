@@ -237,6 +237,15 @@ impl StreamHandle {
         self.shared.cancel.notify_waiters();
         if let Ok(mut guard) = self.shared.stream.try_lock() {
             guard.take();
+            return;
+        }
+        // A `next()` holds the stream: it ends on the notification, or, if its future was
+        // dropped instead, this task takes the stream as soon as the lock is free.
+        if let Ok(handle) = crate::runtime::handle() {
+            let shared = self.shared.clone();
+            handle.spawn(async move {
+                shared.stream.lock().await.take();
+            });
         }
     }
 }
