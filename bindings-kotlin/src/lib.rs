@@ -2,18 +2,26 @@
 //!
 //! Translation only: JSON text in (config, JSON bodies; the facade writes it, key order
 //! and numbers as the caller gave them, and the core checks it), core `Request` /
-//! `Response` / `HarnessError` out. Requests take the leaner path in `request_path`
-//! (one downcall to start, one upcall with the outcome) and spawn on the core's own
-//! runtime; dropping the `Task` (a cancelled coroutine or future) aborts the request and
-//! frees its permits.
+//! `Response` / `StreamResponse` / `HarnessError` out. Requests and stream chunks take the
+//! leaner path in `request_path` (one downcall to start, one upcall with the outcome, Rust
+//! objects named by `handles`, never by address) and spawn on the core's own runtime;
+//! dropping the task (a cancelled coroutine or future) aborts the request and frees its
+//! permits. Events and log records reach Kotlin through one foreign trait (`events`).
 //! Nothing here panics on bad input: every bad value is a `ConfigError` naming the field.
 
 // HarnessFailure carries the full error context by value, as UniFFI's error enums must; errors are rare next to I/O.
 #![allow(clippy::result_large_err)]
 
+mod events;
+mod handles;
 mod request_path;
 
-use harness_core::{Body, Client, Config, ErrorKind, HarnessError, Request, Response};
+use std::sync::Arc;
+
+use harness_core::{Body, Client, ClientOptions, Config, ErrorKind, HarnessError, Request, Response};
+
+use events::HostSink;
+pub use events::{ListenerError, NativeEvent, NativeEventSink, NativeRequestRecord};
 
 uniffi::setup_scaffolding!();
 
@@ -47,6 +55,17 @@ pub struct NativeResponse {
     pub headers: Vec<NativeEntry>,
     pub body: Vec<u8>,
     pub elapsed_ms: f64,
+    pub attempts: u32,
+    pub trace_id: String,
+}
+
+/// An opened stream's head, and the handle its chunks are read with (`request_path`).
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeStreamHead {
+    /// First, so the facade can close a stream whose caller has gone without decoding the rest.
+    pub stream: u64,
+    pub status: u16,
+    pub headers: Vec<NativeEntry>,
     pub attempts: u32,
     pub trace_id: String,
 }
@@ -151,10 +170,12 @@ impl From<Response> for NativeResponse {
     }
 }
 
-/// A core `Client`; every method is a direct call into it.
+/// A core `Client`; every method is a direct call into it. The request path finds it by
+/// `handle` (`request_path`), which stops finding it once this object is dropped.
 #[derive(uniffi::Object)]
 pub struct NativeClient {
     client: Client,
+    handle: u64,
 }
 
 impl std::fmt::Debug for NativeClient {
@@ -163,25 +184,73 @@ impl std::fmt::Debug for NativeClient {
     }
 }
 
+impl Drop for NativeClient {
+    fn drop(&mut self) {
+        request_path::CLIENTS.remove(self.handle);
+    }
+}
+
+impl NativeClient {
+    fn new(client: Client) -> Result<Self, NativeError> {
+        let handle = request_path::CLIENTS
+            .insert(client.clone())
+            .map_err(|_| HarnessError::new(ErrorKind::Harness, "too many Harness clients in this process"))?;
+        Ok(NativeClient { client, handle })
+    }
+}
+
+/// The host's logging: `log: { sink: slf4j }` sends each request record to `log`.
+fn options(log: Arc<dyn NativeEventSink>) -> ClientOptions {
+    ClientOptions { host_log: Some(("slf4j", Arc::new(HostSink(log)))), ..ClientOptions::default() }
+}
+
 #[uniffi::export]
 impl NativeClient {
     /// From the config as a JSON document (the facade serialises its Map). The core checks
     /// its nesting before parsing, so no document, however deep, can overflow a stack.
     #[uniffi::constructor]
-    pub fn from_json(config: String) -> Result<Self, NativeError> {
-        Ok(NativeClient { client: Client::new(Config::from_str_with_format(&config, "json")?)? })
+    pub fn from_json(config: String, log: Arc<dyn NativeEventSink>) -> Result<Self, NativeError> {
+        Self::new(Client::with_options(Config::from_str_with_format(&config, "json")?, options(log))?)
     }
 
-    /// From a `.yaml`, `.json` or `.toml` file.
+    /// From a `.yaml`, `.json` or `.toml` file; with `watch`, reloaded when the file changes.
     #[uniffi::constructor]
-    pub fn from_path(path: String) -> Result<Self, NativeError> {
-        Ok(NativeClient { client: Client::from_path(path)? })
+    pub fn from_file(path: String, watch: bool, log: Arc<dyn NativeEventSink>) -> Result<Self, NativeError> {
+        Self::new(Client::from_file(path, watch, options(log))?)
     }
 
-    /// This object's address, for `harness_kotlin_start` (the facade keeps the object alive
-    /// across that call).
-    pub fn address(&self) -> u64 {
-        self as *const Self as u64
+    /// What the facade passes to `harness_kotlin_start` and `harness_kotlin_open`.
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    /// Replaces the config (JSON text) if it is valid; the new config version. A document
+    /// that parses goes to the engine whole, so an invalid config is a rejected reload
+    /// there (event, metric) like any other.
+    pub fn reload_json(&self, config: String) -> Result<String, NativeError> {
+        harness_core::json::check_text("config", config.as_bytes())?;
+        let value =
+            harness_core::json::parse_checked(&config).map_err(|e| HarnessError::config(format!("config: cannot parse json: {e}")))?;
+        Ok(self.client.reload_value(value)?)
+    }
+
+    /// Replaces the config from a `.yaml`, `.json` or `.toml` file if it is valid.
+    pub fn reload_file(&self, path: String) -> Result<String, NativeError> {
+        Ok(self.client.reload_path(path)?)
+    }
+
+    pub fn config_version(&self) -> String {
+        self.client.config_version()
+    }
+
+    /// Adds a listener for every event of this client.
+    pub fn listen(&self, sink: Arc<dyn NativeEventSink>) {
+        self.client.add_listener(Arc::new(HostSink(sink)));
+    }
+
+    /// Delivers queued log records and events now.
+    pub fn flush(&self) {
+        self.client.flush()
     }
 
     pub fn metrics_text(&self) -> String {
@@ -196,8 +265,9 @@ impl NativeClient {
         Ok(self.client.bulkhead_in_use(&service)? as u64)
     }
 
-    /// Refuses new requests. (Not `close`: UniFFI objects already have a Kotlin `close()`
-    /// that frees the handle; the facade leaves freeing to the GC cleaner.)
+    /// Refuses new requests and flushes this client's records and events. (Not `close`:
+    /// UniFFI objects already have a Kotlin `close()` that frees the handle; the facade
+    /// leaves freeing to the GC cleaner.)
     pub fn shutdown(&self) {
         self.client.close()
     }
@@ -259,16 +329,83 @@ pub(crate) mod tests {
         assert!(reason.starts_with("body:"), "{reason}");
     }
 
+    /// Records what the core hands the host's logging.
+    #[derive(Default)]
+    pub(crate) struct Recorded(pub std::sync::Mutex<Vec<NativeEvent>>);
+
+    impl NativeEventSink for Recorded {
+        fn on_event(&self, event: NativeEvent) -> Result<(), ListenerError> {
+            self.0.lock().unwrap().push(event);
+            Ok(())
+        }
+    }
+
+    pub(crate) fn from_json(config: &str) -> Result<NativeClient, NativeError> {
+        NativeClient::from_json(config.into(), Arc::new(Recorded::default()))
+    }
+
     #[test]
     fn bad_config_json_is_a_config_error() {
-        let NativeError::Failure { kind, .. } = NativeClient::from_json("[".into()).unwrap_err();
+        let NativeError::Failure { kind, .. } = from_json("[").unwrap_err();
         assert_eq!(kind, "ConfigError");
+    }
+
+    #[test]
+    fn log_sink_slf4j_is_accepted_and_python_is_not() {
+        assert!(from_json(r#"{"log": {"sink": "slf4j"}}"#).is_ok());
+        let NativeError::Failure { reason, .. } = from_json(r#"{"log": {"sink": "python"}}"#).unwrap_err();
+        assert!(reason.starts_with("log.sink"), "{reason}");
+    }
+
+    #[test]
+    fn a_reload_returns_the_new_version_and_a_bad_one_keeps_the_old() {
+        let c = from_json(r#"{"services": {"svc": {"base_url": "http://127.0.0.1:1"}}}"#).unwrap();
+        let v1 = c.config_version();
+        let v2 = c.reload_json(r#"{"services": {"svc": {"base_url": "http://127.0.0.1:2"}}}"#.into()).unwrap();
+        assert_ne!(v1, v2);
+        assert_eq!(c.config_version(), v2);
+        let NativeError::Failure { kind, reason, .. } =
+            c.reload_json(r#"{"services": {"svc": {"base_url": "http://127.0.0.1:2", "retry": {"max_retries": -1}}}}"#.into()).unwrap_err();
+        assert_eq!(kind, "ConfigError");
+        assert!(reason.starts_with("services.svc.retry.max_retries"), "{reason}");
+        assert_eq!(c.config_version(), v2);
+    }
+
+    #[test]
+    fn request_records_reach_the_host_log_when_the_sink_is_slf4j() {
+        let log = Arc::new(Recorded::default());
+        let c = NativeClient::from_json(
+            r#"{"log": {"sink": "slf4j"}, "services": {"svc": {"base_url": "http://127.0.0.1:1", "retry": {"max_retries": 0}}}}"#.into(),
+            log.clone(),
+        )
+        .unwrap();
+        let task = c.client.spawn(Request::new("svc", "GET", "/x")).unwrap();
+        let _ = harness_core::runtime::handle().unwrap().block_on(task);
+        c.flush();
+        let events = log.0.lock().unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        match &events[0] {
+            NativeEvent::RequestFinished { record } => {
+                assert_eq!((record.service.as_str(), record.method.as_str()), ("svc", "GET"));
+                assert!(record.error_kind.is_some());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_dropped_client_is_no_longer_found_by_its_handle() {
+        let c = from_json("{}").unwrap();
+        let h = c.handle();
+        assert!(request_path::CLIENTS.get(h).is_some());
+        drop(c);
+        assert!(request_path::CLIENTS.get(h).is_none());
     }
 
     #[test]
     fn a_config_nested_100_000_deep_is_a_config_error_not_a_crash() {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        let NativeError::Failure { kind, reason, .. } = NativeClient::from_json(deep).unwrap_err();
+        let NativeError::Failure { kind, reason, .. } = from_json(&deep).unwrap_err();
         assert_eq!(kind, "ConfigError");
         assert!(reason.contains("nested deeper than 512"), "{reason}");
     }

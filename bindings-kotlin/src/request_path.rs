@@ -1,69 +1,172 @@
-//! The request path: one downcall starts a request, one upcall delivers its outcome.
+//! The request path: one downcall starts a request (or opens a stream, or reads one of its
+//! chunks), one upcall delivers the outcome.
 //!
 //! UniFFI's async protocol costs several JNA calls per request, each with by-value
 //! structures the JVM must allocate and clean up (measured: most of the binding's CPU).
-//! These three C functions take and return only integers and one byte array; the request
-//! and its outcome travel in UniFFI's own serialisation of `NativeRequest`,
-//! `NativeResponse` and `NativeError`, so both sides use the generated converters.
+//! These C functions take and return only integers and one byte array; a request and its
+//! outcome travel in UniFFI's own serialisation of `NativeRequest`, `NativeResponse`,
+//! `NativeStreamHead` and `NativeError`, so both sides use the generated converters.
 //!
-//! Ownership: `harness_kotlin_start` returns a boxed `Task` (0 when it failed at once and
-//! the outcome was already delivered); the JVM drops it exactly once with
-//! `harness_kotlin_drop`, which aborts the request (freeing its permits) if it is still
-//! running. Nothing here unwinds into the JVM: every entry point catches panics.
+//! One pattern, no addresses (README "How outcomes come back"):
+//! - the JVM names its waiting caller by a *ticket*, an id in its own registry of calls;
+//!   every outcome comes back through the one completion function with that ticket and a
+//!   tag saying what the bytes are;
+//! - Rust objects are named by generation-checked *handles* (`handles.rs`): the client,
+//!   a running request's task, an open stream. A stale handle finds nothing.
+//!
+//! Ownership: `harness_kotlin_start` / `harness_kotlin_open` return a task handle (0 when
+//! the outcome was already delivered); the JVM drops it once with `harness_kotlin_drop`,
+//! which aborts the work (freeing its permits) if it is still running. An opened stream is
+//! in `STREAMS` until its body ends or fails (removed here) or the JVM closes it with
+//! `harness_kotlin_close`, which cancels it and frees its connection and permit at once.
+//! Nothing here unwinds into the JVM: every entry point catches panics.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::RwLock;
 use std::task::{Context, Poll};
 
 use harness_core::runtime::{self, Task};
-use harness_core::{ErrorKind, HarnessError, Request};
+use harness_core::{Client, ErrorKind, HarnessError, Request, StreamHandle};
 use uniffi::{Lift, Lower};
 
-use crate::{NativeClient, NativeError, NativeRequest, NativeResponse, UniFfiTag};
+use crate::handles::Handles;
+use crate::{NativeEntry, NativeError, NativeRequest, NativeResponse, NativeStreamHead, UniFfiTag};
 
-/// The JVM's completion function: (ticket, outcome bytes, length). The bytes are valid
-/// only during the call: a tag byte (0 = `NativeResponse`, 1 = `NativeError`), then the value.
-type Completion = extern "C" fn(ticket: i64, data: *const u8, len: u64);
+/// The JVM's completion function: (ticket, tag, bytes, length). The bytes are valid only
+/// during the call; what they hold depends on the tag.
+type Completion = extern "C" fn(ticket: i64, tag: i32, data: *const u8, len: u64);
 
-static COMPLETION: AtomicUsize = AtomicUsize::new(0);
+/// `NativeResponse`, the outcome of `harness_kotlin_start`.
+const RESPONSE: i32 = 0;
+/// `NativeError`, for any call.
+const ERROR: i32 = 1;
+/// `NativeStreamHead`, the outcome of `harness_kotlin_open`.
+const STREAM: i32 = 2;
+/// One body chunk, as raw bytes, from `harness_kotlin_next`.
+const CHUNK: i32 = 3;
+/// The body ended completely (no bytes), from `harness_kotlin_next`.
+const END: i32 = 4;
+
+static COMPLETION: RwLock<Option<Completion>> = RwLock::new(None);
+
+/// Live clients (`NativeClient::handle`).
+pub(crate) static CLIENTS: Handles<Client> = Handles::new();
+/// Started requests and stream opens, until the JVM drops them.
+static TASKS: Handles<Task<()>> = Handles::new();
+/// Open streams, until they end or the JVM closes them.
+static STREAMS: Handles<StreamHandle> = Handles::new();
 
 /// Registers the JVM's completion function (once per class load of the facade).
 #[no_mangle]
 pub extern "C" fn harness_kotlin_set_completion(completion: Option<Completion>) {
-    COMPLETION.store(completion.map_or(0, |f| f as usize), Ordering::Release);
+    *COMPLETION.write().unwrap_or_else(|p| p.into_inner()) = completion;
 }
 
-/// Starts `request` (serialised `NativeRequest`, `len` bytes) on the client at `client`
-/// (`NativeClient::address`). The outcome is delivered to the completion function with
-/// `ticket`; the return value is the task to drop, or 0 if the outcome was already delivered.
+/// Starts `request` (serialised `NativeRequest`, `len` bytes) on the client `client`
+/// (`NativeClient::handle`). The outcome (`RESPONSE` or `ERROR`) is delivered with `ticket`;
+/// the return value is the task to drop, or 0 if the outcome was already delivered.
 ///
 /// # Safety
-/// `client` must be the address of a live `NativeClient` for the duration of the call, and
-/// `request` must point to `len` readable bytes.
+/// `request` must point to `len` readable bytes (or `len` be 0).
 #[no_mangle]
 pub unsafe extern "C" fn harness_kotlin_start(client: u64, ticket: i64, request: *const u8, len: u64) -> u64 {
-    let started = catch_unwind(AssertUnwindSafe(|| {
-        let bytes: &[u8] = if len == 0 { &[] } else { std::slice::from_raw_parts(request, len as usize) };
-        start(&*(client as *const NativeClient), ticket, bytes)
-    }));
-    started.unwrap_or_else(|_| fail(ticket, bug("starting the request panicked")))
+    // SAFETY: the caller's contract above.
+    let bytes = unsafe { bytes(request, len) };
+    guarded(ticket, || start(client, ticket, bytes, Mode::Buffered))
 }
 
-/// Drops a task returned by `harness_kotlin_start`: aborts the request if it is still running.
+/// Opens `request` as a stream: like `harness_kotlin_start`, but the outcome is `STREAM`
+/// (the head and the stream's handle) or `ERROR` (an error status fails here, before the body).
 ///
 /// # Safety
-/// `task` must come from `harness_kotlin_start` and be dropped only once.
+/// `request` must point to `len` readable bytes (or `len` be 0).
 #[no_mangle]
-pub unsafe extern "C" fn harness_kotlin_drop(task: u64) {
-    if task != 0 {
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(task as *mut Task<()>))));
+pub unsafe extern "C" fn harness_kotlin_open(client: u64, ticket: i64, request: *const u8, len: u64) -> u64 {
+    // SAFETY: the caller's contract above.
+    let bytes = unsafe { bytes(request, len) };
+    guarded(ticket, || start(client, ticket, bytes, Mode::Stream))
+}
+
+/// Drops a task from `harness_kotlin_start` or `harness_kotlin_open`: aborts it if still
+/// running. A stale handle (dropped before) is a no-op.
+#[no_mangle]
+pub extern "C" fn harness_kotlin_drop(task: u64) {
+    let _ = catch_unwind(AssertUnwindSafe(|| drop(TASKS.remove(task))));
+}
+
+/// Reads the next chunk of `stream`; the outcome is `CHUNK`, `END` or `ERROR`, with `ticket`.
+/// After `END` or `ERROR` the stream is gone (its handle finds nothing).
+#[no_mangle]
+pub extern "C" fn harness_kotlin_next(stream: u64, ticket: i64) {
+    let read = catch_unwind(AssertUnwindSafe(|| {
+        let Some(handle) = STREAMS.get(stream) else {
+            return deliver_error(ticket, HarnessError::new(ErrorKind::Cancelled, "the stream is closed").into());
+        };
+        let spawned = runtime::handle().map(|rt| {
+            // Detached: a waiting read ends when the stream does, and `harness_kotlin_close` ends it.
+            drop(rt.spawn(async move {
+                let outcome = CatchUnwind(handle.next()).await;
+                if !matches!(outcome, Ok(Ok(Some(_)))) {
+                    drop(STREAMS.remove(stream));
+                }
+                match outcome {
+                    Ok(Ok(Some(chunk))) => deliver(ticket, CHUNK, &chunk),
+                    Ok(Ok(None)) => deliver(ticket, END, &[]),
+                    Ok(Err(e)) => deliver_error(ticket, e.into()),
+                    Err(_) => deliver_error(ticket, bug("reading the stream panicked (a bug in Harness)")),
+                }
+            }))
+        });
+        if let Err(e) = spawned {
+            drop(STREAMS.remove(stream));
+            deliver_error(ticket, e.into());
+        }
+    }));
+    if read.is_err() {
+        deliver_error(ticket, bug("reading the stream panicked"));
     }
 }
 
-/// The boxed task, or 0 once the outcome was delivered (a request that cannot start).
-fn start(native: &NativeClient, ticket: i64, mut bytes: &[u8]) -> u64 {
+/// Stops reading `stream`: a waiting read ends with `CancelledError`, and the connection and
+/// the bulkhead permit are released at once. A stale handle (ended or closed) is a no-op.
+#[no_mangle]
+pub extern "C" fn harness_kotlin_close(stream: u64) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(s) = STREAMS.remove(stream) {
+            s.cancel();
+        }
+    }));
+}
+
+/// # Safety
+/// `data` must point to `len` readable bytes, valid for the rest of the entry point.
+unsafe fn bytes<'a>(data: *const u8, len: u64) -> &'a [u8] {
+    if len == 0 || data.is_null() {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(data, len as usize) }
+    }
+}
+
+/// Runs a starting entry point; a panic becomes an `ERROR` outcome (and no task).
+fn guarded(ticket: i64, f: impl FnOnce() -> u64) -> u64 {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| fail(ticket, bug("starting the request panicked")))
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Buffered,
+    Stream,
+}
+
+/// The task's handle, or 0 once the outcome was delivered (a request that cannot start).
+fn start(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
+    let Some(client) = CLIENTS.get(client) else {
+        return fail(ticket, HarnessError::new(ErrorKind::Harness, "the client is closed").into());
+    };
     let request = match <NativeRequest as Lift<UniFfiTag>>::try_read(&mut bytes) {
         Ok(r) => r,
         Err(e) => return fail(ticket, bug(&format!("the request did not decode: {e}"))),
@@ -72,54 +175,83 @@ fn start(native: &NativeClient, ticket: i64, mut bytes: &[u8]) -> u64 {
         Ok(r) => r,
         Err(e) => return fail(ticket, e),
     };
-    let client = native.client.clone();
     let spawned = runtime::spawn(async move {
-        let outcome = match CatchUnwind(client.request(request)).await {
-            Ok(result) => result.map(NativeResponse::from).map_err(NativeError::from),
-            Err(_) => Err(bug("the request task panicked (a bug in Harness)")),
-        };
-        deliver(ticket, outcome);
+        match mode {
+            Mode::Buffered => match CatchUnwind(client.request(request)).await {
+                Ok(Ok(response)) => deliver_value(ticket, RESPONSE, NativeResponse::from(response)),
+                Ok(Err(e)) => deliver_error(ticket, e.into()),
+                Err(_) => deliver_error(ticket, bug("the request task panicked (a bug in Harness)")),
+            },
+            Mode::Stream => match CatchUnwind(client.stream(request)).await {
+                Ok(Ok(stream)) => opened(ticket, StreamHandle::new(stream)),
+                Ok(Err(e)) => deliver_error(ticket, e.into()),
+                Err(_) => deliver_error(ticket, bug("opening the stream panicked (a bug in Harness)")),
+            },
+        }
     });
-    match spawned {
-        Ok(task) => Box::into_raw(Box::new(task)) as u64,
-        Err(e) => fail(ticket, e.into()),
+    let task = match spawned {
+        Ok(task) => task,
+        Err(e) => return fail(ticket, e.into()),
+    };
+    match TASKS.insert(task) {
+        Ok(handle) => handle,
+        // Dropping the task aborts it; the JVM hears why.
+        Err(task) => {
+            drop(task);
+            fail(ticket, HarnessError::new(ErrorKind::Harness, "too many requests in flight").into())
+        }
+    }
+}
+
+/// Keeps the opened stream under a handle and delivers its head (the JVM closes it if
+/// its caller has gone meanwhile).
+fn opened(ticket: i64, handle: StreamHandle) {
+    let mut head = NativeStreamHead {
+        stream: 0,
+        status: handle.status(),
+        headers: handle.headers().iter().map(|(name, value)| NativeEntry { name: name.clone(), value: value.clone() }).collect(),
+        attempts: handle.attempts(),
+        trace_id: handle.trace_id().to_string(),
+    };
+    match STREAMS.insert(handle) {
+        Ok(stream) => {
+            head.stream = stream;
+            deliver_value(ticket, STREAM, head);
+        }
+        Err(handle) => {
+            handle.cancel();
+            deliver_error(ticket, HarnessError::new(ErrorKind::Harness, "too many open streams").into());
+        }
     }
 }
 
 fn fail(ticket: i64, error: NativeError) -> u64 {
-    deliver(ticket, Err(error));
+    deliver_error(ticket, error);
     0
 }
 
-fn deliver(ticket: i64, outcome: Result<NativeResponse, NativeError>) {
-    let completion = COMPLETION.load(Ordering::Acquire);
-    if completion == 0 {
-        return;
+fn deliver_value<T: Lower<UniFfiTag>>(ticket: i64, tag: i32, value: T) {
+    let mut buf = Vec::with_capacity(256);
+    T::write(value, &mut buf);
+    deliver(ticket, tag, &buf);
+}
+
+fn deliver_error(ticket: i64, error: NativeError) {
+    deliver_value(ticket, ERROR, error);
+}
+
+fn deliver(ticket: i64, tag: i32, data: &[u8]) {
+    let completion = *COMPLETION.read().unwrap_or_else(|p| p.into_inner());
+    if let Some(completion) = completion {
+        completion(ticket, tag, data.as_ptr(), data.len() as u64);
     }
-    // SAFETY: only `harness_kotlin_set_completion` stores here, and only `Completion`s.
-    let completion: Completion = unsafe { std::mem::transmute::<usize, Completion>(completion) };
-    let mut buf = Vec::with_capacity(match &outcome {
-        Ok(r) => r.body.len() + 64 * r.headers.len() + 64,
-        Err(_) => 256,
-    });
-    match outcome {
-        Ok(response) => {
-            buf.push(0);
-            <NativeResponse as Lower<UniFfiTag>>::write(response, &mut buf);
-        }
-        Err(error) => {
-            buf.push(1);
-            <NativeError as Lower<UniFfiTag>>::write(error, &mut buf);
-        }
-    }
-    completion(ticket, buf.as_ptr(), buf.len() as u64);
 }
 
 fn bug(message: &str) -> NativeError {
     HarnessError::new(ErrorKind::Harness, message.to_string()).into()
 }
 
-/// Turns a panic inside the request future into an outcome, so the JVM always hears back.
+/// Turns a panic inside a future into an outcome, so the JVM always hears back.
 struct CatchUnwind<F>(F);
 
 impl<F: Future> Future for CatchUnwind<F> {
@@ -139,39 +271,53 @@ impl<F: Future> Future for CatchUnwind<F> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
-    use std::sync::atomic::AtomicI64;
+    use std::sync::atomic::{AtomicI64, Ordering};
     use std::sync::{Condvar, Mutex};
     use std::time::Duration;
 
-    static OUTCOMES: Mutex<Option<HashMap<i64, Vec<u8>>>> = Mutex::new(None);
+    use crate::NativeClient;
+
+    /// Outcomes by ticket: (tag, bytes).
+    type Outcomes = HashMap<i64, (i32, Vec<u8>)>;
+
+    static OUTCOMES: Mutex<Option<Outcomes>> = Mutex::new(None);
     static DELIVERED: Condvar = Condvar::new();
     static TICKETS: AtomicI64 = AtomicI64::new(1);
 
-    extern "C" fn record(ticket: i64, data: *const u8, len: u64) {
-        let bytes = unsafe { std::slice::from_raw_parts(data, len as usize) }.to_vec();
-        OUTCOMES.lock().unwrap().get_or_insert_with(HashMap::new).insert(ticket, bytes);
+    extern "C" fn record(ticket: i64, tag: i32, data: *const u8, len: u64) {
+        let bytes = unsafe { bytes(data, len) }.to_vec();
+        OUTCOMES.lock().unwrap().get_or_insert_with(HashMap::new).insert(ticket, (tag, bytes));
         DELIVERED.notify_all();
     }
 
-    /// Starts `request` and waits for its outcome: (task returned, tag byte, outcome bytes).
-    fn run(client: &NativeClient, request: &[u8]) -> (u64, u8, Vec<u8>) {
-        harness_kotlin_set_completion(Some(record));
-        let ticket = TICKETS.fetch_add(1, Ordering::Relaxed);
-        let task = unsafe { harness_kotlin_start(client.address(), ticket, request.as_ptr(), request.len() as u64) };
+    fn wait(ticket: i64) -> (i32, Vec<u8>) {
         let mut outcomes = OUTCOMES.lock().unwrap();
-        let bytes = loop {
+        loop {
             if let Some(b) = outcomes.get_or_insert_with(HashMap::new).remove(&ticket) {
-                break b;
+                return b;
             }
-            outcomes = DELIVERED.wait_timeout(outcomes, Duration::from_secs(10)).unwrap().0;
-        };
-        drop(outcomes);
-        unsafe { harness_kotlin_drop(task) };
-        (task, bytes[0], bytes[1..].to_vec())
+            let (guard, timeout) = DELIVERED.wait_timeout(outcomes, Duration::from_secs(10)).unwrap();
+            assert!(!timeout.timed_out(), "no outcome for ticket {ticket}");
+            outcomes = guard;
+        }
+    }
+
+    fn ticket() -> i64 {
+        harness_kotlin_set_completion(Some(record));
+        TICKETS.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Starts `request` and waits for its outcome: (task returned, tag, outcome bytes).
+    fn run(client: u64, request: &[u8]) -> (u64, i32, Vec<u8>) {
+        let ticket = ticket();
+        let task = unsafe { harness_kotlin_start(client, ticket, request.as_ptr(), request.len() as u64) };
+        let (tag, bytes) = wait(ticket);
+        harness_kotlin_drop(task);
+        (task, tag, bytes)
     }
 
     fn client() -> NativeClient {
-        NativeClient::from_json(r#"{"services": {"svc": {"base_url": "http://127.0.0.1:1"}}}"#.into()).unwrap()
+        crate::tests::from_json(r#"{"log": {"enabled": false}, "services": {"svc": {"base_url": "http://127.0.0.1:1"}}}"#).unwrap()
     }
 
     fn encoded(json: Option<&str>) -> Vec<u8> {
@@ -192,24 +338,24 @@ mod tests {
     fn a_request_that_cannot_start_is_delivered_at_once_as_a_config_error() {
         let mut both = crate::tests::req(Some("{}"));
         both.body = Some(vec![1]);
-        let (task, tag, outcome) = run(&client(), &encode(both));
-        assert_eq!((task, tag), (0, 1));
+        let (task, tag, outcome) = run(client().handle(), &encode(both));
+        assert_eq!((task, tag), (0, ERROR));
         assert!(contains(&outcome, "ConfigError"));
     }
 
     #[test]
     fn a_json_body_nested_too_deep_is_a_config_error_from_the_core() {
-        let c = NativeClient::from_json(r#"{"services": {"svc": {"base_url": "http://127.0.0.1:1"}}}"#.into()).unwrap();
+        let c = client();
         let deep = format!("{}0{}", "[".repeat(20_000), "]".repeat(20_000));
-        let (_, tag, outcome) = run(&c, &encoded(Some(&deep)));
-        assert_eq!(tag, 1);
+        let (_, tag, outcome) = run(c.handle(), &encoded(Some(&deep)));
+        assert_eq!(tag, ERROR);
         assert!(contains(&outcome, "ConfigError") && contains(&outcome, "nested deeper than 512"), "{}", String::from_utf8_lossy(&outcome));
     }
 
     #[test]
     fn bytes_that_do_not_decode_are_an_error_not_a_panic() {
-        let (task, tag, outcome) = run(&client(), &[0xff, 0x00, 0x01]);
-        assert_eq!((task, tag), (0, 1));
+        let (task, tag, outcome) = run(client().handle(), &[0xff, 0x00, 0x01]);
+        assert_eq!((task, tag), (0, ERROR));
         assert!(contains(&outcome, "HarnessError"));
     }
 
@@ -217,9 +363,57 @@ mod tests {
     fn a_spawned_request_delivers_its_outcome() {
         let c = client();
         c.shutdown();
-        let (task, tag, outcome) = run(&c, &encoded(None));
+        let (task, tag, outcome) = run(c.handle(), &encoded(None));
         assert_ne!(task, 0);
-        assert_eq!(tag, 1);
+        assert_eq!(tag, ERROR);
         assert!(contains(&outcome, "closed"), "{}", String::from_utf8_lossy(&outcome));
+    }
+
+    #[test]
+    fn a_dropped_or_made_up_client_handle_is_an_error_not_a_crash() {
+        let c = client();
+        let h = c.handle();
+        drop(c);
+        for handle in [h, 0, 12345, u64::MAX] {
+            let (task, tag, outcome) = run(handle, &encoded(None));
+            assert_eq!((task, tag), (0, ERROR));
+            assert!(contains(&outcome, "the client is closed"), "{}", String::from_utf8_lossy(&outcome));
+        }
+    }
+
+    #[test]
+    fn dropping_a_task_twice_and_closing_unknown_streams_are_no_ops() {
+        let c = client();
+        let ticket = ticket();
+        let req = encoded(None);
+        let task = unsafe { harness_kotlin_start(c.handle(), ticket, req.as_ptr(), req.len() as u64) };
+        wait(ticket);
+        harness_kotlin_drop(task);
+        harness_kotlin_drop(task);
+        harness_kotlin_drop(0);
+        harness_kotlin_close(0);
+        harness_kotlin_close(task);
+        let t = self::ticket();
+        harness_kotlin_next(98765, t);
+        let (tag, outcome) = wait(t);
+        assert_eq!(tag, ERROR);
+        assert!(contains(&outcome, "CancelledError"), "{}", String::from_utf8_lossy(&outcome));
+    }
+
+    #[test]
+    fn opening_a_stream_to_a_refused_port_is_an_error() {
+        let c = crate::tests::from_json(
+            r#"{"log": {"enabled": false}, "services": {"svc": {"base_url": "http://127.0.0.1:1", "retry": {"max_retries": 0}}}}"#,
+        )
+        .unwrap();
+        let ticket = ticket();
+        let mut get = crate::tests::req(None);
+        get.method = "GET".into();
+        let req = encode(get);
+        let task = unsafe { harness_kotlin_open(c.handle(), ticket, req.as_ptr(), req.len() as u64) };
+        let (tag, outcome) = wait(ticket);
+        harness_kotlin_drop(task);
+        assert_eq!(tag, ERROR);
+        assert!(contains(&outcome, "ConnectError"), "{}", String::from_utf8_lossy(&outcome));
     }
 }

@@ -7,11 +7,13 @@ import dev.harness.ffi.NativeRequest
 import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.asExecutor
+import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.suspendCancellableCoroutine
 import java.nio.charset.CharacterCodingException
 import java.nio.file.Path
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.Executor
+import java.util.function.Consumer
 import kotlin.coroutines.resume
 import kotlin.coroutines.resumeWithException
 
@@ -25,35 +27,79 @@ import kotlin.coroutines.resumeWithException
  * }
  * ```
  *
- * Every behaviour (timeouts, retries, breaker, bulkhead, metrics) is the Rust engine's; this
- * class only translates. Cancelling the calling coroutine (or the [CompletableFuture]) drops
- * the request in the engine and frees every permit it held.
+ * Every behaviour (timeouts, retries, breaker, bulkhead, metrics, reload, events) is the Rust
+ * engine's; this class only translates. Cancelling the calling coroutine (or the
+ * [CompletableFuture]) drops the request in the engine and frees every permit it held.
  */
 class HarnessClient private constructor(private val native: NativeClient) : AutoCloseable {
 
     /** From the config as a map (the same shape as the YAML/JSON/TOML file). */
-    constructor(config: Map<String, Any?>) : this(create { NativeClient.fromJson(Json.encode(config, "config")) })
+    constructor(config: Map<String, Any?>) : this(create { NativeClient.fromJson(Json.encode(config, "config"), Slf4jLog) })
 
-    /** From a `.yaml`, `.json` or `.toml` config file. */
-    constructor(path: Path) : this(create { NativeClient.fromPath(path.toString()) })
+    /** From a `.yaml`, `.json` or `.toml` config file (see [fromFile] to watch it). */
+    constructor(path: Path) : this(create { NativeClient.fromFile(path.toString(), false, Slf4jLog) })
 
-    private val address: Long = native.address().toLong()
+    private val handle: Long = native.handle().toLong()
+
+    /** The client's one sink for [events], registered on first use. */
+    @Volatile
+    private var eventFlow: EventFlow? = null
 
     /** Runs one request through the engine's pipeline. */
     suspend fun request(request: HarnessRequest): HarnessResponse {
         val encoded = request.encode()
-        var call: RequestPath.Call? = null
+        var call: RequestPath.Call<*>? = null
         try {
             return suspendCancellableCoroutine { cont ->
                 val c = ContinuationCall(cont)
                 call = c
-                RequestPath.start(native, address, encoded, c)
+                RequestPath.start(native, handle, encoded, c)
                 cont.invokeOnCancellation { RequestPath.cancel(c) }
             }
         } finally {
             call?.release()
         }
     }
+
+    /**
+     * Runs one request up to its response head and returns it with the body still to read
+     * ([HarnessStream.body], a Flow of chunks). An error status throws here, as for [request];
+     * so do timeouts and connect errors before the head. Close the stream (or read its body
+     * to the end) to release its connection and bulkhead permit.
+     */
+    suspend fun stream(request: HarnessRequest): HarnessStream {
+        val encoded = request.encode()
+        var call: RequestPath.Call<*>? = null
+        try {
+            val head = suspendCancellableCoroutine { cont ->
+                val c = OpenCall(cont)
+                call = c
+                RequestPath.open(native, handle, encoded, c)
+                cont.invokeOnCancellation { RequestPath.cancel(c) }
+            }
+            return HarnessStream(head)
+        } finally {
+            call?.release()
+        }
+    }
+
+    /** [stream] with the arguments of [request]. */
+    suspend fun stream(
+        service: String,
+        method: String,
+        path: String,
+        endpoint: String? = null,
+        query: Map<String, String> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        json: Any? = null,
+        body: ByteArray? = null,
+        idempotencyKey: String? = null,
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+        headerList: List<Pair<String, String>> = emptyList(),
+    ): HarnessStream = stream(
+        HarnessRequest(service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, headerList),
+    )
 
     suspend fun request(
         service: String,
@@ -144,8 +190,25 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
             return CompletableFuture<HarnessResponse>().apply { completeExceptionally(e) }
         }
         val call = FutureCall()
-        RequestPath.start(native, address, encoded, call)
+        RequestPath.start(native, handle, encoded, call)
         // Any completion not ours (cancel(true), complete(x)) gives the request up; after ours it is a no-op.
+        call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
+        return call.future
+    }
+
+    /**
+     * For Java: [stream] as a [CompletableFuture]; read the body with
+     * [HarnessStream.inputStream] and close the stream (try-with-resources) when done.
+     * `cancel(true)` before the head arrives cancels the request in the engine.
+     */
+    fun streamAsync(request: HarnessRequest): CompletableFuture<HarnessStream> {
+        val encoded = try {
+            request.encode()
+        } catch (e: Exception) {
+            return CompletableFuture<HarnessStream>().apply { completeExceptionally(e) }
+        }
+        val call = FutureOpenCall()
+        RequestPath.open(native, handle, encoded, call)
         call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
         return call.future
     }
@@ -165,6 +228,57 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     fun deleteAsync(service: String, path: String): CompletableFuture<HarnessResponse> =
         requestAsync(HarnessRequest(service, "DELETE", path))
 
+    /**
+     * Replaces the config with [config] (the same shape as the constructor's) and returns the
+     * new [configVersion]. Everything is validated first: an invalid config throws a
+     * [HarnessException.Config] naming the field, and the old config stays in force. Requests
+     * in flight finish under the config they started with; breakers, retry budgets and
+     * bulkheads carry over for unchanged keys.
+     */
+    fun reload(config: Map<String, Any?>): String = call { native.reloadJson(Json.encode(config, "config")) }
+
+    /** [reload] from a `.yaml`, `.json` or `.toml` file. */
+    fun reload(path: Path): String = reloadFile(path.toString())
+
+    /** For Java: [reload] from a file path. */
+    fun reloadFile(path: String): String {
+        requireUnicode("config file" to path)
+        return call { native.reloadFile(path) }
+    }
+
+    /** For Java: [reload] from the config as JSON text. */
+    fun reloadJson(json: String): String {
+        requireUnicode("config" to json)
+        return call { native.reloadJson(json) }
+    }
+
+    /** A short hash of the active config: equal configs have equal versions, in every language. */
+    val configVersion: String get() = native.configVersion()
+
+    /**
+     * Every event of this client (requests finished, retries, breaker changes, bulkhead
+     * rejections, reloads), as a hot Flow: a collector sees the events from when it starts.
+     * The first read registers the client's one event sink with the engine; from then on
+     * each request also builds its event. Events arrive on the client's event thread, never
+     * a request's; a collector that falls behind delays other listeners (never requests),
+     * and once the engine's bounded queue is full, events are dropped and counted in
+     * `harness_events_dropped_total`.
+     */
+    val events: Flow<HarnessEvent>
+        get() = (eventFlow ?: synchronized(this) { eventFlow ?: EventFlow().also { native.listen(it); eventFlow = it } }).flow
+
+    /**
+     * Calls [listener] with every event of this client, on the client's event thread (keep it
+     * quick, or hand off). A listener that throws is reported once on stderr and keeps
+     * receiving events; it never fails a request.
+     */
+    fun addListener(listener: Consumer<HarnessEvent>) {
+        native.listen(ListenerSink(listener::accept))
+    }
+
+    /** Delivers this client's queued log records and events now (they follow each request within milliseconds otherwise). */
+    fun flush() = native.flush()
+
     /** This client's metrics in the Prometheus text format. */
     fun metrics(): String = native.metricsText()
 
@@ -181,8 +295,14 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         return call { native.bulkheadInUse(service).toInt() }
     }
 
-    /** Refuses new requests (they fail with [HarnessException.Other]); requests in flight finish. */
+    /**
+     * Refuses new requests (they fail with [HarnessException.Other]); requests in flight
+     * finish. Stops watching the config file and delivers this client's queued log records
+     * and events.
+     */
     override fun close() {
+        // A collector of `events` that is behind must not hold up the flush.
+        eventFlow?.close()
         native.shutdown()
     }
 
@@ -191,18 +311,33 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     override fun toString(): String = "HarnessClient(closed=$isClosed)"
 
     companion object {
-        /** From a `.yaml`, `.json` or `.toml` config file. */
-        @JvmStatic
-        fun fromFile(path: String): HarnessClient {
-            requireUnicode("config file" to path)
-            return HarnessClient(Path.of(path))
+        init {
+            // Before the native library loads and registers its callbacks.
+            EventThreads.ensure()
         }
+
+        /**
+         * From a `.yaml`, `.json` or `.toml` config file. With [watch], the client reloads
+         * within a second of the file changing; an invalid edit is rejected (a
+         * [HarnessEvent.ConfigRejected] and a log line say why) and the old config stays.
+         */
+        @JvmStatic
+        @JvmOverloads
+        fun fromFile(path: String, watch: Boolean = false): HarnessClient {
+            requireUnicode("config file" to path)
+            return HarnessClient(create { NativeClient.fromFile(path, watch, Slf4jLog) })
+        }
+
+        /** [fromFile] with a [Path]. */
+        @JvmStatic
+        @JvmOverloads
+        fun fromFile(path: Path, watch: Boolean = false): HarnessClient = fromFile(path.toString(), watch)
 
         /** From the config as JSON text. */
         @JvmStatic
         fun fromJson(json: String): HarnessClient {
             requireUnicode("config" to json)
-            return HarnessClient(create { NativeClient.fromJson(json) })
+            return HarnessClient(create { NativeClient.fromJson(json, Slf4jLog) })
         }
 
         /** Every error kind name the engine can raise, base (`HarnessError`) first. */
@@ -255,22 +390,50 @@ private fun HarnessRequest.toNative(): NativeRequest {
 }
 
 /** A suspended caller: resumed from the engine's thread (the continuation dispatches to its own dispatcher). */
-private class ContinuationCall(private val cont: CancellableContinuation<HarnessResponse>) : RequestPath.Call() {
-    override fun complete(response: HarnessResponse?, error: HarnessException?) {
-        if (error == null) cont.resume(response!!) else cont.resumeWithException(error)
+private class ContinuationCall(private val cont: CancellableContinuation<HarnessResponse>) : RequestPath.Call<HarnessResponse>() {
+    override fun complete(value: HarnessResponse?, error: HarnessException?) {
+        if (error == null) cont.resume(value!!) else cont.resumeWithException(error)
+    }
+}
+
+/** A suspended [HarnessClient.stream]: a head that arrives for a caller cancelled meanwhile is closed. */
+private class OpenCall(private val cont: CancellableContinuation<StreamHead>) : RequestPath.Call<StreamHead>() {
+    override fun complete(value: StreamHead?, error: HarnessException?) {
+        if (error != null) {
+            cont.resumeWithException(error)
+        } else {
+            cont.resume(value!!) { _, head, _ -> RequestPath.close(head.stream) }
+        }
     }
 }
 
 // Futures for Java callers complete off the engine's threads, so dependent stages never run on them.
 private val futureExecutor: Executor = Dispatchers.Default.asExecutor()
 
-private class FutureCall : RequestPath.Call() {
+private class FutureCall : RequestPath.Call<HarnessResponse>() {
     val future = CompletableFuture<HarnessResponse>()
 
-    override fun complete(response: HarnessResponse?, error: HarnessException?) {
+    override fun complete(value: HarnessResponse?, error: HarnessException?) {
         futureExecutor.execute {
             release()
-            if (error == null) future.complete(response) else future.completeExceptionally(error)
+            if (error == null) future.complete(value) else future.completeExceptionally(error)
+        }
+    }
+}
+
+private class FutureOpenCall : RequestPath.Call<StreamHead>() {
+    val future = CompletableFuture<HarnessStream>()
+
+    override fun complete(value: StreamHead?, error: HarnessException?) {
+        futureExecutor.execute {
+            release()
+            if (error != null) {
+                future.completeExceptionally(error)
+            } else {
+                val stream = HarnessStream(value!!)
+                // Cancelled meanwhile: nobody will read it.
+                if (!future.complete(stream)) stream.close()
+            }
         }
     }
 }

@@ -46,7 +46,7 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
     val code: String? get() = info.code
     val retryAfterMs: Long? get() = info.retryAfterMs
     val traceId: String? get() = info.traceId
-    /** For [Timeout]: `connect`, `response` or `total`. */
+    /** For [Timeout]: `connect`, `response`, `idle` (no body bytes for `timeouts.idle_ms`) or `total`. */
     val phase: String? get() = info.phase
     /** The raw downstream body, when there was one. */
     val body: ByteArray? get() = info.body

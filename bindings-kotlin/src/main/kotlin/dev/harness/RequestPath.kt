@@ -7,9 +7,11 @@ import com.sun.jna.Pointer
 import dev.harness.ffi.FfiConverterTypeNativeError
 import dev.harness.ffi.FfiConverterTypeNativeRequest
 import dev.harness.ffi.FfiConverterTypeNativeResponse
+import dev.harness.ffi.FfiConverterTypeNativeStreamHead
 import dev.harness.ffi.NativeClient
 import dev.harness.ffi.NativeRequest
 import dev.harness.ffi.NativeResponse
+import dev.harness.ffi.NativeStreamHead
 import java.lang.ref.Reference
 import java.nio.ByteBuffer
 import java.nio.ByteOrder
@@ -17,22 +19,38 @@ import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.AtomicLong
 
 /**
- * The request path (Rust side: `src/request_path.rs`): one downcall starts a request, one
- * upcall from the engine's thread delivers its outcome, one downcall drops the engine task.
- * Only integers and one byte array cross, in UniFFI's own encoding of the records, which
- * keeps JNA from allocating (and later cleaning) structures on every request.
+ * The request path (Rust side: `src/request_path.rs`; the pattern is in the README, "How
+ * outcomes come back"): one downcall starts a request, opens a stream or asks for a stream's
+ * next chunk; one upcall from the engine's thread delivers the outcome; one downcall drops
+ * the engine task (or closes the stream).
+ *
+ * Nothing crosses as an address. The JVM names each waiting caller by a *ticket*, its key in
+ * [calls]; Rust objects (the client, a running task, an open stream) are named by
+ * generation-checked *handles* that stop matching once the object is gone. Only integers
+ * and one byte array cross, in UniFFI's own encoding of the records, which keeps JNA from
+ * allocating (and later cleaning) structures on every request.
  */
 internal object RequestPath {
     private const val NO_TASK = 0L
     private const val RELEASED = -1L
 
-    /** One request in flight: where its outcome goes, and the engine task to drop once. */
-    abstract class Call {
+    // What the outcome bytes hold (`request_path.rs`).
+    private const val RESPONSE = 0
+    private const val ERROR = 1
+    private const val STREAM = 2
+    private const val CHUNK = 3
+    private const val END = 4
+
+    /**
+     * One waiting caller: where its outcome goes, and the engine task to drop once. The value
+     * is a [HarnessResponse] (request), a [StreamHead] (open), a [ByteArray] (chunk) or null (end).
+     */
+    abstract class Call<T> {
         internal val ticket: Long = tickets.incrementAndGet()
         private val task = AtomicLong(NO_TASK)
 
         /** Called on an engine thread: hand off, never run caller code here. */
-        abstract fun complete(response: HarnessResponse?, error: HarnessException?)
+        abstract fun complete(value: T?, error: HarnessException?)
 
         /** Drops the engine task (aborting it if still running and freeing its permits); idempotent. */
         fun release() {
@@ -49,27 +67,41 @@ internal object RequestPath {
     }
 
     private val tickets = AtomicLong()
-    private val calls = ConcurrentHashMap<Long, Call>()
+    private val calls = ConcurrentHashMap<Long, Call<*>>()
 
     /** The completion function the engine calls, on its own (kept attached) threads. */
     internal interface Completion : Callback {
-        fun invoke(ticket: Long, data: Pointer?, len: Long)
+        fun invoke(ticket: Long, tag: Int, data: Pointer?, len: Long)
     }
 
     private val completion = object : Completion {
-        override fun invoke(ticket: Long, data: Pointer?, len: Long) {
-            val call = calls.remove(ticket) ?: return // cancelled meanwhile
-            val (response, error) = try {
-                val buf = data!!.getByteBuffer(0, len).order(ByteOrder.BIG_ENDIAN) // UniFFI's byte order; JNA gives native
-                if (buf.get() == 0.toByte()) {
-                    FfiConverterTypeNativeResponse.read(buf).toResponse() to null
-                } else {
-                    null to HarnessException.from(FfiConverterTypeNativeError.read(buf))
+        override fun invoke(ticket: Long, tag: Int, data: Pointer?, len: Long) {
+            @Suppress("UNCHECKED_CAST")
+            val call = calls.remove(ticket) as Call<Any>?
+            if (call == null) {
+                // Its caller has gone (cancelled): an opened stream is closed at once.
+                if (tag == STREAM && data != null && len >= 8) {
+                    harness_kotlin_close(data.getByteBuffer(0, 8).order(ByteOrder.BIG_ENDIAN).getLong()) // `stream` comes first
                 }
+                return
+            }
+            val (value, error) = try {
+                decode(tag, data, len)
             } catch (e: Exception) {
                 null to HarnessException.of(HarnessErrorInfo("HarnessError", "HarnessError: the outcome did not decode: $e"))
             }
-            call.complete(response, error)
+            call.complete(value, error)
+        }
+    }
+
+    private fun decode(tag: Int, data: Pointer?, len: Long): Pair<Any?, HarnessException?> {
+        if (tag == END) return null to null
+        if (tag == CHUNK) return (if (len == 0L) ByteArray(0) else data!!.getByteArray(0, len.toInt())) to null
+        val buf = data!!.getByteBuffer(0, len).order(ByteOrder.BIG_ENDIAN) // UniFFI's byte order; JNA gives native
+        return when (tag) {
+            RESPONSE -> FfiConverterTypeNativeResponse.read(buf).toResponse() to null
+            STREAM -> FfiConverterTypeNativeStreamHead.read(buf).toHead() to null
+            else -> null to HarnessException.from(FfiConverterTypeNativeError.read(buf))
         }
     }
 
@@ -88,34 +120,71 @@ internal object RequestPath {
         return buf
     }
 
-    /** Starts [encoded] on [client]; the outcome reaches [call] (possibly before this returns). */
-    fun start(client: NativeClient, address: Long, encoded: ByteBuffer, call: Call) {
+    /** Starts [encoded] on [client]; the [HarnessResponse] reaches [call] (possibly before this returns). */
+    fun start(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<HarnessResponse>) =
+        begin(client, handle, encoded, call, stream = false)
+
+    /** Opens [encoded] as a stream on [client]; the [StreamHead] reaches [call]. */
+    fun open(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<StreamHead>) =
+        begin(client, handle, encoded, call, stream = true)
+
+    private fun begin(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<*>, stream: Boolean) {
         calls[call.ticket] = call
         val task = try {
-            harness_kotlin_start(address, call.ticket, encoded.array(), encoded.position().toLong())
+            if (stream) {
+                harness_kotlin_open(handle, call.ticket, encoded.array(), encoded.position().toLong())
+            } else {
+                harness_kotlin_start(handle, call.ticket, encoded.array(), encoded.position().toLong())
+            }
         } catch (e: Throwable) {
             calls.remove(call.ticket)
             throw e
         } finally {
-            Reference.reachabilityFence(client) // `address` is only valid while the object lives
+            Reference.reachabilityFence(client) // the handle names a client only while the object lives
         }
         if (!call.attach(task)) calls.remove(call.ticket)
     }
 
+    /** Asks for the next chunk of [stream]: a [ByteArray], or null at the end, reaches [call]. */
+    fun next(stream: Long, call: Call<ByteArray>) {
+        calls[call.ticket] = call
+        try {
+            harness_kotlin_next(stream, call.ticket)
+        } catch (e: Throwable) {
+            calls.remove(call.ticket)
+            throw e
+        }
+    }
+
+    /** Cancels [stream] in the engine (a waiting read ends); a no-op once it ended or was closed. */
+    fun close(stream: Long) = harness_kotlin_close(stream)
+
     /** The caller gave up: forget the call and abort its engine task. */
-    fun cancel(call: Call) {
+    fun cancel(call: Call<*>) {
         calls.remove(call.ticket)
         call.release()
     }
 
     private external fun harness_kotlin_set_completion(completion: Completion)
     private external fun harness_kotlin_start(client: Long, ticket: Long, request: ByteArray, len: Long): Long
+    private external fun harness_kotlin_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_drop(task: Long)
+    private external fun harness_kotlin_next(stream: Long, ticket: Long)
+    private external fun harness_kotlin_close(stream: Long)
 }
 
+/** An opened stream's head and the engine's handle for reading it. */
+internal class StreamHead(val stream: Long, val status: Int, val headers: HarnessHeaders, val attempts: Int, val traceId: String)
+
 /** Every value of a repeated header is kept, in order (the engine gives lower-case names). */
-internal fun NativeResponse.toResponse(): HarnessResponse {
+internal fun NativeResponse.toResponse(): HarnessResponse =
+    HarnessResponse(status.toInt(), grouped(headers), body, elapsedMs, attempts.toInt(), traceId)
+
+private fun NativeStreamHead.toHead(): StreamHead =
+    StreamHead(stream.toLong(), status.toInt(), grouped(headers), attempts.toInt(), traceId)
+
+private fun grouped(headers: List<dev.harness.ffi.NativeEntry>): HarnessHeaders {
     val grouped = LinkedHashMap<String, MutableList<String>>()
     for (h in headers) grouped.getOrPut(h.name) { ArrayList(1) }.add(h.value)
-    return HarnessResponse(status.toInt(), HarnessHeaders(grouped), body, elapsedMs, attempts.toInt(), traceId)
+    return HarnessHeaders(grouped)
 }

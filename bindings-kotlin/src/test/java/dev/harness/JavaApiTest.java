@@ -2,13 +2,20 @@ package dev.harness;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -80,6 +87,81 @@ class JavaApiTest {
             until = System.nanoTime() + 2_000_000_000L;
             while (client.bulkheadInUse("svc") != 0 && System.nanoTime() < until) Thread.sleep(2);
             assertEquals(0, client.bulkheadInUse("svc"));
+        }
+    }
+
+    private static void awaitNoPermits(HarnessClient client) throws InterruptedException {
+        long until = System.nanoTime() + 1_000_000_000L;
+        while (client.bulkheadInUse("svc") != 0 && System.nanoTime() < until) Thread.sleep(2);
+        assertEquals(0, client.bulkheadInUse("svc"));
+    }
+
+    @Test
+    void javaCallersReadAStreamAsAnInputStream() throws Exception {
+        TestUpstream.INSTANCE.putScript("java_stream", List.of(Map.of("chunks", List.of(
+                Map.of("data", "alpha;"), Map.of("data", "beta;", "delay_ms", 20), Map.of("data", "gamma")))));
+        try (HarnessClient client = new HarnessClient(config())) {
+            try (HarnessStream s = client.streamAsync(new HarnessRequest("svc", "GET", "/s/java_stream/x")).get(10, TimeUnit.SECONDS);
+                 InputStream in = s.inputStream()) {
+                assertEquals(200, s.getStatus());
+                assertEquals("alpha;beta;gamma", new String(in.readAllBytes(), StandardCharsets.UTF_8));
+                assertEquals(-1, in.read());
+            }
+            awaitNoPermits(client);
+
+            // Closing after one read cancels the rest (its last piece is seconds away).
+            TestUpstream.INSTANCE.putScript("java_stream_early", List.of(Map.of("chunks", List.of(
+                    Map.of("data", "one;"), Map.of("data", "two;", "delay_ms", 5000)))));
+            HarnessStream s = client.streamAsync(new HarnessRequest("svc", "GET", "/s/java_stream_early/x")).join();
+            InputStream in = s.inputStream();
+            byte[] buf = new byte[16];
+            int n = in.read(buf);
+            assertEquals("one;", new String(buf, 0, n, StandardCharsets.UTF_8));
+            assertEquals(1, client.bulkheadInUse("svc"));
+            in.close();
+            awaitNoPermits(client);
+            assertThrows(IOException.class, in::read);
+
+            // An error status fails the future; a read error is an IOException caused by the HarnessException.
+            TestUpstream.INSTANCE.putScript("java_stream_err", List.of(Map.of("status", 500)));
+            CompletionException e = assertThrows(CompletionException.class,
+                    () -> client.streamAsync(new HarnessRequest("svc", "GET", "/s/java_stream_err/x")).join());
+            assertInstanceOf(HarnessException.HttpStatus.class, e.getCause());
+            TestUpstream.INSTANCE.putScript("java_stream_cut", List.of(Map.of("chunks", List.of(Map.of("data", "partial")), "cut", true)));
+            try (HarnessStream cut = client.streamAsync(new HarnessRequest("svc", "GET", "/s/java_stream_cut/x")).join()) {
+                IOException io = assertThrows(IOException.class, () -> cut.inputStream().readAllBytes());
+                assertInstanceOf(HarnessException.class, io.getCause());
+            }
+            awaitNoPermits(client);
+        }
+    }
+
+    @Test
+    void javaCallersListenReloadAndWatch() throws Exception {
+        Path dir = Files.createTempDirectory("harness-java");
+        Path file = dir.resolve("harness.json");
+        String json = "{\"log\":{\"enabled\":false},\"services\":{\"svc\":{\"base_url\":\"" + TestUpstream.INSTANCE.getUrl() + "\"}}}";
+        Files.writeString(file, json);
+        try (HarnessClient client = HarnessClient.fromFile(file.toString(), true)) {
+            List<HarnessEvent> events = new CopyOnWriteArrayList<>();
+            client.addListener(events::add);
+            String v1 = client.getConfigVersion();
+            assertEquals(200, client.getAsync("svc", "/bench").join().getStatus());
+            String v2 = client.reloadJson(json.replace("}}}", ",\"retry\":{\"max_retries\":3}}}}"));
+            assertNotEquals(v1, v2);
+            assertEquals(v1, client.reloadFile(file.toString()));
+            HarnessException.Config bad = assertThrows(HarnessException.Config.class, () -> client.reloadJson("{\"services\":{\"svc\":{}}}"));
+            assertTrue(bad.getReason().startsWith("services.svc.base_url"), bad.getReason());
+            client.flush();
+            HarnessEvent.RequestFinished finished = (HarnessEvent.RequestFinished) events.stream()
+                    .filter(e -> e instanceof HarnessEvent.RequestFinished).findFirst().orElseThrow();
+            assertEquals("svc", finished.getService());
+            assertEquals(Integer.valueOf(200), finished.getStatus());
+            assertEquals("request_finished", finished.getType());
+            assertTrue(events.stream().anyMatch(e -> e instanceof HarnessEvent.ConfigRejected));
+        } finally {
+            Files.deleteIfExists(file);
+            Files.deleteIfExists(dir);
         }
     }
 }

@@ -4,6 +4,7 @@ import kotlinx.coroutines.async
 import kotlinx.coroutines.awaitAll
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.delay
+import kotlinx.coroutines.flow.take
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeoutOrNull
 import org.junit.jupiter.api.Assertions.assertTrue
@@ -65,7 +66,19 @@ class VectorsTest {
             coroutineScope {
                 for ((i, call) in scenario.list("calls")!!.map(::obj).withIndex()) {
                     call.long("wait_ms")?.let { delay(it) }
+                    call.obj("reload")?.let { over ->
+                        // `base` merged with the object (not the scenario's config, so a service can be removed).
+                        val cfg = obj(OrderedJson.parse(base)).toMutableDeep()
+                        merge(cfg, over)
+                        @Suppress("UNCHECKED_CAST")
+                        reload(i, client, substitute(cfg) as Map<String, Any?>, call.obj("expect")!!, errors)
+                        continue
+                    }
                     val req = buildRequest(name, call)
+                    if (call["stream"] == true) {
+                        check(i, name, call, client, runStream(client, req, call.long("read_chunks")), errors)
+                        continue
+                    }
                     val cancelAfter = call.long("cancel_after_ms")
                     if (call["background"] == true) {
                         background += Triple(i, call, async { runOne(client, req, cancelAfter) })
@@ -89,6 +102,37 @@ class VectorsTest {
         }
         scenario.obj("upstream")?.let { checkUpstream(name, it, errors) }
         assertTrue(errors.isEmpty(), "$name:\n" + errors.joinToString("\n"))
+    }
+
+    private fun reload(i: Int, client: HarnessClient, config: Map<String, Any?>, exp: Map<String, Any?>, errors: MutableList<String>) {
+        val before = client.configVersion
+        val want = exp.str("error")
+        try {
+            val version = client.reload(config)
+            if (want != null) errors += "call $i: reload expected $want, it succeeded"
+            if (version != client.configVersion) errors += "call $i: reload returned $version, configVersion is ${client.configVersion}"
+        } catch (e: HarnessException) {
+            if (want == null) errors += "call $i: reload expected to succeed, got $e"
+            if (want != null && e.kind != want) errors += "call $i: reload expected $want, got $e"
+            exp.str("message")?.let { if (!e.message!!.contains(it)) errors += "call $i: reload error ${e.message} lacks \"$it\"" }
+            if (client.configVersion != before) errors += "call $i: a failed reload changed the config version"
+        }
+    }
+
+    /** A streamed call: the body read chunk by chunk (all of it, or `read_chunks` and then stop), folded into a response. */
+    private suspend fun runStream(client: HarnessClient, req: HarnessRequest, readChunks: Long?): Outcome {
+        val start = System.nanoTime()
+        fun ms() = (System.nanoTime() - start) / 1e6
+        return try {
+            val s = client.stream(req)
+            val body = java.io.ByteArrayOutputStream()
+            // Stopping early is `take`: the collection ends and the stream is cancelled in the engine.
+            val chunks = if (readChunks == null) s.body else s.body.take(readChunks.toInt())
+            chunks.collect { body.write(it) }
+            Outcome(HarnessResponse(s.status, s.headers, body.toByteArray(), ms(), s.attempts, s.traceId), null, false, ms())
+        } catch (e: HarnessException) {
+            Outcome(null, e, false, ms())
+        }
     }
 
     private suspend fun runOne(client: HarnessClient, req: HarnessRequest, cancelAfterMs: Long?): Outcome {
@@ -157,6 +201,7 @@ class VectorsTest {
             val len = e?.reason?.let { it.codePointCount(0, it.length) }
             if (len == null || len > n) fail("expected a message of at most $n characters, got $len: ${e?.reason}")
         }
+        exp.str("body")?.let { if (o.response?.text() != it) fail("expected body ${it.quoted()}, got ${o.response?.text()?.quoted()}") }
         exp.long("error_body_len")?.let { n -> if (e?.body?.size?.toLong() != n) fail("expected an error body of $n bytes, got ${e?.body?.size}") }
         exp.obj("headers")?.let { want ->
             for ((k, v) in want) {

@@ -1,0 +1,130 @@
+package dev.harness
+
+import dev.harness.ffi.NativeEvent
+import dev.harness.ffi.NativeRequestRecord
+
+/**
+ * Something the engine did, as the same structured record in every language
+ * ([HarnessClient.events], [HarnessClient.addListener]). [type] is the cross-language name
+ * (`request_finished`, ...); [fields] gives every field under its snake_case name, as in the
+ * JSON log line.
+ */
+sealed class HarnessEvent {
+    abstract val type: String
+
+    /** Every field under its cross-language (snake_case) name, in a fixed order; `type` first. */
+    abstract fun fields(): Map<String, Any?>
+
+    /** One per request (a stream: when it ends), with every field of the log line. */
+    data class RequestFinished(
+        /** Unix time in milliseconds when the request ended. */
+        val tsMs: Long,
+        val client: String,
+        val traceId: String,
+        val spanId: String,
+        val service: String,
+        val endpoint: String,
+        val method: String,
+        /** The last status received, if any. */
+        val status: Int?,
+        val durationMs: Double,
+        val attempts: Int,
+        val retryCount: Int,
+        /** The breaker's state afterwards: `closed`, `open` or `half_open`. */
+        val breaker: String,
+        /** Whether the body was streamed to the caller. */
+        val streamed: Boolean,
+        /** The error kind name (`TimeoutError`, ...), null for a success. */
+        val errorKind: String?,
+        val errorCode: String?,
+        val errorMessage: String?,
+    ) : HarnessEvent() {
+        override val type: String get() = "request_finished"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf(
+            "type" to type, "ts_ms" to tsMs, "client" to client, "trace_id" to traceId, "span_id" to spanId,
+            "service" to service, "endpoint" to endpoint, "method" to method, "status" to status,
+            "duration_ms" to durationMs, "attempts" to attempts, "retry_count" to retryCount, "breaker" to breaker,
+            "streamed" to streamed, "error_kind" to errorKind, "error_code" to errorCode, "error_message" to errorMessage,
+        )
+    }
+
+    /** A retry will be sent after [delayMs]. */
+    data class RetryScheduled(
+        val service: String,
+        val endpoint: String,
+        val method: String,
+        val traceId: String,
+        /** The attempt that failed (1 = the first). */
+        val attempt: Int,
+        val delayMs: Long,
+        /** The error kind of the failed attempt (`HttpStatusError`, `TimeoutError`, ...). */
+        val reason: String,
+        val status: Int?,
+    ) : HarnessEvent() {
+        override val type: String get() = "retry_scheduled"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf(
+            "type" to type, "service" to service, "endpoint" to endpoint, "method" to method, "trace_id" to traceId,
+            "attempt" to attempt, "delay_ms" to delayMs, "reason" to reason, "status" to status,
+        )
+    }
+
+    data class BreakerStateChanged(val service: String, val endpoint: String, val method: String, val from: String, val to: String) : HarnessEvent() {
+        override val type: String get() = "breaker_state_changed"
+
+        override fun fields(): Map<String, Any?> =
+            linkedMapOf("type" to type, "service" to service, "endpoint" to endpoint, "method" to method, "from" to from, "to" to to)
+    }
+
+    data class BulkheadRejected(val service: String, val endpoint: String, val method: String, val maxConcurrency: Int) : HarnessEvent() {
+        override val type: String get() = "bulkhead_rejected"
+
+        override fun fields(): Map<String, Any?> =
+            linkedMapOf("type" to type, "service" to service, "endpoint" to endpoint, "method" to method, "max_concurrency" to maxConcurrency)
+    }
+
+    /** A new config is in force; [source] is `api` or `file:<path>`. */
+    data class ConfigReloaded(val version: String, val source: String) : HarnessEvent() {
+        override val type: String get() = "config_reloaded"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf("type" to type, "version" to version, "source" to source)
+    }
+
+    /** A reload was refused ([error] says why); [version], the old config's, stays in force. */
+    data class ConfigRejected(val version: String, val source: String, val error: String) : HarnessEvent() {
+        override val type: String get() = "config_rejected"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf("type" to type, "version" to version, "source" to source, "error" to error)
+    }
+}
+
+internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = HarnessEvent.RequestFinished(
+    tsMs = tsMs.toLong(),
+    client = client,
+    traceId = traceId,
+    spanId = spanId,
+    service = service,
+    endpoint = endpoint,
+    method = method,
+    status = status?.toInt(),
+    durationMs = durationMs,
+    attempts = attempts.toInt(),
+    retryCount = retryCount.toInt(),
+    breaker = breaker,
+    streamed = streamed,
+    errorKind = errorKind,
+    errorCode = errorCode,
+    errorMessage = errorMessage,
+)
+
+/** The one place an engine event becomes a [HarnessEvent]. */
+internal fun NativeEvent.toEvent(): HarnessEvent = when (this) {
+    is NativeEvent.RequestFinished -> record.toEvent()
+    is NativeEvent.RetryScheduled ->
+        HarnessEvent.RetryScheduled(service, endpoint, method, traceId, attempt.toInt(), delayMs.toLong(), reason, status?.toInt())
+    is NativeEvent.BreakerStateChanged -> HarnessEvent.BreakerStateChanged(service, endpoint, method, from, to)
+    is NativeEvent.BulkheadRejected -> HarnessEvent.BulkheadRejected(service, endpoint, method, maxConcurrency.toInt())
+    is NativeEvent.ConfigReloaded -> HarnessEvent.ConfigReloaded(version, source)
+    is NativeEvent.ConfigRejected -> HarnessEvent.ConfigRejected(version, source, error)
+}
