@@ -71,6 +71,11 @@ impl Client {
         pipeline::execute(&self.engine, req).await
     }
 
+    /// `stream` for an entry point that already checked the client (one check per call).
+    async fn stream_checked(&self, req: Request) -> Result<StreamResponse, HarnessError> {
+        pipeline::stream(&self.engine, req).await
+    }
+
     /// Runs one request up to its response head; pull the body with `next_chunk`.
     pub async fn stream(&self, req: Request) -> Result<StreamResponse, HarnessError> {
         self.engine.check_usable()?;
@@ -81,30 +86,30 @@ impl Client {
     /// or drop it to cancel the request and free its permits.
     pub fn spawn(&self, req: Request) -> Result<Task<Result<Response, HarnessError>>, HarnessError> {
         self.engine.check_usable()?;
-        let client = self.clone();
-        runtime::spawn(async move { client.request(req).await })
+        let engine = self.engine.clone();
+        runtime::spawn(async move { pipeline::execute(&engine, req).await })
     }
 
     /// `stream` spawned on the core's runtime.
     pub fn spawn_stream(&self, req: Request) -> Result<Task<Result<StreamResponse, HarnessError>>, HarnessError> {
         self.engine.check_usable()?;
         let client = self.clone();
-        runtime::spawn(async move { client.stream(req).await })
+        runtime::spawn(async move { client.stream_checked(req).await })
     }
 
     /// Prepares the request to be driven on the calling thread by a blocking host API
     /// (`BlockingCall::wait_timeout`); dropping the call cancels the request.
     pub fn start_blocking(&self, req: Request) -> Result<BlockingCall<Result<Response, HarnessError>>, HarnessError> {
         self.engine.check_usable()?;
-        let client = self.clone();
-        BlockingCall::new(async move { client.request(req).await })
+        let engine = self.engine.clone();
+        BlockingCall::new(async move { pipeline::execute(&engine, req).await })
     }
 
     /// `stream` driven on the calling thread.
     pub fn start_blocking_stream(&self, req: Request) -> Result<BlockingCall<Result<StreamResponse, HarnessError>>, HarnessError> {
         self.engine.check_usable()?;
         let client = self.clone();
-        BlockingCall::new(async move { client.stream(req).await })
+        BlockingCall::new(async move { client.stream_checked(req).await })
     }
 
     /// Replaces the config if it is valid; returns the new `config_version`. On error

@@ -7,12 +7,10 @@
 //! work (no polling); a full queue drops records and says how many in its own line.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -46,76 +44,112 @@ impl RequestRecord {
 /// Most records queued before new ones are dropped (and counted).
 const MAX_PENDING: usize = 100_000;
 
+/// After waking for a record, wait this long for more: one wake-up and one write per
+/// batch under load, instead of one per request.
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// One client's stderr writer: a queue and a thread started on first use.
+///
+/// The queue is a vector swapped out whole by the writer (memory reused batch after
+/// batch), and the writer sleeps on a condition variable until there is work. A
+/// client used after `fork()` refuses before it gets here, so no check is needed.
 #[derive(Default)]
 pub struct LogWriter {
-    state: Mutex<Option<Running>>,
-    dropped: Arc<AtomicU64>,
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-struct Running {
-    tx: SyncSender<RequestRecord>,
-    thread: JoinHandle<()>,
-    pid: u32,
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    records: Vec<RequestRecord>,
+    dropped: u64,
+    /// The writer is blocked waiting for work (so a record must wake it).
+    idle: bool,
+    stop: bool,
 }
 
 impl LogWriter {
-    /// Queues a record; never blocks the request.
+    /// Queues a record; never blocks the request beyond a short lock.
     pub fn write(&self, record: RequestRecord) {
-        let mut state = self.state.lock();
-        // A forked child has no writer thread: start its own.
-        if state.as_ref().is_some_and(|r| r.pid != std::process::id()) {
-            std::mem::forget(state.take());
+        let mut q = self.shared.queue.lock();
+        if q.records.len() >= MAX_PENDING {
+            q.dropped += 1;
+            return;
         }
-        let running = state.get_or_insert_with(|| {
-            let (tx, rx) = sync_channel(MAX_PENDING);
-            let dropped = self.dropped.clone();
-            let thread = std::thread::Builder::new()
-                .name("harness-log".into())
-                .spawn(move || write_loop(rx, dropped))
-                .expect("spawn the log writer thread");
-            Running { tx, thread, pid: std::process::id() }
-        });
-        if let Err(TrySendError::Full(_)) = running.tx.try_send(record) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        q.records.push(record);
+        if q.idle {
+            q.idle = false;
+            drop(q);
+            self.shared.wake.notify_one();
+            return;
+        }
+        drop(q);
+        let mut thread = self.thread.lock();
+        if thread.is_none() {
+            let shared = self.shared.clone();
+            *thread = Some(
+                std::thread::Builder::new()
+                    .name("harness-log".into())
+                    .spawn(move || write_loop(&shared))
+                    .expect("spawn the log writer thread"),
+            );
         }
     }
 
     /// Writes every queued record and stops the thread (the next record starts a new one).
     pub fn flush(&self) {
-        let running = self.state.lock().take();
-        if let Some(r) = running {
-            if r.pid != std::process::id() {
-                std::mem::forget(r);
-                return;
-            }
-            drop(r.tx);
-            let _ = r.thread.join();
-        }
+        // Held throughout, so no record can start a second writer meanwhile.
+        let mut thread = self.thread.lock();
+        let Some(handle) = thread.take() else { return };
+        self.shared.queue.lock().stop = true;
+        self.shared.wake.notify_one();
+        let _ = handle.join();
+        self.shared.queue.lock().stop = false;
     }
 }
 
-/// After waking for a record, wait this long for more: one wake-up and one write per
-/// batch under load, instead of one per request.
-const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
-
-fn write_loop(rx: Receiver<RequestRecord>, dropped: Arc<AtomicU64>) {
-    // Blocks until there is work; ends when the writer is flushed or dropped.
-    while let Ok(first) = rx.recv() {
-        // Not waiting in `recv` while it sleeps, so senders wake no one meanwhile.
-        std::thread::sleep(BATCH_WINDOW);
-        let stderr = std::io::stderr();
-        // Lock stderr per batch, never across waits, so host code can still write to it.
-        let mut out = std::io::BufWriter::with_capacity(64 * 1024, stderr.lock());
-        // Serialised straight into the buffer: no string per record.
-        for r in std::iter::once(first).chain(rx.try_iter().take(65_536)) {
-            let _ = serde_json::to_writer(&mut out, &r);
-            let _ = out.write_all(b"\n");
+fn write_loop(shared: &Shared) {
+    let mut batch: Vec<RequestRecord> = Vec::new();
+    loop {
+        let (dropped, stop) = {
+            let mut q = shared.queue.lock();
+            while q.records.is_empty() && !q.stop && q.dropped == 0 {
+                q.idle = true;
+                shared.wake.wait(&mut q);
+            }
+            q.idle = false;
+            let stop = q.stop;
+            if !stop {
+                // Let a batch gather: senders do not wake the writer meanwhile.
+                drop(q);
+                std::thread::sleep(BATCH_WINDOW);
+                q = shared.queue.lock();
+            }
+            std::mem::swap(&mut batch, &mut q.records);
+            (std::mem::take(&mut q.dropped), q.stop)
+        };
+        if !batch.is_empty() || dropped > 0 {
+            let stderr = std::io::stderr();
+            // Lock stderr per batch, never across waits, so host code can still write to it.
+            let mut out = std::io::BufWriter::with_capacity(64 * 1024, stderr.lock());
+            // Serialised straight into the buffer: no string per record.
+            for r in batch.drain(..) {
+                let _ = serde_json::to_writer(&mut out, &r);
+                let _ = out.write_all(b"\n");
+            }
+            if dropped > 0 {
+                let _ = writeln!(out, "{{\"event\":\"harness.log_overflow\",\"dropped_records\":{dropped}}}");
+            }
+            let _ = out.flush();
         }
-        let lost = dropped.swap(0, Ordering::Relaxed);
-        if lost > 0 {
-            let _ = writeln!(out, "{{\"event\":\"harness.log_overflow\",\"dropped_records\":{lost}}}");
+        if stop {
+            return;
         }
-        let _ = out.flush();
     }
 }
