@@ -142,6 +142,32 @@ impl Client {
         Ok(())
     }
 
+    /// The token provider for a service with `auth.type: callback` (replacing any
+    /// earlier one clears a dead credential's state on the next refresh).
+    pub fn set_token_provider(&self, service: &str, provider: Arc<dyn crate::host::TokenProvider>) -> Result<(), HarnessError> {
+        let snapshot = self.engine.snapshot();
+        let Some(svc) = snapshot.services.get(service) else {
+            return Err(HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))));
+        };
+        if svc.config.auth.as_ref().map(|a| a.kind) != Some(crate::credentials::AuthType::Callback) {
+            return Err(HarnessError::config(format!("services.{service}.auth.type: set_token_provider needs `type: callback`")));
+        }
+        self.engine.providers.write().insert(service.to_string(), provider);
+        if let Some(c) = &svc.credential {
+            c.revive();
+        }
+        Ok(())
+    }
+
+    /// Per service with credentials: status, expiry, last refresh and error, pool keys.
+    /// Never a secret.
+    pub fn credentials_state(&self) -> Vec<crate::credentials::CredentialState> {
+        let snapshot = self.engine.snapshot();
+        let mut out: Vec<_> = snapshot.services.iter().filter_map(|(name, s)| s.credential.as_ref().map(|c| c.state(name))).collect();
+        out.sort_by(|a, b| a.service.cmp(&b.service));
+        out
+    }
+
     /// A short hash of the active config (the same config gives the same version everywhere).
     pub fn config_version(&self) -> String {
         self.engine.snapshot().version.clone()

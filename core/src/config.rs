@@ -64,6 +64,8 @@ pub struct ServiceConfig {
     pub headers: Headers,
     pub redirects: RedirectConfig,
     pub limits: LimitsConfig,
+    /// Credentials: a token, a key pool, OAuth2 client credentials or a host provider.
+    pub auth: Option<crate::credentials::AuthConfig>,
 }
 
 impl fmt::Debug for ServiceConfig {
@@ -78,6 +80,7 @@ impl fmt::Debug for ServiceConfig {
             .field("headers", &self.headers)
             .field("redirects", &self.redirects)
             .field("limits", &self.limits)
+            .field("auth", &self.auth)
             .finish()
     }
 }
@@ -312,6 +315,9 @@ impl Config {
             }
             if s.limits.max_endpoints == 0 {
                 return Err(bad(p("limits.max_endpoints"), "expected an integer >= 1, got 0"));
+            }
+            if let Some(auth) = &s.auth {
+                auth.validate(&p("auth"))?;
             }
             if !(1..=20).contains(&s.redirects.max) {
                 return Err(bad(p("redirects.max"), format!("expected an integer from 1 to 20, got {}", s.redirects.max)));

@@ -18,6 +18,7 @@ fn substitute(v: &mut Value, ctx: &Ctx) {
     match v {
         Value::String(s) => {
             *s = s
+                .replace("{token_url}", "{upstream}/s/{name}-token/oauth/token")
                 .replace("{upstream}", &ctx.upstream.url())
                 .replace("{blackhole}", &ctx.upstream.blackhole_url())
                 .replace("{closed}", &ctx.upstream.closed_url());
@@ -250,6 +251,15 @@ async fn check_state(name: &str, i: usize, call: &Value, client: &Client, errors
     }
 }
 
+fn name_placeholder(v: &mut Value, name: &str) {
+    match v {
+        Value::String(s) => *s = s.replace("{name}", name),
+        Value::Array(a) => a.iter_mut().for_each(|x| name_placeholder(x, name)),
+        Value::Object(o) => o.values_mut().for_each(|x| name_placeholder(x, name)),
+        _ => {}
+    }
+}
+
 async fn check_upstream(ctx: &Ctx, name: &str, exp: &Value, errors: &mut Vec<String>) {
     let log = ctx
         .admin
@@ -310,6 +320,12 @@ async fn check_upstream(ctx: &Ctx, name: &str, exp: &Value, errors: &mut Vec<Str
             }
         }
     }
+    for (k, want) in exp.get("header_sequence").and_then(Value::as_object).into_iter().flatten() {
+        let got: Vec<Value> = reqs.iter().map(|r| r["headers"].get(k).cloned().unwrap_or(Value::Null)).collect();
+        if &got != want.as_array().unwrap() {
+            fail(format!("header {k} by request: expected {want:?}, got {got:?}"));
+        }
+    }
     if let Some(gap) = exp.get("min_gap_ms").and_then(Value::as_f64) {
         for w in reqs.windows(2) {
             let d = w[1]["at_ms"].as_f64().unwrap() - w[0]["at_ms"].as_f64().unwrap();
@@ -327,11 +343,18 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
     let resp = ctx.admin.put(format!("{}/__admin/script/{name}", ctx.upstream.url())).body(steps.to_string()).send().await.unwrap();
     assert!(resp.status().is_success(), "{name}: upstream refused the script: {}", resp.text().await.unwrap());
 
+    if let Some(token_steps) = scenario.get("token_steps") {
+        let steps = json!({"steps": token_steps});
+        let url = format!("{}/__admin/script/{name}-token", ctx.upstream.url());
+        let resp = ctx.admin.put(url).body(steps.to_string()).send().await.unwrap();
+        assert!(resp.status().is_success(), "{name}: upstream refused the token script");
+    }
     let mut config = json!({"client": {"name": "vectors"}, "log": {"enabled": false}, "services": {"svc": {"base_url": "{upstream}"}}});
     if let Some(over) = scenario.get("config") {
         merge(&mut config, over);
     }
     substitute(&mut config, ctx);
+    name_placeholder(&mut config, name);
     if let Some(want) = scenario.get("config_error").and_then(Value::as_str) {
         match Client::from_value(config) {
             Err(e) if e.name() == "ConfigError" && e.message.contains(want) => {
@@ -415,6 +438,9 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
     }
     if let Some(exp) = scenario.get("upstream") {
         check_upstream(ctx, name, exp, &mut errors).await;
+    }
+    if let Some(exp) = scenario.get("token_upstream") {
+        check_upstream(ctx, &format!("{name}-token"), exp, &mut errors).await;
     }
     errors
 }

@@ -21,6 +21,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::config::Config;
+use crate::credentials::Providers;
 use crate::error::{ErrorKind, HarnessError};
 use crate::host::{Event, EventSink};
 use crate::observability::events::EventHub;
@@ -56,6 +57,8 @@ pub(crate) struct Engine {
     pub events: Arc<EventHub>,
     pub log: LogWriter,
     pub budgets: Arc<dyn RetryBudgetStore>,
+    /// Host token providers (`type: callback`), by service.
+    pub providers: Providers,
     fixed_transport: Option<Arc<dyn Transport>>,
     host_log_name: Option<&'static str>,
     rng: Mutex<SmallRng>,
@@ -79,7 +82,8 @@ impl Engine {
         }
         check_log_sink(&config, host_log_name)?;
         let registry = Registry::new(metrics.clone(), events.clone());
-        let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref())?;
+        let providers = Providers::default();
+        let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref(), &providers)?;
         let rng = match options.jitter_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_os_rng(),
@@ -91,6 +95,7 @@ impl Engine {
             events,
             log: LogWriter::default(),
             budgets: options.budgets.unwrap_or_else(|| Arc::new(MemoryState::new())),
+            providers,
             fixed_transport: options.transport,
             host_log_name,
             rng: Mutex::new(rng),
@@ -116,7 +121,7 @@ impl Engine {
         let built = config.and_then(|config| {
             check_log_sink(&config, self.host_log_name)?;
             let previous = self.snapshot.load();
-            Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref())
+            Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref(), &self.providers)
         });
         match built {
             Ok(snapshot) => {

@@ -12,6 +12,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::registry::{Registry, ServiceShared};
 use crate::config::{Config, ServiceConfig};
+use crate::credentials::{Credential, Providers};
 use crate::error::HarnessError;
 use crate::redact::{redact_url, Secrets};
 use crate::state::BudgetPolicy;
@@ -46,6 +47,8 @@ pub(crate) struct ServiceRuntime {
     pub budget: BudgetPolicy,
     /// State that outlives snapshots (the bulkhead), shared by key.
     pub shared: Arc<ServiceShared>,
+    /// The service's credential; kept from the previous snapshot when unchanged.
+    pub credential: Option<Arc<Credential>>,
 }
 
 impl ServiceRuntime {
@@ -72,6 +75,7 @@ impl Snapshot {
         previous: Option<&Snapshot>,
         registry: &Registry,
         fixed_transport: Option<&Arc<dyn Transport>>,
+        providers: &Providers,
     ) -> Result<Snapshot, HarnessError> {
         config.validate()?;
         let mut services = HashMap::new();
@@ -92,6 +96,8 @@ impl Snapshot {
             if let Some(password) = base_url.password() {
                 secrets.add(password);
             }
+            let previous_credential = previous.and_then(|p| p.services.get(name)).and_then(|s| s.credential.as_ref());
+            let credential = svc.auth.as_ref().map(|a| Credential::build(name, svc, a, providers, previous_credential)).transpose()?;
             let key = transport_key(&config.client.name, svc);
             let transport: Arc<dyn Transport> = match (fixed_transport, previous.and_then(|p| p.services.get(name))) {
                 (Some(t), _) => t.clone(),
@@ -115,6 +121,7 @@ impl Snapshot {
                         ttl: BUDGET_TTL,
                     },
                     shared: registry.service(name, svc.bulkhead.max_concurrency),
+                    credential,
                 }),
             );
         }

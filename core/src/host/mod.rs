@@ -5,9 +5,44 @@
 //! never from a tokio worker and never while holding a lock; a sink that fails
 //! or panics is reported once on stderr and never fails a request.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
+use crate::credentials::secret::Secret;
 use crate::observability::log::RequestRecord;
+use crate::transport::BoxFuture;
+
+/// A credential from a token provider: the value and, when it expires, how soon.
+#[derive(Debug, Clone)]
+pub struct Token {
+    pub value: Secret,
+    /// `None`: it does not expire.
+    pub expires_in: Option<Duration>,
+}
+
+/// Why a provider could not give a token.
+#[derive(Debug, Clone)]
+pub struct ProviderError {
+    /// The host exception's or the token endpoint's message (never a secret).
+    pub message: String,
+    /// The credential is dead (`invalid_grant`, `invalid_client`...): stop asking until
+    /// the config reloads or the provider changes.
+    pub dead: bool,
+}
+
+impl ProviderError {
+    pub fn new(message: impl Into<String>) -> Self {
+        ProviderError { message: message.into(), dead: false }
+    }
+}
+
+/// Host code (or the core's OAuth2 client) that fetches a token. The core calls it on its
+/// runtime, from one refresh at a time per credential; a binding must not block a runtime
+/// worker on host code (hop to the host's own thread or loop and await the answer).
+pub trait TokenProvider: Send + Sync {
+    fn fetch(&self) -> BoxFuture<'_, Result<Token, ProviderError>>;
+}
 
 /// Host code that wants the client's events (a Python function, a Node listener,
 /// a Kotlin Flow, an SLF4J logger).

@@ -76,7 +76,12 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
             ));
         };
         call.attempts += 1;
-        let request = call.outgoing()?;
+        let mut request = call.outgoing()?;
+        // Credentials per attempt: a refresh or a rotation between attempts is picked up.
+        let applied = match &svc.credential {
+            Some(c) => Some(c.apply(&mut request, call.deadline.remaining()).await?),
+            None => None,
+        };
 
         let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
         let timer = tokio::time::sleep_until(until);
@@ -127,8 +132,20 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
                     Err(tf) if tf.failure == Failure::TooLarge => tf.partial.unwrap_or_default(),
                     Err(_) => Bytes::new(),
                 };
-                let c = classify::status(status, &exchange.headers, body, &svc.secrets_for(&call.req));
+                let mut secrets = svc.secrets_for(&call.req);
+                if let Some(a) = &applied {
+                    secrets.add(a.secret.expose());
+                }
+                let c = classify::status(status, &exchange.headers, body, &secrets);
                 breaker.record(c.health, &cfg.breaker);
+                // A credential the downstream refused (401, or 403/429 for a pool key):
+                // refresh or rotate, and replay once, whatever the method: it was not executed.
+                if let (Some(cred), Some(a)) = (&svc.credential, &applied) {
+                    if matches!(status, 401 | 403 | 429) && !call.auth_replayed && cred.answer(a, status, c.retry_after) {
+                        call.auth_replayed = true;
+                        continue;
+                    }
+                }
                 c
             }
             Err(tf) => {

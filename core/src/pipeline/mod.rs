@@ -70,6 +70,8 @@ pub(crate) struct Call {
     pub deadline: Deadline,
     pub started: Instant,
     pub attempts: u32,
+    /// A refused credential was refreshed (or rotated) and the request replayed once.
+    pub auth_replayed: bool,
     /// The first attempt's request, built up front so bad input fails before any attempt.
     first: Option<OutgoingRequest>,
 }
@@ -106,7 +108,7 @@ impl Call {
         let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc.config.timeouts.request_ms));
         let deadline = Deadline::after(timeout);
         engine.budgets.deposit(&svc.name, &svc.budget);
-        Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, first: Some(first) })
+        Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, auth_replayed: false, first: Some(first) })
     }
 
     /// The request for the next attempt: the prebuilt one first, rebuilt for a retry

@@ -1,0 +1,181 @@
+//! A pool of API keys for one provider: round-robin, quarantine, cool-down.
+//!
+//! Guarantees: requests spread over the usable keys in turn; a key answered with
+//! 401/403 is quarantined (until the config reloads); a key answered with 429
+//! cools down for its `Retry-After`; with no usable key the request fails with
+//! `RateLimitedError` (some key is cooling: `retry_after_ms` says when) or
+//! `AuthError` (all quarantined); a key is named by its index or its configured
+//! name, never by its value.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::secret::{Secret, SecretSource};
+use crate::error::{ErrorKind, HarnessError};
+
+/// A key rate-limited without a `Retry-After` cools down this long.
+const DEFAULT_COOL: Duration = Duration::from_secs(1);
+
+pub struct KeyPool {
+    service: String,
+    keys: Vec<(String, SecretSource)>,
+    next: AtomicUsize,
+    status: Mutex<Vec<KeyState>>,
+}
+
+#[derive(Clone, Default)]
+struct KeyState {
+    quarantined: bool,
+    cool_until: Option<Instant>,
+    last_error: Option<String>,
+}
+
+/// What the state API shows of one key.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KeyStatus {
+    pub index: usize,
+    pub name: String,
+    /// `ok`, `cooling` or `quarantined`.
+    pub status: &'static str,
+    pub retry_after_ms: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+impl KeyPool {
+    pub fn new(service: &str, keys: Vec<(String, SecretSource)>) -> Self {
+        let n = keys.len();
+        KeyPool { service: service.into(), keys, next: AtomicUsize::new(0), status: Mutex::new(vec![KeyState::default(); n]) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The next usable key, round-robin, and its index.
+    pub fn pick(&self) -> Result<(usize, Secret), HarnessError> {
+        let n = self.keys.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let status = self.status.lock();
+        let mut soonest: Option<Instant> = None;
+        for i in 0..n {
+            let idx = (start + i) % n;
+            let s = &status[idx];
+            if s.quarantined {
+                continue;
+            }
+            match s.cool_until {
+                Some(until) if until > now => soonest = Some(soonest.map_or(until, |x| x.min(until))),
+                _ => {
+                    let secret = self.keys[idx].1.current()?;
+                    return Ok((idx, secret));
+                }
+            }
+        }
+        Err(match soonest {
+            Some(until) => {
+                let mut e = HarnessError::new(ErrorKind::RateLimited, format!("every key of `{}` is rate-limited or quarantined", self.service));
+                e.retry_after_ms = Some(until.saturating_duration_since(now).as_millis() as u64);
+                e
+            }
+            None => HarnessError::new(ErrorKind::Auth, format!("every key of `{}` was rejected (401/403) and is quarantined", self.service)),
+        })
+    }
+
+    /// A downstream answer about key `idx`: 401/403 quarantine it, 429 cools it down.
+    pub fn report(&self, idx: usize, status: u16, retry_after: Option<Duration>) {
+        let mut st = self.status.lock();
+        let Some(s) = st.get_mut(idx) else { return };
+        match status {
+            401 | 403 => {
+                s.quarantined = true;
+                s.last_error = Some(format!("rejected with {status}"));
+            }
+            429 => {
+                s.cool_until = Some(Instant::now() + retry_after.unwrap_or(DEFAULT_COOL));
+                s.last_error = Some("rate-limited (429)".into());
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether another key than `idx` could serve now.
+    pub fn has_other(&self, idx: usize) -> bool {
+        let now = Instant::now();
+        self.status
+            .lock()
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != idx && !s.quarantined && s.cool_until.is_none_or(|u| u <= now))
+    }
+
+    pub fn status(&self) -> Vec<KeyStatus> {
+        let now = Instant::now();
+        self.status
+            .lock()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let cooling = s.cool_until.filter(|u| *u > now);
+                KeyStatus {
+                    index: i,
+                    name: self.keys[i].0.clone(),
+                    status: if s.quarantined {
+                        "quarantined"
+                    } else if cooling.is_some() {
+                        "cooling"
+                    } else {
+                        "ok"
+                    },
+                    retry_after_ms: cooling.map(|u| (u - now).as_millis() as u64),
+                    last_error: s.last_error.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> KeyPool {
+        let keys = (0..3).map(|i| (format!("k{i}"), SecretSource::Fixed(Secret::new(format!("key-{i}"))))).collect();
+        KeyPool::new("llm", keys)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn round_robin_skips_quarantined_and_cooling_keys() {
+        let p = pool();
+        let picks: Vec<usize> = (0..6).map(|_| p.pick().unwrap().0).collect();
+        assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
+        p.report(1, 401, None);
+        p.report(2, 429, Some(Duration::from_secs(5)));
+        assert!((0..4).all(|_| p.pick().unwrap().0 == 0));
+        p.report(0, 429, Some(Duration::from_secs(2)));
+        let e = p.pick().unwrap_err();
+        assert_eq!((e.name(), e.retry_after_ms), ("RateLimitedError", Some(2000)));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(p.pick().unwrap().0, 0);
+        let s = p.status();
+        assert_eq!(s.iter().map(|k| k.status).collect::<Vec<_>>(), vec!["ok", "quarantined", "cooling"]);
+        assert!(!format!("{s:?}").contains("key-"));
+    }
+
+    #[test]
+    fn all_quarantined_is_an_auth_error() {
+        let p = pool();
+        for i in 0..3 {
+            p.report(i, 403, None);
+        }
+        assert_eq!(p.pick().unwrap_err().name(), "AuthError");
+    }
+}
