@@ -7,6 +7,17 @@ cd "$(dirname "$0")/.."
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 export CARGO_TERM_COLOR=never
 
+# The credential tests share tokens through a real redis-server on a loopback port.
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing redis-server (apt)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "redis-server is needed by the tests: install it (e.g. apt-get install -y redis-server)" >&2
+    exit 1
+  fi
+fi
+
 echo "== Rust: core, upstream, cli"
 cargo test --workspace --exclude harness-python --exclude harness-node --exclude uniffi-bindgen --exclude harness-bench
 cargo build -p harness-upstream

@@ -17,6 +17,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::secret::Secret;
+use super::shared::{SharedTokens, Unavailable};
+use crate::host::Token;
 use crate::error::{ErrorKind, HarnessError};
 use crate::host::{ProviderError, TokenProvider};
 
@@ -58,6 +60,9 @@ pub struct TokenCache {
     provider: ProviderSlot,
     thresholds: Thresholds,
     service: String,
+    /// A fleet-wide copy in Redis, and what to do (once per outage) when it is unavailable.
+    shared: Option<(Arc<SharedTokens>, Arc<dyn Fn(String) + Send + Sync>)>,
+    shared_down: std::sync::atomic::AtomicBool,
 }
 
 /// What the state API shows of a token (never the token).
@@ -80,8 +85,98 @@ fn auth_error(message: String) -> HarnessError {
 }
 
 impl TokenCache {
+    #[cfg(test)]
     pub(crate) fn new(service: &str, provider: ProviderSlot, thresholds: Thresholds) -> Arc<Self> {
-        Arc::new(TokenCache { state: Mutex::new(State::default()), provider, thresholds, service: service.to_string() })
+        Self::with_shared(service, provider, thresholds, None)
+    }
+
+    pub(crate) fn with_shared(
+        service: &str,
+        provider: ProviderSlot,
+        thresholds: Thresholds,
+        shared: Option<(Arc<SharedTokens>, Arc<dyn Fn(String) + Send + Sync>)>,
+    ) -> Arc<Self> {
+        Arc::new(TokenCache {
+            state: Mutex::new(State::default()),
+            provider,
+            thresholds,
+            service: service.to_string(),
+            shared,
+            shared_down: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// One provider call, bounded by the refresh timeout.
+    async fn call_provider(&self, p: &Arc<dyn TokenProvider>) -> Result<Token, ProviderError> {
+        match tokio::time::timeout(self.thresholds.timeout, p.fetch()).await {
+            Ok(r) => r,
+            Err(_) => Err(ProviderError::new(format!("the token provider did not answer within {} ms", self.thresholds.timeout.as_millis()))),
+        }
+    }
+
+    fn shared_unavailable(&self, why: &Unavailable) {
+        use std::sync::atomic::Ordering;
+        if !self.shared_down.swap(true, Ordering::AcqRel) {
+            if let Some((_, warn)) = &self.shared {
+                warn(why.0.clone());
+            }
+        }
+    }
+
+    /// A refresh, through the fleet's shared copy when there is one; with Redis
+    /// unavailable, a local refresh (and one warning per outage).
+    async fn fetch(&self, p: Arc<dyn TokenProvider>) -> Result<Token, ProviderError> {
+        let Some((shared, _)) = &self.shared else { return self.call_provider(&p).await };
+        match self.fetch_shared(shared, &p).await {
+            Ok(r) => {
+                self.shared_down.store(false, std::sync::atomic::Ordering::Release);
+                r
+            }
+            Err(unavailable) => {
+                self.shared_unavailable(&unavailable);
+                self.call_provider(&p).await
+            }
+        }
+    }
+
+    /// Uses a fresh token another process stored, else takes the lock and refreshes for
+    /// everyone, else waits for the lock holder's token.
+    async fn fetch_shared(&self, shared: &SharedTokens, p: &Arc<dyn TokenProvider>) -> Result<Result<Token, ProviderError>, Unavailable> {
+        let current = self.state.lock().token.as_ref().map(|t| t.value.clone());
+        let usable = |found: Option<(Secret, Option<SystemTime>)>| -> Option<Token> {
+            let (v, exp) = found?;
+            if Some(&v) == current.as_ref() {
+                return None;
+            }
+            let Some(e) = exp else { return Some(Token { value: v, expires_in: None }) };
+            let left = e.duration_since(SystemTime::now()).ok()?;
+            (left > self.thresholds.hard.min(left / 2)).then_some(Token { value: v, expires_in: Some(left) })
+        };
+        if let Some(t) = usable(shared.get().await?) {
+            return Ok(Ok(t));
+        }
+        match shared.try_lock(self.thresholds.timeout + Duration::from_secs(1)).await? {
+            Some(fence) => {
+                let r = self.call_provider(p).await;
+                if let Ok(t) = &r {
+                    let expires = t.expires_in.map(|d| SystemTime::now() + d);
+                    let _ = shared.put(fence, &t.value, expires).await;
+                }
+                let _ = shared.unlock(fence).await;
+                Ok(r)
+            }
+            None => {
+                // Another process is refreshing: wait for its token.
+                let until = Instant::now() + self.thresholds.timeout;
+                while Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    if let Some(t) = usable(shared.get().await?) {
+                        return Ok(Ok(t));
+                    }
+                }
+                Ok(Err(ProviderError::new("waited for another process's refresh, which did not finish in time")))
+            }
+        }
     }
 
     /// A token usable now, refreshing as the thresholds say. `wait` bounds how long a
@@ -145,13 +240,7 @@ impl TokenCache {
         let task = async move {
             let result = match (this.provider)() {
                 None => Err(ProviderError::new(format!("no token provider is set for `{}` (set_token_provider)", this.service))),
-                Some(p) => match tokio::time::timeout(this.thresholds.timeout, p.fetch()).await {
-                    Ok(r) => r,
-                    Err(_) => Err(ProviderError::new(format!(
-                        "the token provider did not answer within {} ms",
-                        this.thresholds.timeout.as_millis()
-                    ))),
-                },
+                Some(p) => this.fetch(p).await,
             };
             let mut st = this.state.lock();
             st.inflight = None;
@@ -229,7 +318,6 @@ impl TokenCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Token;
     use crate::transport::BoxFuture;
     use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -14,6 +14,7 @@ pub mod cache;
 pub mod oauth2;
 pub mod pool;
 pub mod secret;
+pub mod shared;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{ServiceConfig, TimeoutConfig};
 use crate::error::{ErrorKind, HarnessError};
 use crate::host::TokenProvider;
+use crate::observability::events::EventHub;
 use crate::redact::escape_control;
 use crate::transport::reqwest::ReqwestTransport;
 use crate::transport::OutgoingRequest;
@@ -65,6 +67,8 @@ pub struct AuthConfig {
     pub client_secret: Option<SecretRef>,
     pub scope: Option<String>,
     pub refresh: RefreshConfig,
+    /// A token shared by the fleet through Redis (refreshing types only).
+    pub shared: Option<shared::SharedConfig>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
@@ -122,6 +126,12 @@ impl AuthConfig {
             if HeaderName::try_from(h.as_str()).is_err() || crate::target::is_forbidden_header(h) {
                 return bad("header", &format!("not a header Harness can set: {:?}", escape_control(h)));
             }
+        }
+        if let Some(sh) = &self.shared {
+            if !matches!(self.kind, AuthType::Oauth2ClientCredentials | AuthType::Callback) {
+                return bad("shared", "only tokens that refresh (oauth2_client_credentials, callback) can be shared");
+            }
+            sh.validate(&format!("{path}.shared"))?;
         }
         if self.refresh.hard_ms > self.refresh.soft_ms {
             return bad("refresh.hard_ms", "must be <= refresh.soft_ms");
@@ -195,6 +205,7 @@ impl Credential {
         cfg: &AuthConfig,
         providers: &Providers,
         previous: Option<&Arc<Credential>>,
+        events: &Arc<EventHub>,
     ) -> Result<Arc<Credential>, HarnessError> {
         let path = format!("services.{service}.auth");
         cfg.validate(&path)?;
@@ -236,6 +247,17 @@ impl Credential {
             hard: Duration::from_millis(cfg.refresh.hard_ms),
             timeout: Duration::from_millis(cfg.refresh.timeout_ms),
         };
+        let shared = match &cfg.shared {
+            None => None,
+            Some(sh) => {
+                let store = Arc::new(shared::SharedTokens::new(service, sh, &format!("{path}.shared"))?);
+                let (events, name) = (events.clone(), service.to_string());
+                let warn: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |error: String| {
+                    events.emit(crate::host::Event::SharedStateUnavailable { service: name.clone(), what: "credentials", error });
+                });
+                Some((store, warn))
+            }
+        };
         let source = match cfg.kind {
             AuthType::Oauth2ClientCredentials => {
                 let token_url = url::Url::parse(cfg.token_url.as_deref().unwrap_or_default())
@@ -249,11 +271,11 @@ impl Credential {
                     scope: cfg.scope.clone(),
                     transport: Arc::new(ReqwestTransport::new(&endpoint, "harness-oauth2")?),
                 });
-                Source::Refreshing(TokenCache::new(service, Arc::new(move || Some(provider.clone())), thresholds))
+                Source::Refreshing(TokenCache::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared))
             }
             AuthType::Callback => {
                 let (providers, name) = (providers.clone(), service.to_string());
-                Source::Refreshing(TokenCache::new(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds))
+                Source::Refreshing(TokenCache::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared))
             }
             _ if !keys.is_empty() => Source::Pool(KeyPool::new(service, keys)),
             _ => Source::Fixed(token.expect("validated")),

@@ -113,6 +113,10 @@ impl Registry {
             .clone()
     }
 
+    pub fn events(&self) -> &Arc<EventHub> {
+        &self.events
+    }
+
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }

@@ -87,6 +87,9 @@ pub enum Event {
     BreakerStateChanged { service: String, endpoint: String, method: String, from: &'static str, to: &'static str },
     BulkheadRejected { service: String, endpoint: String, method: String, max_concurrency: u32 },
     ConfigReloaded { version: String, source: String },
+    /// Shared state (Redis) could not be used; Harness carries on with local state
+    /// and keeps reconnecting. Once per outage.
+    SharedStateUnavailable { service: String, what: &'static str, error: String },
     ConfigRejected { version: String, source: String, error: String },
 }
 
@@ -100,6 +103,7 @@ impl Event {
             Event::BreakerStateChanged { .. } => "breaker_state_changed",
             Event::BulkheadRejected { .. } => "bulkhead_rejected",
             Event::ConfigReloaded { .. } => "config_reloaded",
+            Event::SharedStateUnavailable { .. } => "shared_state_unavailable",
             Event::ConfigRejected { .. } => "config_rejected",
         }
     }

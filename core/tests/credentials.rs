@@ -1,0 +1,241 @@
+//! Credentials against real parts: the test upstream's token endpoint and a real
+//! `redis-server` (started here on a free loopback port, stopped on drop). Three OS
+//! processes sharing one Redis make exactly one token call per expiry; Redis killed
+//! mid-run and an auth server down in the soft window never fail a request; a
+//! shared token is sealed at rest; no token appears in any record or event.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use harness_core::{Client, ClientOptions, Config, Event, EventSink, Request};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+/// A redis-server on a free loopback port, killed when dropped.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install -y redis-server); .ci/run installs it");
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < Duration::from_secs(10), "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Redis { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn script(base: &str, name: &str, steps: Value) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let r = reqwest::Client::new().put(format!("{base}/__admin/script/{name}")).body(json!({ "steps": steps }).to_string()).send().await.unwrap();
+    assert!(r.status().is_success());
+}
+
+async fn log_count(base: &str, name: &str) -> usize {
+    let bytes = reqwest::Client::new().get(format!("{base}/__admin/log/{name}")).send().await.unwrap().bytes().await.unwrap();
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    v["requests"].as_array().unwrap().len()
+}
+
+fn oauth_config(base: &str, api: &str, redis: Option<&str>, extra: Value) -> Value {
+    let mut auth = json!({
+        "type": "oauth2_client_credentials",
+        "token_url": format!("{base}/s/{api}-token/oauth/token"),
+        "client_id": {"value": "client-1"},
+        "client_secret": {"value": "client-secret-value"},
+    });
+    if let Some(url) = redis {
+        auth["shared"] = json!({"redis_url": url, "key_prefix": format!("harness:test:{api}:")});
+    }
+    if let Value::Object(o) = extra {
+        for (k, v) in o {
+            auth[k] = v;
+        }
+    }
+    json!({"log": {"enabled": false}, "services": {"svc": {"base_url": base, "retry": {"max_retries": 0}, "auth": auth}}})
+}
+
+/// Runs requests with 8 workers for `secs`; returns (ok, failed).
+async fn hammer(client: &Client, path: &str, secs: f64) -> (usize, Vec<String>) {
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (c, p) = (client.clone(), path.to_string());
+        workers.push(tokio::spawn(async move {
+            let (mut ok, mut failed) = (0, Vec::new());
+            while Instant::now() < until {
+                match c.request(Request::new("svc", "GET", p.clone())).await {
+                    Ok(r) if r.status == 200 => ok += 1,
+                    Ok(r) => failed.push(format!("status {}", r.status)),
+                    Err(e) => failed.push(e.to_string()),
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (ok, failed)
+        }));
+    }
+    let (mut ok, mut failed) = (0, Vec::new());
+    for w in workers {
+        let (o, f) = w.await.unwrap();
+        ok += o;
+        failed.extend(f);
+    }
+    (ok, failed)
+}
+
+/// One of the fleet's processes (run by `three_processes_share_one_refresh_per_expiry`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of three_processes_share_one_refresh_per_expiry"]
+async fn fleet_member() {
+    let base = std::env::var("HARNESS_FLEET_UPSTREAM").expect("run by the fleet test");
+    let redis = std::env::var("HARNESS_FLEET_REDIS").unwrap();
+    let client = Client::from_value(oauth_config(&base, "fleet", Some(&redis), json!({}))).unwrap();
+    let (ok, failed) = hammer(&client, "/s/fleet/x", 2.5).await;
+    assert!(failed.is_empty(), "{} failed: {:?}", failed.len(), &failed[..failed.len().min(3)]);
+    assert!(ok > 50, "only {ok} requests");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_share_one_refresh_per_expiry() {
+    let redis = Redis::start();
+    let u = harness_upstream::start().await.unwrap();
+    let base = u.url();
+    script(&base, "fleet", json!([{"status": 200}])).await;
+    // The first token lives 2 s: one refresh falls inside the run.
+    script(&base, "fleet-token", json!([
+        {"json": {"access_token": "fleet-tok-1", "expires_in": 2}},
+        {"json": {"access_token": "fleet-tok-2", "expires_in": 3600}}
+    ]))
+    .await;
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<Child> = (0..3)
+        .map(|_| {
+            Command::new(&exe)
+                .args(["--ignored", "--exact", "fleet_member", "--test-threads", "1"])
+                .env("HARNESS_FLEET_UPSTREAM", &base)
+                .env("HARNESS_FLEET_REDIS", redis.url())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<_> = tokio::task::spawn_blocking(move || children.into_iter().map(|c| c.wait_with_output().unwrap()).collect())
+        .await
+        .unwrap();
+    for o in &outputs {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && out.contains("1 passed"), "a fleet member failed:\n{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(log_count(&base, "fleet-token").await, 2, "one token call for the start and one per expiry, across 3 processes");
+}
+
+#[derive(Default)]
+struct Events(Mutex<Vec<Event>>);
+
+impl EventSink for Events {
+    fn on_event(&self, e: &Event) -> Result<(), String> {
+        self.0.lock().push(e.clone());
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_run_fails_no_request() {
+    let mut redis = Redis::start();
+    let u = harness_upstream::start().await.unwrap();
+    let base = u.url();
+    script(&base, "kill", json!([{"status": 200}])).await;
+    script(&base, "kill-token", json!([{"json": {"access_token": "kill-tok", "expires_in": 1}}])).await;
+    let events = Arc::new(Events::default());
+    let config = Config::from_value(oauth_config(&base, "kill", Some(&redis.url()), json!({}))).unwrap();
+    let client = Client::with_options(config, ClientOptions { sinks: vec![events.clone()], ..Default::default() }).unwrap();
+    let (ok1, failed1) = hammer(&client, "/s/kill/x", 0.8).await;
+    redis.stop();
+    let (ok2, failed2) = hammer(&client, "/s/kill/x", 2.0).await;
+    assert!(failed1.is_empty() && failed2.is_empty(), "{failed1:?} {failed2:?}");
+    assert!(ok1 > 10 && ok2 > 10);
+    client.close();
+    let warnings = events.0.lock().iter().filter(|e| e.kind() == "shared_state_unavailable").count();
+    assert_eq!(warnings, 1, "one warning per outage");
+    assert!(log_count(&base, "kill-token").await >= 2, "refreshed locally while Redis was down");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_token_is_sealed_at_rest() {
+    let redis = Redis::start();
+    let u = harness_upstream::start().await.unwrap();
+    let base = u.url();
+    script(&base, "seal", json!([{"status": 200}])).await;
+    script(&base, "seal-token", json!([{"json": {"access_token": "sealed-tok-value", "expires_in": 3600}}])).await;
+    let extra = json!({});
+    let mut cfg = oauth_config(&base, "seal", Some(&redis.url()), extra);
+    cfg["services"]["svc"]["auth"]["shared"]["encryption_key"] = json!({"value": "a passphrase for tests"});
+    let client = Client::from_value(cfg).unwrap();
+    assert_eq!(client.request(Request::new("svc", "GET", "/s/seal/x")).await.unwrap().status, 200);
+    let conn = redis::Client::open(redis.url()).unwrap();
+    let mut c = conn.get_multiplexed_async_connection().await.unwrap();
+    let raw: String = redis::cmd("GET").arg("harness:test:seal:svc:token").query_async(&mut c).await.unwrap();
+    assert!(!raw.contains("sealed-tok-value") && raw.contains("\"sealed\":true"), "{raw}");
+    // A second client (another process would do the same) reads the sealed token.
+    let cfg2 = {
+        let mut c = oauth_config(&base, "seal", Some(&redis.url()), json!({}));
+        c["services"]["svc"]["auth"]["shared"]["encryption_key"] = json!({"value": "a passphrase for tests"});
+        c
+    };
+    let other = Client::from_value(cfg2).unwrap();
+    assert_eq!(other.request(Request::new("svc", "GET", "/s/seal/x")).await.unwrap().status, 200);
+    assert_eq!(log_count(&base, "seal-token").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auth_server_down_in_the_soft_window_fails_no_request_and_no_token_leaks() {
+    let u = harness_upstream::start().await.unwrap();
+    let base = u.url();
+    script(&base, "soft", json!([{"status": 200}])).await;
+    script(&base, "soft-token", json!([
+        {"json": {"access_token": "soft-tok-secret", "expires_in": 4}},
+        {"status": 503, "times": 1000}
+    ]))
+    .await;
+    let events = Arc::new(Events::default());
+    let cfg = oauth_config(&base, "soft", None, json!({}));
+    // Every log record reaches listeners as a `request_finished` event: checked below for leaks.
+    let client = Client::with_options(Config::from_value(cfg).unwrap(), ClientOptions { sinks: vec![events.clone()], ..Default::default() }).unwrap();
+    // Soft window: from 2 s before expiry; the token stays in use while refreshes fail.
+    let (ok, failed) = hammer(&client, "/s/soft/x", 2.8).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(ok > 20);
+    assert!(log_count(&base, "soft-token").await >= 2, "a background refresh was tried");
+    let state = serde_json::to_string(&client.credentials_state()).unwrap();
+    assert!(state.contains("token endpoint refused: status 503"), "{state}");
+    client.close();
+    let everything = format!("{state} {:?}", events.0.lock().iter().map(Event::to_json).collect::<Vec<_>>());
+    assert!(!everything.contains("soft-tok-secret") && !everything.contains("client-secret-value"));
+}
