@@ -52,6 +52,9 @@ struct State {
     last_refresh: Option<SystemTime>,
 }
 
+/// The fleet's shared copy and the warning to give (once per outage) when it is unavailable.
+pub(crate) type Shared = (Arc<SharedTokens>, Arc<dyn Fn(String) + Send + Sync>);
+
 /// Where the provider comes from: fixed (OAuth2), or set by the host later (`callback`).
 pub(crate) type ProviderSlot = Arc<dyn Fn() -> Option<Arc<dyn TokenProvider>> + Send + Sync>;
 
@@ -61,7 +64,7 @@ pub struct TokenCache {
     thresholds: Thresholds,
     service: String,
     /// A fleet-wide copy in Redis, and what to do (once per outage) when it is unavailable.
-    shared: Option<(Arc<SharedTokens>, Arc<dyn Fn(String) + Send + Sync>)>,
+    shared: Option<Shared>,
     shared_down: std::sync::atomic::AtomicBool,
 }
 
@@ -94,7 +97,7 @@ impl TokenCache {
         service: &str,
         provider: ProviderSlot,
         thresholds: Thresholds,
-        shared: Option<(Arc<SharedTokens>, Arc<dyn Fn(String) + Send + Sync>)>,
+        shared: Option<Shared>,
     ) -> Arc<Self> {
         Arc::new(TokenCache {
             state: Mutex::new(State::default()),
