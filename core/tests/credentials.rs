@@ -239,3 +239,24 @@ async fn an_auth_server_down_in_the_soft_window_fails_no_request_and_no_token_le
     let everything = format!("{state} {:?}", events.0.lock().iter().map(Event::to_json).collect::<Vec<_>>());
     assert!(!everything.contains("soft-tok-secret") && !everything.contains("client-secret-value"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_pool_metrics_name_keys_never_show_them() {
+    let u = harness_upstream::start().await.unwrap();
+    let base = u.url();
+    script(&base, "pool", json!([{"status": 401}, {"status": 200, "times": 100}])).await;
+    let client = Client::from_value(json!({"log": {"enabled": false}, "services": {"svc": {"base_url": base, "auth": {
+        "type": "query", "param": "api_key",
+        "keys": [{"value": "pool-key-secret-1", "name": "first"}, {"value": "pool-key-secret-2"}]
+    }}}}))
+    .unwrap();
+    for _ in 0..3 {
+        assert_eq!(client.request(Request::new("svc", "GET", "/s/pool/x")).await.unwrap().status, 200);
+    }
+    let text = client.metrics_text();
+    assert!(text.contains(r#"harness_auth_pool_keys_total{service="svc",key="first",outcome="401"} 1"#), "{text}");
+    assert!(text.contains(r#"harness_auth_pool_keys_total{service="svc",key="1",outcome="sent"} 3"#), "{text}");
+    assert!(!text.contains("pool-key-secret"));
+    let state = serde_json::to_string(&client.credentials_state()).unwrap();
+    assert!(state.contains(r#""status":"quarantined""#) && !state.contains("pool-key-secret"), "{state}");
+}

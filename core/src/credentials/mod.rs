@@ -206,6 +206,7 @@ impl Credential {
         providers: &Providers,
         previous: Option<&Arc<Credential>>,
         events: &Arc<EventHub>,
+        metrics: &crate::observability::metrics::Metrics,
     ) -> Result<Arc<Credential>, HarnessError> {
         let path = format!("services.{service}.auth");
         cfg.validate(&path)?;
@@ -277,7 +278,7 @@ impl Credential {
                 let (providers, name) = (providers.clone(), service.to_string());
                 Source::Refreshing(TokenCache::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared))
             }
-            _ if !keys.is_empty() => Source::Pool(KeyPool::new(service, keys)),
+            _ if !keys.is_empty() => Source::Pool(KeyPool::new(service, keys).with_metrics(metrics.pool_keys.clone())),
             _ => Source::Fixed(token.expect("validated")),
         };
         Ok(Arc::new(Credential { placement, source, config: cfg.clone(), loaded }))

@@ -25,6 +25,8 @@ pub struct KeyPool {
     keys: Vec<(String, SecretSource)>,
     next: AtomicUsize,
     status: Mutex<Vec<KeyState>>,
+    /// `harness_auth_pool_keys_total`, by key name (never the key) and outcome.
+    metrics: Option<prometheus_client::metrics::family::Family<crate::observability::metrics::KeyLabels, prometheus_client::metrics::counter::Counter>>,
 }
 
 #[derive(Clone, Default)]
@@ -48,7 +50,27 @@ pub struct KeyStatus {
 impl KeyPool {
     pub fn new(service: &str, keys: Vec<(String, SecretSource)>) -> Self {
         let n = keys.len();
-        KeyPool { service: service.into(), keys, next: AtomicUsize::new(0), status: Mutex::new(vec![KeyState::default(); n]) }
+        KeyPool { service: service.into(), keys, next: AtomicUsize::new(0), status: Mutex::new(vec![KeyState::default(); n]), metrics: None }
+    }
+
+    /// Counts key use and rejections in `metrics`.
+    pub fn with_metrics(
+        mut self,
+        metrics: prometheus_client::metrics::family::Family<crate::observability::metrics::KeyLabels, prometheus_client::metrics::counter::Counter>,
+    ) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn count(&self, idx: usize, outcome: &str) {
+        if let (Some(m), Some((name, _))) = (&self.metrics, self.keys.get(idx)) {
+            m.get_or_create(&crate::observability::metrics::KeyLabels {
+                service: self.service.as_str().into(),
+                key: name.as_str().into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -76,6 +98,8 @@ impl KeyPool {
                 Some(until) if until > now => soonest = Some(soonest.map_or(until, |x| x.min(until))),
                 _ => {
                     let secret = self.keys[idx].1.current()?;
+                    drop(status);
+                    self.count(idx, "sent");
                     return Ok((idx, secret));
                 }
             }
@@ -92,6 +116,9 @@ impl KeyPool {
 
     /// A downstream answer about key `idx`: 401/403 quarantine it, 429 cools it down.
     pub fn report(&self, idx: usize, status: u16, retry_after: Option<Duration>) {
+        if matches!(status, 401 | 403 | 429) {
+            self.count(idx, &status.to_string());
+        }
         let mut st = self.status.lock();
         let Some(s) = st.get_mut(idx) else { return };
         match status {

@@ -117,6 +117,10 @@ impl Registry {
         &self.events
     }
 
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }

@@ -97,7 +97,7 @@ impl Snapshot {
                 secrets.add(password);
             }
             let previous_credential = previous.and_then(|p| p.services.get(name)).and_then(|s| s.credential.as_ref());
-            let credential = svc.auth.as_ref().map(|a| Credential::build(name, svc, a, providers, previous_credential, registry.events())).transpose()?;
+            let credential = svc.auth.as_ref().map(|a| Credential::build(name, svc, a, providers, previous_credential, registry.events(), registry.metrics())).transpose()?;
             let key = transport_key(&config.client.name, svc);
             let transport: Arc<dyn Transport> = match (fixed_transport, previous.and_then(|p| p.services.get(name))) {
                 (Some(t), _) => t.clone(),

@@ -78,6 +78,15 @@ pub struct TransitionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyLabels {
+    pub service: Label,
+    /// The key's configured name or its index, never the key.
+    pub key: Label,
+    /// `sent`, or the status that answered about the key (`401`, `403`, `429`).
+    pub outcome: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
     /// `applied` or `rejected`.
     pub result: Label,
@@ -102,6 +111,7 @@ pub struct Metrics {
     pub bulkhead_in_use: Family<ServiceLabels, Gauge>,
     pub config_reloads: Family<ReloadLabels, Counter>,
     pub events_dropped: Counter,
+    pub pool_keys: Family<KeyLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -121,6 +131,7 @@ impl Metrics {
         let bulkhead_in_use = Family::<ServiceLabels, Gauge>::default();
         let config_reloads = Family::<ReloadLabels, Counter>::default();
         let events_dropped = Counter::default();
+        let pool_keys = Family::<KeyLabels, Counter>::default();
         registry.register("requests", "Requests completed, by final status", requests.clone());
         registry.register("errors", "Requests that ended in an error, by error kind", errors.clone());
         registry.register(
@@ -133,6 +144,7 @@ impl Metrics {
         registry.register("bulkhead_permits_in_use", "Bulkhead permits currently held", bulkhead_in_use.clone());
         registry.register("config_reloads", "Config reloads, by result (applied or rejected)", config_reloads.clone());
         registry.register("events_dropped", "Events dropped because a listener fell behind", events_dropped.clone());
+        registry.register("auth_pool_keys", "Key-pool use by key (name or index) and outcome", pool_keys.clone());
         Metrics {
             registry: Mutex::new(registry),
             requests,
@@ -143,6 +155,7 @@ impl Metrics {
             bulkhead_in_use,
             config_reloads,
             events_dropped,
+            pool_keys,
         }
     }
 
