@@ -41,7 +41,69 @@ export interface ServiceConfig {
   redirects?: { follow?: boolean; max?: number }
   /** Bounds: response size (default 64 MiB, past it `ResponseTooLargeError`) and endpoints tracked (default 1000). */
   limits?: { max_response_bytes?: number; max_endpoints?: number }
+  /** Credentials: a token, a key pool, OAuth2 client credentials, or a JS provider (`type: 'callback'`). */
+  auth?: AuthConfig
   [key: string]: unknown
+}
+
+/** Where a secret comes from: an environment variable, a file (re-read when it changes) or a literal. */
+export type SecretRef = { env: string } | { file: string } | { value: string }
+
+/** `services.<name>.auth`. Secrets never appear in logs, events, errors or `credentialsState()`. */
+export interface AuthConfig {
+  /** `bearer` (default): `Authorization: Bearer <token>`; `header` / `query`: the token in `header` / `param`. */
+  type?: 'bearer' | 'header' | 'query' | 'oauth2_client_credentials' | 'callback'
+  /** The token (bearer, header, query). */
+  token?: SecretRef
+  /** A key pool instead of one token: round-robin, quarantined on 401/403, cooled down on 429. */
+  keys?: Array<SecretRef & { name?: string }>
+  /** The header for `type: 'header'` (e.g. `X-Api-Key`). */
+  header?: string
+  /** Put before the token in the header (e.g. `'Bearer '`). */
+  prefix?: string
+  /** The query parameter for `type: 'query'`. */
+  param?: string
+  /** OAuth2 client credentials: the token endpoint, client id and secret, and scope. */
+  token_url?: string
+  client_id?: SecretRef
+  client_secret?: SecretRef
+  scope?: string
+  /** Background refresh from `soft_ms` before expiry, requests wait from `hard_ms`; a refresh may take `timeout_ms`. */
+  refresh?: { soft_ms?: number; hard_ms?: number; timeout_ms?: number }
+  [key: string]: unknown
+}
+
+/** What a token provider returns: the token and, if it expires, its lifetime in seconds. */
+export interface ProvidedToken {
+  token: string
+  expiresIn?: number | null
+}
+
+/** A JS token provider (`client.setTokenProvider`): sync or async. */
+export type TokenProvider = () => ProvidedToken | PromiseLike<ProvidedToken>
+
+/** One key of a key pool, by index and name (never the key). */
+export interface KeyState {
+  index: number
+  /** The configured name, or the index as a string. */
+  name: string
+  status: 'ok' | 'cooling' | 'quarantined'
+  retryAfterMs: number | null
+  lastError: string | null
+}
+
+/** A service's credential state (`client.credentialsState()`); never a secret. */
+export interface CredentialState {
+  service: string
+  type: 'bearer' | 'header' | 'query' | 'oauth2_client_credentials' | 'callback'
+  status: 'valid' | 'refreshing' | 'expired' | 'dead'
+  /** Unix milliseconds; null for a token that does not expire (or none yet). */
+  expiresAtMs: number | null
+  /** Unix milliseconds of the last refresh. */
+  lastRefreshMs: number | null
+  lastError: string | null
+  /** A key pool's keys; empty otherwise. */
+  keys: KeyState[]
 }
 
 /** Header or query pairs: a plain object, a Map, `Headers`/`URLSearchParams`, or `[name, value]` pairs. */
@@ -305,6 +367,15 @@ export declare class Client extends EventEmitter {
   breakerState(service: string, method: string, path: string, endpoint?: string): BreakerState
   /** Bulkhead permits currently held on a service. @throws ConfigError for an unknown service. */
   bulkheadInUse(service: string): number
+  /**
+   * Makes `provider` the token source of `service` (whose `auth.type` is `'callback'`). The core
+   * calls it once per refresh however many requests wait; a provider that throws or rejects gives
+   * them an `AuthError` with its message. A provider never keeps the process alive.
+   * @throws ConfigError for an unknown service or one whose auth type is not `callback`.
+   */
+  setTokenProvider(service: string, provider: TokenProvider): void
+  /** Per service with credentials: status, expiry, last refresh and error, a pool's keys. Never a secret. */
+  credentialsState(): CredentialState[]
   /** Refuses new requests and stops watching; requests in flight finish. Queued events are delivered before it returns. */
   close(): void
   /** Whether `close()` was called. */

@@ -763,6 +763,58 @@ const REPORTED = Symbol('reported')
 const KEY = Symbol('key')
 const ADOPT = Symbol('adopt')
 
+// ---------------------------------------------------------------- token providers
+
+// Runs a JS token provider for the core's fetch `id` (on the JS thread, through a weak
+// threadsafe function) and settles `id` with its answer. Never throws; never puts the token
+// in a message.
+function runProvider(provider, id) {
+  let result
+  try {
+    result = provider()
+  } catch (e) {
+    native.tokenReject(id, providerMessage(e))
+    return
+  }
+  if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
+    Promise.resolve(result).then(
+      (v) => settleToken(id, v),
+      (e) => native.tokenReject(id, providerMessage(e)),
+    )
+  } else {
+    settleToken(id, result)
+  }
+}
+
+function settleToken(id, v) {
+  let token, expiresIn
+  try {
+    if (v === null || typeof v !== 'object') {
+      throw new TypeError(`expected { token, expiresIn }, got ${v === null ? 'null' : typeof v}`)
+    }
+    token = v.token
+    expiresIn = v.expiresIn ?? null
+    if (typeof token !== 'string' || token.length === 0) throw new TypeError('token: expected a non-empty string')
+    if (!isWellFormed(token)) throw new TypeError('token: not well-formed Unicode (a lone surrogate)')
+    if (expiresIn !== null && (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn) || expiresIn < 0)) {
+      throw new TypeError('expiresIn: expected a finite number of seconds >= 0')
+    }
+  } catch (e) {
+    native.tokenReject(id, `token provider: ${providerMessage(e)}`)
+    return
+  }
+  native.tokenResolve(id, token, expiresIn)
+}
+
+function providerMessage(e) {
+  try {
+    // A lone surrogate crosses as U+FFFD: fine for a message.
+    return e instanceof Error ? String(e.message) : String(e)
+  } catch {
+    return 'the token provider failed'
+  }
+}
+
 // ---------------------------------------------------------------- client
 
 function openClient(config) {
@@ -892,6 +944,42 @@ class Client extends EventEmitter {
   bulkheadInUse(service) {
     const r = this._native.bulkheadInUse(reqString(service, 'service'))
     return unwrap(r, typeof r === 'number')
+  }
+
+  /**
+   * Makes `provider` the token source of `service` (whose `auth.type` is `callback`): a function,
+   * sync or async, returning `{ token, expiresIn }` (`expiresIn` in seconds; omit it for a token
+   * that does not expire). The core calls it once per refresh, however many requests wait; a
+   * provider that throws or rejects gives those requests an AuthError with its message.
+   */
+  setTokenProvider(service, provider) {
+    service = reqString(service, 'service')
+    if (typeof provider !== 'function') throw configError('setTokenProvider: expected a function returning { token, expiresIn }')
+    const error = this._native.setTokenProvider(service, (id) => runProvider(provider, id))
+    if (error) throw errorFrom(error)
+  }
+
+  /**
+   * Per service with credentials: `{ service, type, status, expiresAtMs, lastRefreshMs, lastError, keys }`
+   * (`status` is `valid`, `refreshing`, `expired` or `dead`; `keys` lists a key pool's keys by
+   * index and name). Never a secret.
+   */
+  credentialsState() {
+    return this._native.credentialsState().map((s) => ({
+      service: s.service,
+      type: s.type,
+      status: s.status,
+      expiresAtMs: s.expiresAtMs ?? null,
+      lastRefreshMs: s.lastRefreshMs ?? null,
+      lastError: s.lastError ?? null,
+      keys: s.keys.map((k) => ({
+        index: k.index,
+        name: k.name,
+        status: k.status,
+        retryAfterMs: k.retryAfterMs ?? null,
+        lastError: k.lastError ?? null,
+      })),
+    }))
   }
 
   /** Delivers this client's queued log records and events now (listeners run before it returns). */

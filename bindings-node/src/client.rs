@@ -138,6 +138,23 @@ impl NativeClient {
         outcome(self.inner.bulkhead_in_use(&service).map(|n| n as u32))
     }
 
+    /// Makes `ask` (`(id) => ...`, see `credentials.rs`) the token provider of `service`
+    /// (whose `auth.type` must be `callback`).
+    #[napi(ts_args_type = "service: string, ask: (id: number) => unknown")]
+    pub fn set_token_provider(&self, service: String, ask: Function<u32, Unknown<'static>>) -> Option<NativeError> {
+        let provider = match crate::credentials::node_provider(ask) {
+            Ok(p) => p,
+            Err(e) => return Some(native_error(harness_core::HarnessError::config(format!("setTokenProvider: {}", e.reason)))),
+        };
+        self.inner.set_token_provider(&service, provider).err().map(native_error)
+    }
+
+    /// Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret.
+    #[napi]
+    pub fn credentials_state(&self) -> Vec<crate::credentials::CredentialState> {
+        self.inner.credentials_state().into_iter().map(crate::credentials::state).collect()
+    }
+
     /// Refuses new requests, stops watching, and flushes this client's log records and events.
     #[napi]
     pub fn close(&self) {

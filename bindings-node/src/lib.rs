@@ -11,7 +11,7 @@
 //!
 //! Modules: `client` (the native client), `convert` (JS fields to a core request),
 //! `completion` (the queue), `stream` (streaming bodies), `events` (the event sink),
-//! `errors`.
+//! `credentials` (JS token providers, the credential state), `errors`.
 
 // The core's HarnessError is large by design (full call context); it crosses once per failed call.
 #![allow(clippy::result_large_err)]
@@ -19,6 +19,7 @@
 mod client;
 mod completion;
 mod convert;
+mod credentials;
 mod errors;
 mod events;
 mod stream;

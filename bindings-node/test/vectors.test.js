@@ -32,15 +32,17 @@ function deepMerge(a, b) {
   return out
 }
 
-function substitute(v) {
+function substitute(v, name) {
   if (typeof v === 'string') {
     return v
+      .replaceAll('{token_url}', '{upstream}/s/{name}-token/oauth/token')
+      .replaceAll('{name}', name ?? '{name}')
       .replaceAll('{upstream}', `http://${upstream.addr}`)
       .replaceAll('{blackhole}', `http://${upstream.blackhole}`)
       .replaceAll('{closed}', `http://${upstream.closed}`)
   }
-  if (Array.isArray(v)) return v.map(substitute)
-  if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x)]))
+  if (Array.isArray(v)) return v.map((x) => substitute(x, name))
+  if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, name)]))
   return v
 }
 
@@ -113,10 +115,10 @@ async function readStream(client, opts, readChunks) {
 }
 
 // A `reload` call: base deep-merged with the object (not with the scenario's config).
-function runReload(client, call) {
+function runReload(client, scenario, call) {
   const versionBefore = client.configVersion
   try {
-    const version = client.reload(substitute(deepMerge(BASE, call.reload)))
+    const version = client.reload(substitute(deepMerge(BASE, call.reload), scenario.name))
     assert.equal(client.configVersion, version)
     return { response: { version }, versionBefore }
   } catch (error) {
@@ -211,11 +213,15 @@ function check(client, scenario, call, i, results) {
   if ('bulkhead_in_use' in ex) assert.equal(client.bulkheadInUse(service), ex.bulkhead_in_use, `${where}: bulkhead in use`)
 }
 
+// `upstream` against the scenario's script log, `token_upstream` against its `{name}-token` script.
 async function checkUpstream(scenario) {
-  const up = scenario.upstream
-  if (!up) return
-  const { requests } = await upstream.admin('GET', `/__admin/log/${scenario.name}`)
-  const where = `${scenario.name} upstream`
+  if (scenario.upstream) await checkLog(scenario.name, scenario.upstream)
+  if (scenario.token_upstream) await checkLog(`${scenario.name}-token`, scenario.token_upstream)
+}
+
+async function checkLog(script, up) {
+  const { requests } = await upstream.admin('GET', `/__admin/log/${script}`)
+  const where = `${script} upstream`
   if ('requests' in up) assert.equal(requests.length, up.requests, `${where}: request count`)
   if ('methods' in up) assert.deepEqual(requests.map((r) => r.method), up.methods, `${where}: methods`)
   for (const r of requests) {
@@ -231,6 +237,9 @@ async function checkUpstream(scenario) {
     }
   }
   if ('bodies' in up) assert.deepEqual(requests.map((r) => r.body), up.bodies, `${where}: bodies`)
+  for (const [k, want] of Object.entries(up.header_sequence || {})) {
+    assert.deepEqual(requests.map((r) => r.headers[k] ?? null), want, `${where}: header ${k} by request`)
+  }
   if ('min_gap_ms' in up) {
     for (let i = 1; i < requests.length; i++) {
       const gap = requests[i].at_ms - requests[i - 1].at_ms
@@ -266,7 +275,8 @@ test('the vector file has scenarios', () => {
 for (const scenario of scenarios) {
   test(scenario.name, async () => {
     await upstream.admin('PUT', `/__admin/script/${scenario.name}`, { steps: scenario.steps })
-    const config = substitute(deepMerge(BASE, scenario.config || {}))
+    if (scenario.token_steps) await upstream.admin('PUT', `/__admin/script/${scenario.name}-token`, { steps: scenario.token_steps })
+    const config = substitute(deepMerge(BASE, scenario.config || {}), scenario.name)
     if ('config_error' in scenario) return checkConfigError(scenario, config)
     const client = new Client(config)
     try {
@@ -275,7 +285,7 @@ for (const scenario of scenarios) {
         for (const k of Object.keys(call)) assert.ok(known.has(k), `${scenario.name}: unknown call key ${k}`)
         if (call.wait_ms) await sleep(call.wait_ms)
         if ('reload' in call) {
-          checkReload(client, scenario, call, i, runReload(client, call))
+          checkReload(client, scenario, call, i, runReload(client, scenario, call))
           continue
         }
         const n = call.parallel ?? 1

@@ -23,6 +23,11 @@ pub fn shut_down() {
     *EXITING.write() = true;
 }
 
+/// Whether the interpreter is exiting (host code must not be entered any more).
+pub fn exiting() -> bool {
+    *EXITING.read()
+}
+
 pub struct PySink {
     callable: Py<PyAny>,
 }
@@ -53,8 +58,8 @@ impl PySink {
     }
 }
 
-/// `TypeName: message`, what the core reports (once) for a listener that raised.
-fn describe(py: Python<'_>, e: PyErr) -> String {
+/// `TypeName: message`, what the core reports (once) for a listener or token provider that raised.
+pub fn describe(py: Python<'_>, e: PyErr) -> String {
     let name = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
     match e.value(py).str() {
         Ok(text) if !text.is_empty().unwrap_or(true) => format!("{name}: {text}"),
@@ -63,7 +68,7 @@ fn describe(py: Python<'_>, e: PyErr) -> String {
 }
 
 /// An event's JSON value as plain Python objects (events are flat records).
-fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(match v {
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),

@@ -14,6 +14,7 @@ use pyo3::types::{PyDict, PyString};
 use crate::bridge::{Bridge, Completion, Pending};
 use crate::callbacks::PySink;
 use crate::convert::{self, CallArgs, JsonMode, Reply};
+use crate::credentials::PyTokenProvider;
 use crate::errors::{config_error, to_py};
 use crate::stream::NativeStream;
 
@@ -110,6 +111,21 @@ impl NativeClient {
         }
         self.inner.add_listener(Arc::new(PySink::new(listener.clone().unbind())));
         Ok(())
+    }
+
+    /// Sets the token provider of a service with `auth: {type: callback}`: `provider` is a
+    /// `harness._credentials.TokenProvider`, called on a thread of its own at each refresh.
+    fn set_token_provider(&self, py: Python<'_>, service: &Bound<'_, PyAny>, provider: &Bound<'_, PyAny>) -> PyResult<()> {
+        let service = convert::string("service", service)?;
+        let provider = Arc::new(PyTokenProvider::new(provider.clone().unbind()));
+        self.inner.set_token_provider(&service, provider).map_err(|e| to_py(py, e))
+    }
+
+    /// Per service with credentials, a dict: status, expiry, last refresh and error, pool keys.
+    /// Never a secret.
+    fn credentials_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let state = serde_json::to_value(self.inner.credentials_state()).expect("the credential state always serialises");
+        crate::callbacks::to_py(py, &state)
     }
 
     /// Delivers this client's queued log records and events now.

@@ -10,6 +10,7 @@ mod bridge;
 mod callbacks;
 mod client;
 mod convert;
+mod credentials;
 mod errors;
 mod stream;
 

@@ -111,7 +111,7 @@ def reload_call(client, upstream, name, i, call, errors):
     """A `reload` call: base deep-merged with the object (not the scenario's config)."""
     exp, fail = call["expect"], lambda what: errors.append(f"{name} call {i}: {what}")  # noqa: E731
     try:
-        version = client.reload(substitute(merge(BASE, call["reload"]), upstream.urls()))
+        version = client.reload(substitute(merge(BASE, call["reload"]), placeholders(upstream, name)))
     except Exception as e:  # noqa: BLE001 - the outcome is what we check
         if "error" not in exp or not isinstance(e, harness.HarnessError) or e.kind != exp["error"]:
             fail(f"reload expected {exp or 'success'}, got {e!r}")
@@ -192,6 +192,8 @@ def check_outcomes(name, i, call, outcomes, errors):
 
 
 def check_upstream(upstream, name, exp, errors):
+    """`exp` against the log of script `name` (the scenario's `upstream`, or `token_upstream`
+    against `{name}-token`)."""
     reqs = upstream.log(name)
     fail = lambda what: errors.append(f"{name} upstream: {what}")  # noqa: E731
     if "requests" in exp and len(reqs) != exp["requests"]:
@@ -218,14 +220,38 @@ def check_upstream(upstream, name, exp, errors):
         for k, v in exp.get("header_prefix", {}).items():
             if not h.get(k, "").startswith(v):
                 fail(f"header {k}: expected prefix {v!r}, got {h.get(k)!r}")
+    for k, want in exp.get("header_sequence", {}).items():
+        got = [r["headers"].get(k) for r in reqs]
+        if got != want:
+            fail(f"header {k} by request: expected {want}, got {got}")
     if "min_gap_ms" in exp:
         for a, b in zip(reqs, reqs[1:]):
             if b["at_ms"] - a["at_ms"] < exp["min_gap_ms"]:
                 fail(f"requests {b['at_ms'] - a['at_ms']:.1f} ms apart, expected at least {exp['min_gap_ms']}")
 
 
+def placeholders(upstream, name):
+    """Config placeholders, in replacement order: `{token_url}` first (it holds the others)."""
+    return {"{token_url}": "{upstream}/s/{name}-token/oauth/token", **upstream.urls(), "{name}": name}
+
+
 def scenario_config(upstream, scenario):
-    return substitute(merge(BASE, scenario.get("config", {})), upstream.urls())
+    return substitute(merge(BASE, scenario.get("config", {})), placeholders(upstream, scenario["name"]))
+
+
+def install_scripts(upstream, scenario):
+    """The scenario's script, and its OAuth2 token endpoint (`{name}-token`) when it has one."""
+    upstream.script(scenario["name"], scenario["steps"])
+    if "token_steps" in scenario:
+        upstream.script(f"{scenario['name']}-token", scenario["token_steps"])
+
+
+def check_upstreams(upstream, scenario, errors):
+    name = scenario["name"]
+    if "upstream" in scenario:
+        check_upstream(upstream, name, scenario["upstream"], errors)
+    if "token_upstream" in scenario:
+        check_upstream(upstream, f"{name}-token", scenario["token_upstream"], errors)
 
 
 def check_config_error(upstream, scenario, make):
@@ -304,10 +330,10 @@ def _settle_bulkhead_sync(name, i, call, client, errors):
 
 
 def run_sync(upstream, scenario):
+    install_scripts(upstream, scenario)
     if "config_error" in scenario:
         return check_config_error(upstream, scenario, harness.Client)
     name, errors = scenario["name"], []
-    upstream.script(name, scenario["steps"])
     background = []
     with harness.Client(scenario_config(upstream, scenario)) as client, ThreadPoolExecutor(max_workers=256) as pool:
         for i, call in enumerate(scenario["calls"]):
@@ -337,8 +363,7 @@ def run_sync(upstream, scenario):
             check_result(name, i, call, fut.result(), errors)
             check_breaker(name, i, call, client, errors)
             _settle_bulkhead_sync(name, i, call, client, errors)
-    if "upstream" in scenario:
-        check_upstream(upstream, name, scenario["upstream"], errors)
+    check_upstreams(upstream, scenario, errors)
     return errors
 
 
@@ -390,10 +415,10 @@ async def _settle_bulkhead_async(name, i, call, client, errors):
 
 
 async def run_async(upstream, scenario):
+    install_scripts(upstream, scenario)
     if "config_error" in scenario:
         return check_config_error(upstream, scenario, harness.AsyncClient)
     name, errors = scenario["name"], []
-    upstream.script(name, scenario["steps"])
     background = []
     async with harness.AsyncClient(scenario_config(upstream, scenario)) as client:
         for i, call in enumerate(scenario["calls"]):
@@ -422,8 +447,7 @@ async def run_async(upstream, scenario):
             check_result(name, i, call, await fut, errors)
             check_breaker(name, i, call, client, errors)
             await _settle_bulkhead_async(name, i, call, client, errors)
-    if "upstream" in scenario:
-        check_upstream(upstream, name, scenario["upstream"], errors)
+    check_upstreams(upstream, scenario, errors)
     return errors
 
 

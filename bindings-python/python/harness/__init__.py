@@ -17,9 +17,10 @@ import json as _json
 import os
 import weakref
 from collections.abc import Mapping
-from typing import Any, AsyncIterator, Callable, Iterator, List, Optional, Tuple, Union
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _native
+from ._credentials import TokenProvider as _TokenProvider
 from ._events import Event, _AsyncListener
 from ._errors import (
     AuthError,
@@ -469,6 +470,37 @@ class _Base:
                 raise ConfigError("listener: an async listener needs a running event loop; call add_listener from inside it") from None
             listener = _AsyncListener(listener, loop)
         self._native.add_listener(listener)
+
+    def set_token_provider(self, service: str, provider: Callable[[], Any]) -> None:
+        """Sets where ``service`` (configured with ``auth: {type: callback}``) gets its token.
+
+        ``provider()`` takes no arguments and returns ``{"token": str, "expires_in": seconds}``
+        (``expires_in`` may be left out or ``None``: the token does not expire) or a tuple
+        ``(token, expires_in)``. It may be an ``async def`` (or return an awaitable): the
+        coroutine runs on the event loop running when ``set_token_provider`` is called, or
+        under ``asyncio.run`` on a thread of its own when there is none. A plain function runs
+        on a thread of its own, never on an event loop.
+
+        The core calls it once per refresh however many requests wait, and gives up after
+        ``auth.refresh.timeout_ms``. A provider that raises gives the waiting requests an
+        ``AuthError`` carrying the exception's type and message. Replacing the provider
+        revives a credential marked dead. ``ConfigError`` if the service is unknown or not
+        ``type: callback``.
+        """
+        if not callable(provider):
+            raise ConfigError(f"provider: expected a callable, got {type(provider).__name__}")
+        try:
+            loop: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self._native.set_token_provider(service, _TokenProvider(provider, loop))
+
+    def credentials_state(self) -> List[Dict[str, Any]]:
+        """One dict per service with credentials, sorted by service: ``service``, ``type``,
+        ``status`` (``valid``, ``refreshing``, ``expired`` or ``dead``), ``expires_at_ms`` and
+        ``last_refresh_ms`` (Unix milliseconds or ``None``), ``last_error``, and for key pools
+        ``keys`` (each key's name or index and status). Never a secret."""
+        return self._native.credentials_state()
 
     def flush(self) -> None:
         """Delivers this client's queued log records and events now (otherwise they go out

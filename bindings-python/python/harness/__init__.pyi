@@ -11,6 +11,12 @@ Config = Union[Mapping[str, Any], str, PathLike[str]]
 Pairs = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], None]
 Content = Union[bytes, bytearray, str, None]
 Listener = Callable[["Event"], Union[None, Awaitable[None]]]
+TokenAnswer = Union[Mapping[str, Any], Tuple[str, Optional[float]]]
+"""``{"token": str, "expires_in": seconds or None}`` or ``(token, expires_in)``."""
+TokenProvider = Callable[[], Union[TokenAnswer, Awaitable[TokenAnswer]]]
+CredentialState = Dict[str, Any]
+"""``service``, ``type``, ``status`` (``valid``/``refreshing``/``expired``/``dead``),
+``expires_at_ms``, ``last_refresh_ms``, ``last_error``, ``keys`` (pools: name or index and status)."""
 _C = TypeVar("_C")
 
 class HarnessError(Exception):
@@ -229,6 +235,10 @@ class Client:
         """A short hash of the active config."""
     def add_listener(self, listener: Listener) -> None:
         """Calls ``listener(event)`` (a function or an ``async def``) with every event."""
+    def set_token_provider(self, service: str, provider: TokenProvider) -> None:
+        """Sets the token provider of a service with ``auth: {type: callback}`` (sync or ``async def``)."""
+    def credentials_state(self) -> List[CredentialState]:
+        """Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret."""
     def flush(self) -> None:
         """Delivers this client's queued log records and events now."""
     def metrics(self) -> str:
@@ -301,6 +311,10 @@ class AsyncClient:
         """A short hash of the active config."""
     def add_listener(self, listener: Listener) -> None:
         """Calls ``listener(event)`` (a function or an ``async def``) with every event."""
+    def set_token_provider(self, service: str, provider: TokenProvider) -> None:
+        """Sets the token provider of a service with ``auth: {type: callback}`` (sync or ``async def``)."""
+    def credentials_state(self) -> List[CredentialState]:
+        """Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret."""
     def flush(self) -> None:
         """Delivers this client's queued log records and events now."""
     def metrics(self) -> str:

@@ -24,6 +24,10 @@ class Client:
         """A short hash of the active config."""
     def add_listener(self, listener: Callable[[Any], Any]) -> None:
         """Calls ``listener(event)`` for every event, on the client's event thread."""
+    def set_token_provider(self, service: str, provider: Callable[[Callable[[bool, Any], None]], None]) -> None:
+        """Sets a ``type: callback`` service's provider (a ``harness._credentials.TokenProvider``)."""
+    def credentials_state(self) -> List[dict]:
+        """Per service with credentials, a dict; never a secret."""
     def flush(self) -> None:
         """Delivers this client's queued log records and events now."""
     def request(

@@ -1,0 +1,163 @@
+//! Host token providers and the credential state API.
+//!
+//! `NodeTokenProvider` is the core's `TokenProvider` for a JS function. The core calls
+//! `fetch` on its runtime; it registers a oneshot under a fresh id and asks the JS thread,
+//! through a weak threadsafe function (it never keeps the process alive), to run the
+//! provider for that id. The JS wrapper (`index.js`) awaits the function's result (a value
+//! or a Promise) and settles the id with `tokenResolve` or `tokenReject`. A fetch the core
+//! gives up on (its `refresh.timeout_ms`) drops its oneshot and forgets the id; a late
+//! answer is then ignored. Nothing here ever puts a token into a message.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use harness_core::credentials::secret::Secret;
+use harness_core::transport::BoxFuture;
+use harness_core::{ProviderError, Token, TokenProvider};
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+use tokio::sync::oneshot;
+
+type Answer = std::result::Result<Token, ProviderError>;
+
+/// Calls `(id) => ...` on the JS thread; plain arguments, weak.
+type Ask = ThreadsafeFunction<u32, Unknown<'static>, u32, Status, false, true>;
+
+/// Fetches waiting for JS, by id (one table per process: ids are unique across providers).
+fn waiting() -> MutexGuard<'static, HashMap<u32, oneshot::Sender<Answer>>> {
+    static WAITING: OnceLock<Mutex<HashMap<u32, oneshot::Sender<Answer>>>> = OnceLock::new();
+    WAITING.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
+static LAST_ID: AtomicU32 = AtomicU32::new(0);
+
+/// Forgets its id when the fetch ends or is dropped (the core timed it out).
+struct Forget(u32);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        waiting().remove(&self.0);
+    }
+}
+
+pub(crate) struct NodeTokenProvider {
+    ask: Ask,
+}
+
+impl TokenProvider for NodeTokenProvider {
+    fn fetch(&self) -> BoxFuture<'_, Answer> {
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut w = waiting();
+            let mut id;
+            loop {
+                id = LAST_ID.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+                if id != 0 && !w.contains_key(&id) {
+                    break;
+                }
+            }
+            w.insert(id, tx);
+            id
+        };
+        let forget = Forget(id);
+        let status = self.ask.call(id, ThreadsafeFunctionCallMode::NonBlocking);
+        Box::pin(async move {
+            let _forget = forget;
+            if status != Status::Ok {
+                return Err(ProviderError::new(format!("the Node token provider could not be called ({status})")));
+            }
+            rx.await.unwrap_or_else(|_| Err(ProviderError::new("the Node token provider was dropped before it answered")))
+        })
+    }
+}
+
+fn settle(id: u32, answer: Answer) {
+    // Sent outside the table's lock; a fetch already given up on is not in the table.
+    let tx = waiting().remove(&id);
+    if let Some(tx) = tx {
+        let _ = tx.send(answer);
+    }
+}
+
+/// The provider's answer for fetch `id`: the token and, if it expires, its lifetime in seconds.
+/// `index.js` has checked both (a string that is not empty, a finite number >= 0).
+#[napi]
+pub fn token_resolve(id: u32, token: String, expires_in: Option<f64>) {
+    let expires_in = match expires_in {
+        None => None,
+        Some(s) => match Duration::try_from_secs_f64(s) {
+            Ok(d) => Some(d),
+            Err(_) => return settle(id, Err(ProviderError::new("token provider: expiresIn must be a finite number of seconds >= 0"))),
+        },
+    };
+    settle(id, Ok(Token { value: Secret::new(token), expires_in }));
+}
+
+/// The provider threw or its promise rejected (`message` is the host error's message).
+#[napi]
+pub fn token_reject(id: u32, message: String) {
+    settle(id, Err(ProviderError::new(message)));
+}
+
+/// `ask` is `(id) => ...`: it runs the JS provider and settles `id`.
+pub(crate) fn node_provider(ask: Function<u32, Unknown<'static>>) -> Result<Arc<dyn TokenProvider>> {
+    let ask = ask.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
+    Ok(Arc::new(NodeTokenProvider { ask }))
+}
+
+/// One pool key's state (its index or configured name, never the key).
+#[napi(object, object_from_js = false)]
+pub struct KeyState {
+    pub index: u32,
+    pub name: String,
+    /// `ok`, `cooling` or `quarantined`.
+    pub status: String,
+    pub retry_after_ms: Option<f64>,
+    pub last_error: Option<String>,
+}
+
+/// A service's credential state; never a secret.
+#[napi(object, object_from_js = false)]
+pub struct CredentialState {
+    pub service: String,
+    /// The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`).
+    #[napi(js_name = "type")]
+    pub kind: String,
+    /// `valid`, `refreshing`, `expired` or `dead`.
+    pub status: String,
+    /// Unix milliseconds.
+    pub expires_at_ms: Option<f64>,
+    /// Unix milliseconds.
+    pub last_refresh_ms: Option<f64>,
+    pub last_error: Option<String>,
+    /// A key pool's keys (empty otherwise).
+    pub keys: Vec<KeyState>,
+}
+
+pub(crate) fn state(s: harness_core::credentials::CredentialState) -> CredentialState {
+    CredentialState {
+        service: s.service,
+        kind: match serde_json::to_value(s.kind) {
+            Ok(serde_json::Value::String(k)) => k,
+            _ => String::new(),
+        },
+        status: s.status.to_string(),
+        expires_at_ms: s.expires_at_ms.map(|v| v as f64),
+        last_refresh_ms: s.last_refresh_ms.map(|v| v as f64),
+        last_error: s.last_error,
+        keys: s
+            .keys
+            .into_iter()
+            .map(|k| KeyState {
+                index: k.index as u32,
+                name: k.name,
+                status: k.status.to_string(),
+                retry_after_ms: k.retry_after_ms.map(|v| v as f64),
+                last_error: k.last_error,
+            })
+            .collect(),
+    }
+}
