@@ -150,7 +150,7 @@ impl Client {
             return Err(HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))));
         };
         if svc.config.auth.as_ref().map(|a| a.kind) != Some(crate::credentials::AuthType::Callback) {
-            return Err(HarnessError::config(format!("services.{service}.auth.type: set_token_provider needs `type: callback`")));
+            return Err(HarnessError::config(format!("services.{service}.auth.type: a token provider needs `type: callback`")));
         }
         self.engine.providers.write().insert(service.to_string(), provider);
         if let Some(c) = &svc.credential {

@@ -120,6 +120,31 @@ impl Secrets {
         out
     }
 
+    /// `bytes` with every known secret replaced by `***`; `None` when none occurs.
+    pub fn scrub_bytes(&self, bytes: &[u8]) -> Option<Vec<u8>> {
+        let mut out: Option<Vec<u8>> = None;
+        for v in &self.values {
+            let needle = v.as_bytes();
+            let hay = out.as_deref().unwrap_or(bytes);
+            if needle.is_empty() || !hay.windows(needle.len()).any(|w| w == needle) {
+                continue;
+            }
+            let mut next = Vec::with_capacity(hay.len());
+            let mut i = 0;
+            while i < hay.len() {
+                if hay[i..].starts_with(needle) {
+                    next.extend_from_slice(b"***");
+                    i += needle.len();
+                } else {
+                    next.push(hay[i]);
+                    i += 1;
+                }
+            }
+            out = Some(next);
+        }
+        out
+    }
+
     /// A downstream message as Harness may show it: scrubbed, control characters
     /// escaped, and at most `MAX_DOWNSTREAM_MESSAGE` characters (then `...`).
     pub fn downstream_message(&self, text: &str) -> String {
@@ -164,6 +189,14 @@ mod tests {
         let long = "x".repeat(500);
         let m = s.downstream_message(&format!("k-abcdef\n{long}"));
         assert!(m.starts_with("***\\nxxx") && m.ends_with("...") && m.chars().count() == MAX_DOWNSTREAM_MESSAGE + 3);
+    }
+
+    #[test]
+    fn bytes_are_scrubbed_too() {
+        let mut s = Secrets::default();
+        s.add("tok-123456");
+        assert_eq!(s.scrub_bytes(b"{\"t\":\"tok-123456\"} tok-123456").unwrap(), b"{\"t\":\"***\"} ***");
+        assert!(s.scrub_bytes(b"nothing here").is_none());
     }
 
     #[test]

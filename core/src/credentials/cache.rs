@@ -242,7 +242,7 @@ impl TokenCache {
         // On the runtime, not in the request: a cancelled request never cancels the refresh.
         let task = async move {
             let result = match (this.provider)() {
-                None => Err(ProviderError::new(format!("no token provider is set for `{}` (set_token_provider)", this.service))),
+                None => Err(ProviderError::new(format!("no token provider is set for `{}`", this.service))),
                 Some(p) => this.fetch(p).await,
             };
             let mut st = this.state.lock();

@@ -54,7 +54,9 @@ pub(crate) fn status(status: u16, headers: &HeaderMap, body: Bytes, secrets: &Se
     error.code = norm.code;
     error.retry_after_ms = retry_after.map(|d| d.as_millis() as u64);
     // A copy, not a slice: a slice would keep a larger buffer alive.
-    error.body = Some(if body.len() > MAX_ERROR_BODY { Bytes::copy_from_slice(&body[..MAX_ERROR_BODY]) } else { body });
+    let body = if body.len() > MAX_ERROR_BODY { Bytes::copy_from_slice(&body[..MAX_ERROR_BODY]) } else { body };
+    // The raw body too: a downstream that echoes the request's credential does not leak it.
+    error.body = Some(secrets.scrub_bytes(&body).map(Bytes::from).unwrap_or(body));
     Classified { failure: Failure::Status(status), health, error, retry_after }
 }
 
