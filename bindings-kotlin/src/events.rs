@@ -68,6 +68,11 @@ pub enum NativeEvent {
         source: String,
         error: String,
     },
+    SharedStateUnavailable {
+        service: String,
+        what: String,
+        error: String,
+    },
 }
 
 impl From<&RequestRecord> for NativeRequestRecord {
@@ -125,6 +130,9 @@ impl From<&Event> for NativeEvent {
             Event::ConfigReloaded { version, source } => NativeEvent::ConfigReloaded { version: version.clone(), source: source.clone() },
             Event::ConfigRejected { version, source, error } => {
                 NativeEvent::ConfigRejected { version: version.clone(), source: source.clone(), error: error.clone() }
+            }
+            Event::SharedStateUnavailable { service, what, error } => {
+                NativeEvent::SharedStateUnavailable { service: service.clone(), what: what.to_string(), error: error.clone() }
             }
         }
     }

@@ -12,6 +12,7 @@
 // HarnessFailure carries the full error context by value, as UniFFI's error enums must; errors are rare next to I/O.
 #![allow(clippy::result_large_err)]
 
+mod credentials;
 mod events;
 mod handles;
 mod request_path;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use harness_core::{Body, Client, ClientOptions, Config, ErrorKind, HarnessError, Request, Response};
 
 use events::HostSink;
+pub use credentials::{NativeCredentialState, NativeKeyStatus, NativeToken, NativeTokenProvider, TokenError};
 pub use events::{ListenerError, NativeEvent, NativeEventSink, NativeRequestRecord};
 
 uniffi::setup_scaffolding!();
@@ -263,6 +265,16 @@ impl NativeClient {
 
     pub fn bulkhead_in_use(&self, service: String) -> Result<u64, NativeError> {
         Ok(self.client.bulkhead_in_use(&service)? as u64)
+    }
+
+    /// The token provider for a service with `auth.type: callback` (replaces any earlier one).
+    pub fn set_token_provider(&self, service: String, provider: Arc<dyn NativeTokenProvider>) -> Result<(), NativeError> {
+        Ok(self.client.set_token_provider(&service, Arc::new(credentials::HostProvider(provider)))?)
+    }
+
+    /// Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret.
+    pub fn credentials_state(&self) -> Vec<NativeCredentialState> {
+        self.client.credentials_state().into_iter().map(Into::into).collect()
     }
 
     /// Refuses new requests and flushes this client's records and events. (Not `close`:

@@ -87,6 +87,28 @@ fn auth_error(message: String) -> HarnessError {
     HarnessError::new(ErrorKind::Auth, message)
 }
 
+/// Ends a refresh that did not finish normally (a panicking provider): no refresh may
+/// stay in flight forever.
+struct RefreshGuard {
+    cache: Arc<TokenCache>,
+    done: Arc<Notify>,
+    finished: bool,
+}
+
+impl Drop for RefreshGuard {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut st = self.cache.state.lock();
+        st.inflight = None;
+        st.completed += 1;
+        st.last_error = Some("the token provider panicked".into());
+        drop(st);
+        self.done.notify_waiters();
+    }
+}
+
 impl TokenCache {
     #[cfg(test)]
     pub(crate) fn new(service: &str, provider: ProviderSlot, thresholds: Thresholds) -> Arc<Self> {
@@ -241,6 +263,8 @@ impl TokenCache {
         let done = notify.clone();
         // On the runtime, not in the request: a cancelled request never cancels the refresh.
         let task = async move {
+            // If the provider panics (or the task is dropped), the guard still ends the refresh.
+            let guard = RefreshGuard { cache: this.clone(), done: done.clone(), finished: false };
             let result = match (this.provider)() {
                 None => Err(ProviderError::new(format!("no token provider is set for `{}`", this.service))),
                 Some(p) => this.fetch(p).await,
@@ -267,6 +291,8 @@ impl TokenCache {
                 }
             }
             drop(st);
+            let mut guard = guard;
+            guard.finished = true;
             done.notify_waiters();
         };
         // On the runtime the request runs on (the core's, or a Rust caller's own).
@@ -430,6 +456,24 @@ mod tests {
         assert_eq!(p.calls.load(Ordering::SeqCst), 1);
         tokio::time::advance(Duration::from_secs(25)).await;
         assert_eq!(cache.get(WAIT).await.unwrap().expose(), "tok-2", "inside its shrunk hard window (6 s)");
+    }
+
+    struct Panicking;
+    impl TokenProvider for Panicking {
+        fn fetch(&self) -> BoxFuture<'_, Result<Token, ProviderError>> {
+            Box::pin(async { panic!("provider bug") })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_provider_ends_its_refresh_with_an_error() {
+        let p: Arc<dyn TokenProvider> = Arc::new(Panicking);
+        let slot: ProviderSlot = Arc::new(move || Some(p.clone()));
+        let t = Thresholds { soft: Duration::from_secs(600), hard: Duration::from_secs(60), timeout: Duration::from_secs(10) };
+        let cache = TokenCache::new("svc", slot, t);
+        let e = cache.get(WAIT).await.unwrap_err();
+        assert!(e.message.contains("panicked"), "{}", e.message);
+        assert_eq!(cache.status().status, "expired", "no refresh is left in flight");
     }
 
     #[tokio::test(start_paused = true)]

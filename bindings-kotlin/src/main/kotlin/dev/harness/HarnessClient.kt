@@ -296,6 +296,36 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     }
 
     /**
+     * The token provider for [service], which needs `auth: { type: callback }`: a `suspend`
+     * function giving a [Token]. The engine calls it when the service needs a token (at most
+     * one call at a time per service, bounded by `auth.refresh.timeout_ms`, default 10 s),
+     * caches the token and refreshes it before it expires. It runs on [Dispatchers.Default];
+     * wrap blocking work in `withContext(Dispatchers.IO)`. If it throws, requests that need
+     * the token fail with [HarnessException.Auth] carrying its message. Setting a provider
+     * replaces the previous one (and revives a dead credential).
+     *
+     * ```kotlin
+     * client.setTokenProvider("orders") { Token(auth.fetch(), 3600.seconds) }
+     * ```
+     */
+    fun setTokenProvider(service: String, provider: suspend () -> Token) {
+        requireUnicode("service" to service)
+        call { native.setTokenProvider(service, HostTokenProvider(provider)) }
+    }
+
+    /** For Java: [setTokenProvider] with a provider that answers with a `CompletableFuture<Token>`. */
+    fun setTokenProviderAsync(service: String, provider: AsyncTokenProvider) {
+        requireUnicode("service" to service)
+        call { native.setTokenProvider(service, HostTokenProvider.of(provider)) }
+    }
+
+    /**
+     * Each service with `auth`, by name: status (`valid`, `refreshing`, `expired`, `dead`),
+     * expiry, last refresh and error, and a key pool's per-key status. Never a secret.
+     */
+    fun credentialsState(): List<CredentialState> = native.credentialsState().map { it.toState() }
+
+    /**
      * Refuses new requests (they fail with [HarnessException.Other]); requests in flight
      * finish. Stops watching the config file and delivers this client's queued log records
      * and events.

@@ -97,6 +97,16 @@ sealed class HarnessEvent {
 
         override fun fields(): Map<String, Any?> = linkedMapOf("type" to type, "version" to version, "source" to source, "error" to error)
     }
+
+    /**
+     * Shared state (Redis) for [service] could not be used ([what] says which, [error] why);
+     * the engine carries on with local state and keeps reconnecting. Once per outage.
+     */
+    data class SharedStateUnavailable(val service: String, val what: String, val error: String) : HarnessEvent() {
+        override val type: String get() = "shared_state_unavailable"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf("type" to type, "service" to service, "what" to what, "error" to error)
+    }
 }
 
 internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = HarnessEvent.RequestFinished(
@@ -127,4 +137,5 @@ internal fun NativeEvent.toEvent(): HarnessEvent = when (this) {
     is NativeEvent.BulkheadRejected -> HarnessEvent.BulkheadRejected(service, endpoint, method, maxConcurrency.toInt())
     is NativeEvent.ConfigReloaded -> HarnessEvent.ConfigReloaded(version, source)
     is NativeEvent.ConfigRejected -> HarnessEvent.ConfigRejected(version, source, error)
+    is NativeEvent.SharedStateUnavailable -> HarnessEvent.SharedStateUnavailable(service, what, error)
 }

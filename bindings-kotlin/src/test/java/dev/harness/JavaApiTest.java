@@ -164,4 +164,33 @@ class JavaApiTest {
             Files.deleteIfExists(dir);
         }
     }
+    @Test
+    void javaTokenProvidersAnswerWithCompletableFutures() throws Exception {
+        TestUpstream.INSTANCE.putScript("java_token", List.of(Map.of("status", 200)));
+        Map<String, Object> cfg = Map.of(
+                "log", Map.of("enabled", false),
+                "services", Map.of("svc", Map.of(
+                        "base_url", TestUpstream.INSTANCE.getUrl(),
+                        "auth", Map.of("type", "callback"))));
+        try (HarnessClient client = new HarnessClient(cfg)) {
+            client.setTokenProviderAsync("svc", () -> CompletableFuture.supplyAsync(() -> new Token("java-tok", java.time.Duration.ofMinutes(5))));
+            assertEquals(200, client.getAsync("svc", "/s/java_token/a").get(10, TimeUnit.SECONDS).getStatus());
+            var sent = TestUpstream.INSTANCE.log("java_token").getJSONArray("requests").getJSONObject(0).getJSONObject("headers");
+            assertEquals("Bearer java-tok", sent.getString("authorization"));
+            CredentialState state = client.credentialsState().get(0);
+            assertEquals("valid", state.getStatus());
+            assertEquals("callback", state.getType());
+
+            try (HarnessClient failing = new HarnessClient(cfg)) {
+                failing.setTokenProviderAsync("svc", () -> CompletableFuture.failedFuture(new IllegalStateException("no vault")));
+                CompletionException e = assertThrows(CompletionException.class, () -> failing.getAsync("svc", "/s/java_token/b").join());
+                assertInstanceOf(HarnessException.Auth.class, e.getCause());
+                assertTrue(e.getCause().getMessage().contains("no vault"), e.getCause().getMessage());
+                // A provider that returns no future at all.
+                failing.setTokenProviderAsync("svc", () -> null);
+                CompletionException e2 = assertThrows(CompletionException.class, () -> failing.getAsync("svc", "/s/java_token/c").join());
+                assertTrue(e2.getCause().getMessage().contains("NullPointerException"), e2.getCause().getMessage());
+            }
+        }
+    }
 }

@@ -40,10 +40,12 @@ class VectorsTest {
     private fun runScenario(scenario: Map<String, Any?>) = runBlocking {
         val name = scenario.str("name")!!
         TestUpstream.putScript(name, scenario["steps"]!!)
+        // The OAuth2 token endpoint `{token_url}` points at.
+        scenario["token_steps"]?.let { TestUpstream.putScript("$name-token", it) }
         val config = obj(OrderedJson.parse(base)).toMutableDeep()
         scenario.obj("config")?.let { merge(config, it) }
         @Suppress("UNCHECKED_CAST")
-        val configMap = substitute(config) as Map<String, Any?>
+        val configMap = substitute(config, name) as Map<String, Any?>
         val errors = mutableListOf<String>()
         scenario.str("config_error")?.let { want ->
             try {
@@ -71,7 +73,7 @@ class VectorsTest {
                         val cfg = obj(OrderedJson.parse(base)).toMutableDeep()
                         merge(cfg, over)
                         @Suppress("UNCHECKED_CAST")
-                        reload(i, client, substitute(cfg) as Map<String, Any?>, call.obj("expect")!!, errors)
+                        reload(i, client, substitute(cfg, name) as Map<String, Any?>, call.obj("expect")!!, errors)
                         continue
                     }
                     val req = buildRequest(name, call)
@@ -101,6 +103,7 @@ class VectorsTest {
             }
         }
         scenario.obj("upstream")?.let { checkUpstream(name, it, errors) }
+        scenario.obj("token_upstream")?.let { checkUpstream("$name-token", it, errors, "token upstream") }
         assertTrue(errors.isEmpty(), "$name:\n" + errors.joinToString("\n"))
     }
 
@@ -240,9 +243,9 @@ class VectorsTest {
         }
     }
 
-    private fun checkUpstream(name: String, exp: Map<String, Any?>, errors: MutableList<String>) {
+    private fun checkUpstream(name: String, exp: Map<String, Any?>, errors: MutableList<String>, label: String = "upstream") {
         val list = obj(OrderedJson.parse(TestUpstream.logText(name))).list("requests")!!.map(::obj)
-        fun fail(what: String) { errors += "upstream: $what" }
+        fun fail(what: String) { errors += "$label: $what" }
         exp.long("requests")?.let { if (list.size.toLong() != it) fail("expected $it requests, got ${list.size}") }
         exp.list("methods")?.let { want ->
             val got = list.map { it["method"] }
@@ -266,6 +269,11 @@ class VectorsTest {
                 if (got != want) fail("header $k: expected values $want, got $got")
             }
         }
+        exp.obj("header_sequence")?.forEach { (k, want) ->
+            // That header's value on each request in order, null when absent.
+            val got = list.map { it.obj("headers")!![k] }
+            if (got != want) fail("header $k by request: expected $want, got $got")
+        }
         exp.double("min_gap_ms")?.let { gap ->
             list.zipWithNext { a, b ->
                 val d = a.double("at_ms")!!.let { b.double("at_ms")!! - it }
@@ -286,10 +294,13 @@ class VectorsTest {
     private fun Map<String, Any?>.toMutableDeep(): MutableMap<String, Any?> =
         mapValuesTo(LinkedHashMap()) { (_, v) -> if (v is Map<*, *>) (v as Map<String, Any?>).toMutableDeep() else v }
 
-    private fun substitute(v: Any?): Any? = when (v) {
-        is String -> v.replace("{upstream}", TestUpstream.url).replace("{blackhole}", TestUpstream.blackholeUrl).replace("{closed}", TestUpstream.closedUrl)
-        is Map<*, *> -> v.entries.associateTo(LinkedHashMap()) { (k, x) -> k as String to substitute(x) }
-        is List<*> -> v.map(::substitute)
+    /** `{token_url}` first (it holds `{upstream}` and `{name}`), then the upstream's addresses and `{name}`. */
+    private fun substitute(v: Any?, name: String): Any? = when (v) {
+        is String -> v.replace("{token_url}", "{upstream}/s/{name}-token/oauth/token")
+            .replace("{upstream}", TestUpstream.url).replace("{blackhole}", TestUpstream.blackholeUrl).replace("{closed}", TestUpstream.closedUrl)
+            .replace("{name}", name)
+        is Map<*, *> -> v.entries.associateTo(LinkedHashMap()) { (k, x) -> k as String to substitute(x, name) }
+        is List<*> -> v.map { substitute(it, name) }
         else -> v
     }
 

@@ -1,0 +1,129 @@
+package dev.harness
+
+import dev.harness.ffi.NativeCredentialState
+import dev.harness.ffi.NativeToken
+import dev.harness.ffi.NativeTokenProvider
+import dev.harness.ffi.TokenException
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.future.await
+import kotlinx.coroutines.withContext
+import java.util.concurrent.CompletableFuture
+import java.util.concurrent.CompletionException
+import java.util.concurrent.ExecutionException
+import kotlin.time.toJavaDuration
+
+/**
+ * A token from a host token provider ([HarnessClient.setTokenProvider]): the value and, when
+ * it expires, how soon (`null`: it does not expire). [toString] never shows the value.
+ *
+ * ```kotlin
+ * Token(fetched.accessToken, fetched.expiresIn.seconds)
+ * ```
+ * ```java
+ * new Token(accessToken, Duration.ofSeconds(expiresIn))
+ * ```
+ */
+class Token @JvmOverloads constructor(val value: String, val expiresIn: java.time.Duration? = null) {
+    /** With a Kotlin [kotlin.time.Duration]. */
+    constructor(value: String, expiresIn: kotlin.time.Duration) : this(value, expiresIn.toJavaDuration())
+
+    init {
+        require(expiresIn == null || !expiresIn.isNegative) { "Token.expiresIn must not be negative, got $expiresIn" }
+    }
+
+    override fun equals(other: Any?): Boolean = other is Token && other.value == value && other.expiresIn == expiresIn
+
+    override fun hashCode(): Int = value.hashCode() * 31 + expiresIn.hashCode()
+
+    override fun toString(): String = "Token(value=***, expiresIn=$expiresIn)"
+}
+
+/**
+ * For Java: a token provider that answers with a [CompletableFuture] (see
+ * [HarnessClient.setTokenProviderAsync]). A future that completes exceptionally, or a
+ * `fetch` that throws, is an [HarnessException.Auth] for the requests that needed the token.
+ */
+fun interface AsyncTokenProvider {
+    fun fetch(): CompletableFuture<Token>
+}
+
+/**
+ * One service's credential, from [HarnessClient.credentialsState]: never a secret.
+ *
+ * @property type `bearer`, `header`, `query`, `oauth2_client_credentials` or `callback`.
+ * @property status `valid`, `refreshing`, `expired` or `dead`.
+ * @property expiresAtMs when the cached token expires (Unix ms), if it does.
+ * @property lastRefreshMs when the last refresh ended (Unix ms).
+ * @property lastError why the last refresh failed (cleared by a success).
+ * @property keys for a key pool, each key's status (by index and name, never the key).
+ */
+data class CredentialState(
+    val service: String,
+    val type: String,
+    val status: String,
+    val expiresAtMs: Long?,
+    val lastRefreshMs: Long?,
+    val lastError: String?,
+    val keys: List<KeyStatus>,
+)
+
+/**
+ * One key of a pool. [status] is `ok`, `cooling` (a 429; [retryAfterMs] left) or
+ * `quarantined` (a 401 or 403).
+ */
+data class KeyStatus(
+    val index: Int,
+    val name: String,
+    val status: String,
+    val retryAfterMs: Long?,
+    val lastError: String?,
+)
+
+internal fun NativeCredentialState.toState() = CredentialState(
+    service = service,
+    type = kind,
+    status = status,
+    expiresAtMs = expiresAtMs?.toLong(),
+    lastRefreshMs = lastRefreshMs?.toLong(),
+    lastError = lastError,
+    keys = keys.map { KeyStatus(it.index.toInt(), it.name, it.status, it.retryAfterMs?.toLong(), it.lastError) },
+)
+
+/**
+ * The engine's view of a host provider. The engine awaits [fetch] from its runtime; the
+ * provider runs on [Dispatchers.Default], never on an engine thread, and a timed-out refresh
+ * cancels it. Whatever the provider throws becomes the refresh's error message (its class
+ * and message; never the token, which only travels in a successful answer).
+ */
+internal class HostTokenProvider(private val fetchToken: suspend () -> Token) : NativeTokenProvider {
+    override suspend fun fetch(): NativeToken = try {
+        withContext(Dispatchers.Default) { fetchToken().toNative() }
+    } catch (e: CancellationException) {
+        throw e
+    } catch (t: Throwable) {
+        throw TokenException.Failed(describe(t))
+    }
+
+    private fun Token.toNative(): NativeToken {
+        // A lone surrogate cannot cross as UTF-8; say so instead of failing in the encoder.
+        if (hasLoneSurrogate(value)) throw IllegalArgumentException("the token is not valid Unicode (a lone surrogate)")
+        return NativeToken(value, expiresIn?.toMillis()?.toULong())
+    }
+
+    companion object {
+        fun of(provider: AsyncTokenProvider) = HostTokenProvider {
+            // Java may return null whatever the signature says.
+            val future: CompletableFuture<Token>? = provider.fetch()
+            if (future == null) throw NullPointerException("the provider returned no future")
+            future.await() ?: throw NullPointerException("the provider's future completed with null")
+        }
+
+        private fun describe(t: Throwable): String {
+            var e = t
+            while ((e is CompletionException || e is ExecutionException) && e.cause != null) e = e.cause!!
+            val name = e.javaClass.simpleName.ifEmpty { e.javaClass.name }
+            return e.message?.let { "$name: $it" } ?: name
+        }
+    }
+}
