@@ -260,3 +260,24 @@ async fn key_pool_metrics_name_keys_never_show_them() {
     let state = serde_json::to_string(&client.credentials_state()).unwrap();
     assert!(state.contains(r#""status":"quarantined""#) && !state.contains("pool-key-secret"), "{state}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_credential_is_given_another_chance_by_a_reload() {
+    let u = harness_upstream::start().await.unwrap();
+    let base = u.url();
+    script(&base, "dead", json!([{"status": 200}])).await;
+    script(&base, "dead-token", json!([
+        {"status": 400, "json": {"error": "invalid_client"}},
+        {"json": {"access_token": "revived-tok", "expires_in": 3600}}
+    ]))
+    .await;
+    let cfg = oauth_config(&base, "dead", None, json!({}));
+    let client = Client::from_value(cfg.clone()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(client.request(Request::new("svc", "GET", "/s/dead/x")).await.unwrap_err().name(), "AuthError");
+    }
+    assert_eq!(log_count(&base, "dead-token").await, 1, "a dead credential does not hammer the token endpoint");
+    assert_eq!(client.credentials_state()[0].status, "dead");
+    client.reload_value(cfg).unwrap();
+    assert_eq!(client.request(Request::new("svc", "GET", "/s/dead/x")).await.unwrap().status, 200);
+}

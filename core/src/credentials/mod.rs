@@ -240,6 +240,8 @@ impl Credential {
         loaded.extend(keys.iter().map(|(_, s)| fixed(&Some(s.clone()))));
         if let Some(prev) = previous {
             if prev.config == *cfg && prev.loaded == loaded {
+                // A reload gives a dead credential another chance (the token endpoint may be fixed).
+                prev.revive_if_dead();
                 return Ok(prev.clone());
             }
         }
@@ -324,6 +326,14 @@ impl Credential {
                 false
             }
             _ => false,
+        }
+    }
+
+    fn revive_if_dead(&self) {
+        if let Source::Refreshing(c) = &self.source {
+            if c.status().status == "dead" {
+                c.revive();
+            }
         }
     }
 
