@@ -195,6 +195,36 @@ async fn run_demo() -> Result<(), String> {
     }
 
     client.flush();
+    println!("\n10. Credentials: an OAuth2 token fetched once for many calls; a 401 refreshes it and replays the POST once.");
+    script(&admin, &base, "billing-token", json!([
+        {"json": {"access_token": "demo-token-1", "expires_in": 3600}},
+        {"json": {"access_token": "demo-token-2", "expires_in": 3600}}
+    ])).await?;
+    script(&admin, &base, "billing", json!([{"status": 200, "times": 3}, {"status": 401}, {"status": 201}])).await?;
+    let mut with_auth = (*client.config()).clone();
+    let billing: harness_core::config::ServiceConfig = serde_json::from_value(json!({
+        "base_url": base,
+        "auth": {
+            "type": "oauth2_client_credentials",
+            "token_url": format!("{base}/s/billing-token/oauth/token"),
+            "client_id": {"value": "demo-client"},
+            "client_secret": {"value": "demo-secret"}
+        }
+    })).map_err(|e| e.to_string())?;
+    with_auth.services.insert("billing".into(), billing);
+    client.reload(with_auth).map_err(|e| e.to_string())?;
+    for _ in 0..3 {
+        let _ = client.request(Request::new("billing", "GET", "/s/billing/invoices")).await;
+    }
+    let mut post = Request::new("billing", "POST", "/s/billing/invoices");
+    post.body = harness_core::Body::Json(json!({"amount": 42}));
+    let _ = client.request(post).await;
+    client.flush();
+    for c in client.credentials_state() {
+        println!("   credentials for {}: {}, 2 token calls in all (the token itself is never shown)", c.service, c.status);
+    }
+
+    client.flush();
     println!("\nMetrics (Prometheus text, excerpt):");
     for line in client.metrics_text().lines().filter(|l| {
         l.starts_with("harness_requests_total") || l.starts_with("harness_breaker_transitions_total") || l.starts_with("harness_retries_total")
