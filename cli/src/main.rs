@@ -220,8 +220,18 @@ async fn run_demo() -> Result<(), String> {
     post.body = harness_core::Body::Json(json!({"amount": 42}));
     let _ = client.request(post).await;
     client.flush();
+    let log_bytes = admin
+        .get(format!("{base}/__admin/log/billing-token"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .bytes()
+        .await
+        .map_err(|e| e.to_string())?;
+    let log: serde_json::Value = serde_json::from_slice(&log_bytes).map_err(|e| e.to_string())?;
+    let token_calls = log["requests"].as_array().map(Vec::len).unwrap_or(0);
     for c in client.credentials_state() {
-        println!("   credentials for {}: {}, 2 token calls in all (the token itself is never shown)", c.service, c.status);
+        println!("   credentials for {}: {}, {token_calls} token calls for 4 requests (the token itself is never shown)", c.service, c.status);
     }
 
     client.flush();
