@@ -226,14 +226,11 @@ impl NativeClient {
         self.handle
     }
 
-    /// Replaces the config (JSON text) if it is valid; the new config version. A document
-    /// that parses goes to the engine whole, so an invalid config is a rejected reload
-    /// there (event, metric) like any other.
+    /// Replaces the config (JSON text) if it is valid; the new config version. The text goes
+    /// to the engine whole, so one that does not even parse (or is too deep) is a rejected
+    /// reload there (event, metric) like any invalid config.
     pub fn reload_json(&self, config: String) -> Result<String, NativeError> {
-        harness_core::json::check_text("config", config.as_bytes())?;
-        let value =
-            harness_core::json::parse_checked(&config).map_err(|e| HarnessError::config(format!("config: cannot parse json: {e}")))?;
-        Ok(self.client.reload_value(value)?)
+        Ok(self.client.reload_text(&config, "json")?)
     }
 
     /// Replaces the config from a `.yaml`, `.json` or `.toml` file if it is valid.
@@ -245,9 +242,14 @@ impl NativeClient {
         self.client.config_version()
     }
 
-    /// Adds a listener for every event of this client.
-    pub fn listen(&self, sink: Arc<dyn NativeEventSink>) {
-        self.client.add_listener(Arc::new(HostSink(sink)));
+    /// Adds a listener for every event of this client; the id `unlisten` takes.
+    pub fn listen(&self, sink: Arc<dyn NativeEventSink>) -> u64 {
+        self.client.add_listener(Arc::new(HostSink(sink)))
+    }
+
+    /// Removes the listener `listen` returned `id` for; false if it was already removed.
+    pub fn unlisten(&self, id: u64) -> bool {
+        self.client.remove_listener(id)
     }
 
     /// Delivers queued log records and events now.

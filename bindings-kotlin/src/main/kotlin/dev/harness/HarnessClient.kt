@@ -270,11 +270,12 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     /**
      * Calls [listener] with every event of this client, on the client's event thread (keep it
      * quick, or hand off). A listener that throws is reported once on stderr and keeps
-     * receiving events; it never fails a request.
+     * receiving events; it never fails a request. The returned [ListenerHandle] removes it
+     * again (`close()`/`remove()`, so try-with-resources and `use` work); ignoring it keeps
+     * the listener for the client's lifetime.
      */
-    fun addListener(listener: Consumer<HarnessEvent>) {
-        native.listen(ListenerSink(listener::accept))
-    }
+    fun addListener(listener: Consumer<HarnessEvent>): ListenerHandle =
+        ListenerHandle(native, native.listen(ListenerSink(listener::accept)))
 
     /** Delivers this client's queued log records and events now (they follow each request within milliseconds otherwise). */
     fun flush() = native.flush()

@@ -159,6 +159,17 @@ class JavaApiTest {
             assertEquals(Integer.valueOf(200), finished.getStatus());
             assertEquals("request_finished", finished.getType());
             assertTrue(events.stream().anyMatch(e -> e instanceof HarnessEvent.ConfigRejected));
+            // A listener in try-with-resources is removed at the end of the block.
+            List<HarnessEvent> scoped = new CopyOnWriteArrayList<>();
+            try (ListenerHandle handle = client.addListener(scoped::add)) {
+                assertEquals(200, client.getAsync("svc", "/bench").join().getStatus());
+                client.flush();
+            }
+            int seen = scoped.size();
+            assertTrue(seen > 0);
+            assertEquals(200, client.getAsync("svc", "/bench").join().getStatus());
+            client.flush();
+            assertEquals(seen, scoped.size());
         } finally {
             Files.deleteIfExists(file);
             Files.deleteIfExists(dir);

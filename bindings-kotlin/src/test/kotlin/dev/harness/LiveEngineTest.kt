@@ -90,6 +90,66 @@ class LiveEngineTest {
     }
 
     @Test
+    fun `reloadJson with text that does not parse is a rejected reload in the engine`() = runBlocking<Unit> {
+        HarnessClient(config()).use { h ->
+            val events = CopyOnWriteArrayList<HarnessEvent>()
+            h.addListener { events += it }
+            val v1 = h.configVersion
+            val rejected = Regex("""(?m)^harness_config_reloads_total\{result="rejected"\} (\d+)""")
+            fun rejectedCount() = rejected.find(h.metrics())?.groupValues?.get(1)?.toInt() ?: 0
+            assertEquals(0, rejectedCount())
+
+            val e = assertThrows<HarnessException.Config> { h.reloadJson("""{"services": {"svc": """) }
+            assertTrue(e.reason.startsWith("config: cannot parse json"), e.reason)
+            assertEquals(v1, h.configVersion)
+            assertEquals(1, rejectedCount(), h.metrics())
+            // A parseable but invalid one still names the field.
+            val bad = assertThrows<HarnessException.Config> { h.reloadJson("""{"services": {"svc": {"base_url": 1}}}""") }
+            assertTrue(bad.reason.startsWith("services.svc.base_url"), bad.reason)
+            assertEquals(2, rejectedCount(), h.metrics())
+
+            h.flush()
+            val seen = events.filterIsInstance<HarnessEvent.ConfigRejected>()
+            assertEquals(2, seen.size, "$events")
+            assertTrue(seen[0].error.contains("cannot parse json"), seen[0].error)
+            assertEquals(v1, seen[0].version)
+        }
+    }
+
+    @Test
+    fun `a removed listener receives no further events`() = runBlocking<Unit> {
+        HarnessClient(config()).use { h ->
+            val removed = AtomicInteger()
+            val kept = AtomicInteger()
+            val handle = h.addListener { if (it is HarnessEvent.RequestFinished) removed.incrementAndGet() }
+            h.addListener { if (it is HarnessEvent.RequestFinished) kept.incrementAndGet() }
+            assertEquals(200, h.get("svc", "/bench").status)
+            h.flush()
+            assertEquals(1, removed.get())
+
+            assertTrue(handle.remove())
+            assertFalse(handle.remove(), "already removed")
+            handle.close() // harmless again
+            repeat(3) { assertEquals(200, h.get("svc", "/bench").status) }
+            h.flush()
+            assertEquals(1, removed.get(), "the removed listener was called again")
+            assertEquals(4, kept.get(), "the other listener keeps receiving events")
+
+            // `use` / try-with-resources removes it at the end of the block.
+            val scoped = AtomicInteger()
+            h.addListener { if (it is HarnessEvent.RequestFinished) scoped.incrementAndGet() }.use {
+                assertEquals(200, h.get("svc", "/bench").status)
+                h.flush()
+            }
+            assertEquals(200, h.get("svc", "/bench").status)
+            h.flush()
+            assertEquals(1, scoped.get())
+        }
+        // Removing after the client is closed is harmless.
+        HarnessClient(config()).let { h -> val l = h.addListener { }; h.close(); l.close() }
+    }
+
+    @Test
     fun `a watched file reloads when it changes and an invalid edit keeps the old config`() = runBlocking<Unit> {
         val dir = Files.createTempDirectory("harness-watch")
         val file = dir.resolve("harness.json")
