@@ -58,7 +58,7 @@ pub(crate) type Shared = (Arc<SharedTokens>, Arc<dyn Fn(String) + Send + Sync>);
 /// Where the provider comes from: fixed (OAuth2), or set by the host later (`callback`).
 pub(crate) type ProviderSlot = Arc<dyn Fn() -> Option<Arc<dyn TokenProvider>> + Send + Sync>;
 
-pub struct TokenCache {
+pub struct RefreshingToken {
     state: Mutex<State>,
     provider: ProviderSlot,
     thresholds: Thresholds,
@@ -90,7 +90,7 @@ fn auth_error(message: String) -> HarnessError {
 /// Ends a refresh that did not finish normally (a panicking provider): no refresh may
 /// stay in flight forever.
 struct RefreshGuard {
-    cache: Arc<TokenCache>,
+    cache: Arc<RefreshingToken>,
     done: Arc<Notify>,
     finished: bool,
 }
@@ -109,7 +109,7 @@ impl Drop for RefreshGuard {
     }
 }
 
-impl TokenCache {
+impl RefreshingToken {
     #[cfg(test)]
     pub(crate) fn new(service: &str, provider: ProviderSlot, thresholds: Thresholds) -> Arc<Self> {
         Self::with_shared(service, provider, thresholds, None)
@@ -121,7 +121,7 @@ impl TokenCache {
         thresholds: Thresholds,
         shared: Option<Shared>,
     ) -> Arc<Self> {
-        Arc::new(TokenCache {
+        Arc::new(RefreshingToken {
             state: Mutex::new(State::default()),
             provider,
             thresholds,
@@ -371,12 +371,12 @@ mod tests {
         }
     }
 
-    fn setup(ttl: Option<Duration>, delay: Duration) -> (Arc<TokenCache>, Arc<Counting>) {
+    fn setup(ttl: Option<Duration>, delay: Duration) -> (Arc<RefreshingToken>, Arc<Counting>) {
         let p = Arc::new(Counting { calls: AtomicU32::new(0), delay, ttl, fail: Mutex::new(None) });
         let slot_p: Arc<dyn TokenProvider> = p.clone();
         let slot: ProviderSlot = Arc::new(move || Some(slot_p.clone()));
         let t = Thresholds { soft: Duration::from_secs(600), hard: Duration::from_secs(60), timeout: Duration::from_secs(10) };
-        (TokenCache::new("svc", slot, t), p)
+        (RefreshingToken::new("svc", slot, t), p)
     }
 
     const WAIT: Duration = Duration::from_secs(30);
@@ -470,7 +470,7 @@ mod tests {
         let p: Arc<dyn TokenProvider> = Arc::new(Panicking);
         let slot: ProviderSlot = Arc::new(move || Some(p.clone()));
         let t = Thresholds { soft: Duration::from_secs(600), hard: Duration::from_secs(60), timeout: Duration::from_secs(10) };
-        let cache = TokenCache::new("svc", slot, t);
+        let cache = RefreshingToken::new("svc", slot, t);
         let e = cache.get(WAIT).await.unwrap_err();
         assert!(e.message.contains("panicked"), "{}", e.message);
         assert_eq!(cache.status().status, "expired", "no refresh is left in flight");

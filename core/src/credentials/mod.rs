@@ -3,7 +3,7 @@
 //!
 //! Guarantees: a secret is read from `env`, `file` (re-read when it changes) or a
 //! literal `value`, and a missing one is a `ConfigError` naming the field; tokens
-//! that expire are cached and refreshed by `cache::TokenCache` (two thresholds,
+//! that expire are cached and refreshed by `cache::RefreshingToken` (two thresholds,
 //! single-flight); a 401 refreshes and replays once (the caller does the replay);
 //! key pools rotate and quarantine (`pool::KeyPool`); a credential survives a
 //! reload when its config and secret values are unchanged, and is replaced
@@ -31,7 +31,7 @@ use crate::observability::events::EventHub;
 use crate::redact::escape_control;
 use crate::transport::reqwest::ReqwestTransport;
 use crate::transport::OutgoingRequest;
-use cache::{Thresholds, TokenCache, TokenStatus};
+use cache::{Thresholds, RefreshingToken, TokenStatus};
 use pool::{KeyPool, KeyStatus};
 use secret::{Secret, SecretRef, SecretSource};
 
@@ -161,7 +161,7 @@ enum Placement {
 enum Source {
     Fixed(SecretSource),
     Pool(KeyPool),
-    Refreshing(Arc<TokenCache>),
+    Refreshing(Arc<RefreshingToken>),
 }
 
 /// One service's credential, compiled.
@@ -274,11 +274,11 @@ impl Credential {
                     scope: cfg.scope.clone(),
                     transport: Arc::new(ReqwestTransport::new(&endpoint, "harness-oauth2")?),
                 });
-                Source::Refreshing(TokenCache::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared))
+                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared))
             }
             AuthType::Callback => {
                 let (providers, name) = (providers.clone(), service.to_string());
-                Source::Refreshing(TokenCache::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared))
+                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared))
             }
             _ if !keys.is_empty() => Source::Pool(KeyPool::new(service, keys).with_metrics(metrics.pool_keys.clone())),
             _ => Source::Fixed(token.expect("validated")),
