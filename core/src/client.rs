@@ -11,7 +11,10 @@ use crate::error::HarnessError;
 use crate::host::EventSink;
 use crate::pipeline;
 use crate::request::Request;
+use crate::adapters::{ChatRequest, ChatResponse};
+use crate::pipeline::chat::ChatStream;
 use crate::response::{Response, StreamResponse};
+use crate::routing::{ProviderState, RouteState};
 use crate::runtime::{self, BlockingCall, Task};
 
 /// Options a host may set when building a client; the config file covers everything else.
@@ -110,6 +113,106 @@ impl Client {
         self.engine.check_usable()?;
         let client = self.clone();
         BlockingCall::new(async move { client.stream_checked(req).await })
+    }
+
+    /// One chat answer on an `openai-compatible` route: the provider is chosen, failed
+    /// over and priced by the route.
+    pub async fn chat(&self, route: &str, chat: ChatRequest) -> Result<ChatResponse, HarnessError> {
+        self.engine.check_usable()?;
+        pipeline::chat::chat(&self.engine, route, chat).await
+    }
+
+    /// `chat` spawned on the core's runtime (await the task from any executor; drop it to cancel).
+    pub fn spawn_chat(&self, route: &str, chat: ChatRequest) -> Result<Task<Result<ChatResponse, HarnessError>>, HarnessError> {
+        self.engine.check_usable()?;
+        let engine = self.engine.clone();
+        let route = route.to_string();
+        runtime::spawn(async move { pipeline::chat::chat(&engine, &route, chat).await })
+    }
+
+    /// `chat` driven on the calling thread.
+    pub fn start_blocking_chat(&self, route: &str, chat: ChatRequest) -> Result<BlockingCall<Result<ChatResponse, HarnessError>>, HarnessError> {
+        self.engine.check_usable()?;
+        let engine = self.engine.clone();
+        let route = route.to_string();
+        BlockingCall::new(async move { pipeline::chat::chat(&engine, &route, chat).await })
+    }
+
+    /// A streamed chat answer: returns once a provider answers; pull normalised chunks.
+    pub async fn chat_stream(&self, route: &str, chat: ChatRequest) -> Result<ChatStream, HarnessError> {
+        self.engine.check_usable()?;
+        pipeline::chat::chat_stream(&self.engine, route, chat).await
+    }
+
+    /// `chat_stream` spawned on the core's runtime.
+    pub fn spawn_chat_stream(&self, route: &str, chat: ChatRequest) -> Result<Task<Result<ChatStream, HarnessError>>, HarnessError> {
+        self.engine.check_usable()?;
+        let engine = self.engine.clone();
+        let route = route.to_string();
+        runtime::spawn(async move { pipeline::chat::chat_stream(&engine, &route, chat).await })
+    }
+
+    /// `chat_stream` driven on the calling thread.
+    pub fn start_blocking_chat_stream(&self, route: &str, chat: ChatRequest) -> Result<BlockingCall<Result<ChatStream, HarnessError>>, HarnessError> {
+        self.engine.check_usable()?;
+        let engine = self.engine.clone();
+        let route = route.to_string();
+        BlockingCall::new(async move { pipeline::chat::chat_stream(&engine, &route, chat).await })
+    }
+
+    /// Per provider of `route`: configured and effective weight, health, breaker state,
+    /// in-flight count, cooling and last error.
+    pub fn routing_state(&self, route: &str) -> Result<RouteState, HarnessError> {
+        let snapshot = self.engine.snapshot();
+        let Some(rt) = snapshot.routes.get(route) else {
+            return Err(HarnessError::config(format!("route: unknown route `{}`", crate::redact::escape_control(route))));
+        };
+        let ep = endpoint::template(&rt.config.path);
+        let now = tokio::time::Instant::now();
+        let providers = rt
+            .providers
+            .iter()
+            .map(|p| {
+                let breaker = self.engine.registry.breaker_state_enum(&p.svc.name, &ep, "POST", p.svc.config.limits.max_endpoints as usize);
+                ProviderState {
+                    id: p.id.to_string(),
+                    service: p.svc.name.to_string(),
+                    model: p.config.model.clone(),
+                    weight: p.config.weight,
+                    effective_weight: (crate::routing::strategy::effective_weight(p, breaker, rt.window) * 1000.0).round() / 1000.0,
+                    health: (p.health.score(rt.window) * 1000.0).round() / 1000.0,
+                    success_rate: (p.health.success_rate(rt.window) * 1000.0).round() / 1000.0,
+                    latency_ewma_ms: p.health.latency_ms().map(|l| (l * 1000.0).round() / 1000.0),
+                    breaker: breaker.as_str(),
+                    in_flight: p.health.in_flight(),
+                    cooling_ms: p.health.cooling_until(now).map(|t| t.saturating_duration_since(now).as_millis() as u64),
+                    last_error: p.health.last_error(),
+                }
+            })
+            .collect();
+        let strategy = match rt.config.strategy {
+            crate::routing::config::Strategy::WeightedHealth => "weighted-health",
+            crate::routing::config::Strategy::Priority => "priority",
+            crate::routing::config::Strategy::LeastLatency => "least-latency",
+        };
+        Ok(RouteState { route: route.to_string(), strategy, providers })
+    }
+
+    /// Sets a provider's weight at runtime, as a reload would (validated, versioned, with
+    /// a `config_reloaded` event); returns the new `config_version`.
+    pub fn set_weight(&self, route: &str, provider: &str, weight: u32) -> Result<String, HarnessError> {
+        let mut config = (*self.engine.snapshot().config).clone();
+        let Some(r) = config.routes.get_mut(route) else {
+            return Err(HarnessError::config(format!("route: unknown route `{}`", crate::redact::escape_control(route))));
+        };
+        let Some(p) = r.providers.iter_mut().find(|p| p.id == provider) else {
+            return Err(HarnessError::config(format!("routes.{route}.providers: unknown provider `{}`", crate::redact::escape_control(provider))));
+        };
+        p.weight = weight;
+        if p.degraded_weight.is_some_and(|d| d > weight) {
+            p.degraded_weight = Some(weight);
+        }
+        self.engine.reload(Ok(config), "set_weight")
     }
 
     /// Replaces the config if it is valid; returns the new `config_version`. On error

@@ -22,6 +22,8 @@ pub struct Config {
     pub client: ClientConfig,
     pub log: LogConfig,
     pub services: BTreeMap<String, ServiceConfig>,
+    /// Routes: a name business code calls, served by a choice of providers.
+    pub routes: BTreeMap<String, crate::routing::RouteConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -322,6 +324,9 @@ impl Config {
             if !(1..=20).contains(&s.redirects.max) {
                 return Err(bad(p("redirects.max"), format!("expected an integer from 1 to 20, got {}", s.redirects.max)));
             }
+        }
+        for (name, r) in &self.routes {
+            crate::routing::config::validate(name, r, &self.services)?;
         }
         Ok(())
     }

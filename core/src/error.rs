@@ -20,6 +20,8 @@ pub enum TimeoutPhase {
     Response,
     /// A body (usually a stream) went silent for `timeouts.idle_ms`.
     Idle,
+    /// A streamed answer's first chunk did not come within the route's `ttft_ms`.
+    Ttft,
     Total,
 }
 
@@ -29,6 +31,7 @@ impl TimeoutPhase {
             TimeoutPhase::Connect => "connect",
             TimeoutPhase::Response => "response",
             TimeoutPhase::Idle => "idle",
+            TimeoutPhase::Ttft => "ttft",
             TimeoutPhase::Total => "total",
         }
     }
@@ -113,6 +116,11 @@ pub struct HarnessError {
     pub trace_id: Option<String>,
     /// Raw downstream body, for `HttpStatusError` and friends.
     pub body: Option<Bytes>,
+    /// Routed requests: the provider whose answer this error is.
+    pub provider: Option<String>,
+    /// `NoHealthyProviderError`: each provider of the route and its last error (or why it
+    /// was not tried), in config order.
+    pub provider_errors: Vec<(String, String)>,
 }
 
 impl HarnessError {
@@ -135,6 +143,8 @@ impl HarnessError {
             retry_after_ms: None,
             trace_id: None,
             body: None,
+            provider: None,
+            provider_errors: Vec::new(),
         }
     }
 
@@ -160,6 +170,9 @@ impl fmt::Display for HarnessError {
         let mut ctx = Vec::new();
         if let Some(s) = &self.service {
             ctx.push(format!("service={}", escape_control(s)));
+        }
+        if let Some(p) = &self.provider {
+            ctx.push(format!("provider={}", escape_control(p)));
         }
         if let (Some(m), Some(e)) = (&self.method, &self.endpoint) {
             ctx.push(format!("endpoint={m} {}", escape_control(e)));
@@ -192,6 +205,7 @@ impl fmt::Debug for HarnessError {
             .field("attempts", &self.attempts)
             .field("status", &self.status)
             .field("code", &self.code)
+            .field("provider", &self.provider)
             .field("trace_id", &self.trace_id)
             .finish()
     }

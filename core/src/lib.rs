@@ -10,6 +10,7 @@
 #![allow(clippy::result_large_err)]
 #![forbid(unsafe_code)]
 
+pub mod adapters;
 pub mod breaker;
 pub mod bulkhead;
 pub mod client;
@@ -23,10 +24,12 @@ pub mod host;
 pub mod json;
 pub mod observability;
 mod pipeline;
+pub use pipeline::chat::{ChatStream, ChatStreamHandle};
 pub mod redact;
 pub mod request;
 pub mod response;
 pub mod retry;
+pub mod routing;
 pub mod runtime;
 pub mod state;
 pub mod target;
@@ -38,5 +41,7 @@ pub use error::{ErrorKind, HarnessError, TimeoutPhase};
 pub use host::{Event, EventSink, ProviderError, Token, TokenProvider};
 pub use observability::log::RequestRecord;
 pub use request::{Body, Request};
-pub use response::{Response, StreamHandle, StreamResponse};
+pub use response::{Response, Routed, StreamHandle, StreamResponse};
+pub use adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, Usage};
+pub use routing::{ProviderState, RouteState};
 pub use runtime::{BlockingCall, Task};

@@ -15,9 +15,41 @@ pub struct Response {
     pub elapsed_ms: f64,
     pub attempts: u32,
     pub trace_id: String,
+    /// Set when the request named a route: who answered, and how.
+    pub routed: Option<Box<Routed>>,
+}
+
+/// What routing did for one request.
+#[derive(Debug, Clone, Default)]
+pub struct Routed {
+    pub route: String,
+    /// The provider that answered (`None` for a static fallback).
+    pub provider: Option<String>,
+    /// The model that answered (the provider's report, else its configured model).
+    pub model: Option<String>,
+    /// Attempts each provider got, in the order they were first tried.
+    pub attempts_by_provider: Vec<(String, u32)>,
+    /// `cache` (a stale answer for the same request) or `static`, when no provider answered.
+    pub fallback: Option<&'static str>,
+    pub usage: Option<crate::adapters::Usage>,
+    /// From the answering provider's prices and the usage it reported.
+    pub cost: Option<f64>,
 }
 
 impl Response {
+    pub fn provider(&self) -> Option<&str> {
+        self.routed.as_ref().and_then(|r| r.provider.as_deref())
+    }
+
+    pub fn model(&self) -> Option<&str> {
+        self.routed.as_ref().and_then(|r| r.model.as_deref())
+    }
+
+    /// A cached answer served because no provider could answer now.
+    pub fn is_stale(&self) -> bool {
+        self.routed.as_ref().is_some_and(|r| r.fallback == Some("cache"))
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }

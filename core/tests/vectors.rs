@@ -94,6 +94,7 @@ async fn run_stream(client: &Client, req: Request, read_chunks: Option<u64>) -> 
             elapsed_ms: 0.0,
             attempts: s.attempts,
             trace_id: s.trace_id.clone(),
+            routed: None,
         };
         drop(s);
         Ok(resp)

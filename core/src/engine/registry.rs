@@ -20,6 +20,8 @@ use crate::bulkhead::Bulkhead;
 use crate::endpoint;
 use crate::host::Event;
 use crate::observability::events::EventHub;
+use crate::routing::fallback::FallbackCache;
+use crate::routing::health::ProviderHealth;
 use crate::observability::metrics::{EndpointLabels, Metrics, RequestLabels, ServiceLabels, TransitionLabels};
 
 /// Endpoint state idle this long, with a closed breaker, is dropped.
@@ -83,6 +85,10 @@ struct Endpoints {
 
 pub(crate) struct Registry {
     services: Mutex<HashMap<String, Arc<ServiceShared>>>,
+    /// Provider health by (route, provider id), carried across reloads.
+    providers: Mutex<HashMap<(String, String), Arc<ProviderHealth>>>,
+    /// Fallback answers by route.
+    route_caches: Mutex<HashMap<String, Arc<FallbackCache>>>,
     endpoints: RwLock<Endpoints>,
     metrics: Arc<Metrics>,
     events: Arc<EventHub>,
@@ -93,6 +99,8 @@ impl Registry {
     pub fn new(metrics: Arc<Metrics>, events: Arc<EventHub>) -> Self {
         Registry {
             services: Mutex::new(HashMap::new()),
+            providers: Mutex::new(HashMap::new()),
+            route_caches: Mutex::new(HashMap::new()),
             endpoints: RwLock::new(Endpoints { map: hashbrown::HashMap::new(), per_service: HashMap::new(), last_sweep_ms: 0 }),
             metrics,
             events,
@@ -111,6 +119,18 @@ impl Registry {
                 Arc::new(ServiceShared { bulkhead: Bulkhead::new(max_concurrency, gauge) })
             })
             .clone()
+    }
+
+    /// The health of `provider` on `route`, kept across reloads while the id stays.
+    pub fn provider_health(&self, route: &str, provider: &str) -> Arc<ProviderHealth> {
+        self.providers.lock().entry((route.to_string(), provider.to_string())).or_default().clone()
+    }
+
+    /// The fallback cache of `route`, resized to `capacity`.
+    pub fn route_cache(&self, route: &str, capacity: usize) -> Arc<FallbackCache> {
+        let cache = self.route_caches.lock().entry(route.to_string()).or_insert_with(|| Arc::new(FallbackCache::new(capacity))).clone();
+        cache.resize(capacity);
+        cache
     }
 
     pub fn events(&self) -> &Arc<EventHub> {
@@ -238,6 +258,10 @@ impl Registry {
 
     /// The breaker state for a key, `{other}` when the service is at its limit, else closed.
     pub fn breaker_state(&self, service: &str, endpoint: &str, method: &str, max_endpoints: usize) -> &'static str {
+        self.breaker_state_enum(service, endpoint, method, max_endpoints).as_str()
+    }
+
+    pub fn breaker_state_enum(&self, service: &str, endpoint: &str, method: &str, max_endpoints: usize) -> BreakerState {
         let eps = self.endpoints.read();
         let at_limit = eps.per_service.get(service).copied().unwrap_or(0) >= max_endpoints;
         let found = eps
@@ -245,8 +269,8 @@ impl Registry {
             .get(&KeyRef(service, endpoint, method))
             .or_else(|| at_limit.then(|| eps.map.get(&KeyRef(service, endpoint::OTHER, method))).flatten());
         match found {
-            Some(e) => e.breaker.state().as_str(),
-            None => BreakerState::Closed.as_str(),
+            Some(e) => e.breaker.state(),
+            None => BreakerState::Closed,
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::config::{Config, ServiceConfig};
 use crate::credentials::{Credential, Providers};
 use crate::error::HarnessError;
 use crate::redact::{redact_url, Secrets};
+use crate::routing::RouteRuntime;
 use crate::state::BudgetPolicy;
 use crate::transport::reqwest::ReqwestTransport;
 use crate::transport::Transport;
@@ -28,6 +29,7 @@ pub(crate) struct Snapshot {
     /// `client.name`, shared by every record (a clone is a reference count).
     pub client_name: Arc<str>,
     pub services: HashMap<String, Arc<ServiceRuntime>>,
+    pub routes: HashMap<String, Arc<RouteRuntime>>,
 }
 
 /// One service, compiled.
@@ -125,8 +127,13 @@ impl Snapshot {
                 }),
             );
         }
+        let routes = config
+            .routes
+            .iter()
+            .map(|(name, r)| (name.clone(), Arc::new(RouteRuntime::build(name, r, &services, registry))))
+            .collect();
         let version = config.version();
         let client_name = config.client.name.as_str().into();
-        Ok(Snapshot { config: Arc::new(config), version, client_name, services })
+        Ok(Snapshot { config: Arc::new(config), version, client_name, services, routes })
     }
 }

@@ -91,6 +91,26 @@ pub enum Event {
     /// and keeps reconnecting. Once per outage.
     SharedStateUnavailable { service: String, what: &'static str, error: String },
     ConfigRejected { version: String, source: String, error: String },
+    /// A routed request moves from one provider to another.
+    ProviderFailover {
+        route: String,
+        from: String,
+        to: String,
+        trace_id: String,
+        /// The error kind that made it move (`HttpStatusError`, `TimeoutError`, ...).
+        reason: &'static str,
+        status: Option<u16>,
+        /// The provider's error code (`context_length_exceeded`...) when it gave one.
+        code: Option<String>,
+    },
+    /// A streamed answer broke after it began and starts again elsewhere. `mode` is
+    /// `hidden` (nothing had reached the caller), `restart` (the caller gets a restart
+    /// chunk) or `continue` (the new provider continues the partial answer as a prefill).
+    StreamRestarted { route: String, from: String, to: String, trace_id: String, reason: String, mode: &'static str },
+    /// A malformed streamed chunk was skipped; the stream goes on.
+    StreamChunkSkipped { route: String, provider: String, trace_id: String, reason: String },
+    /// No provider could answer; a degraded answer was served (`cache` or `static`).
+    FallbackServed { route: String, kind: &'static str, trace_id: String },
 }
 
 impl Event {
@@ -105,6 +125,10 @@ impl Event {
             Event::ConfigReloaded { .. } => "config_reloaded",
             Event::SharedStateUnavailable { .. } => "shared_state_unavailable",
             Event::ConfigRejected { .. } => "config_rejected",
+            Event::ProviderFailover { .. } => "provider_failover",
+            Event::StreamRestarted { .. } => "stream_restarted",
+            Event::StreamChunkSkipped { .. } => "stream_chunk_skipped",
+            Event::FallbackServed { .. } => "fallback_served",
         }
     }
 

@@ -33,6 +33,18 @@ pub struct RequestRecord {
     pub error_kind: Option<&'static str>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// Routed requests only: the route, the provider and model that answered, the cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<Arc<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Arc<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// `cache` or `static` when no provider answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<&'static str>,
 }
 
 impl RequestRecord {

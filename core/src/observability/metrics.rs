@@ -97,6 +97,37 @@ pub struct ServiceLabels {
     pub service: Label,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteAttemptLabels {
+    pub route: Label,
+    pub provider: Label,
+    /// `success`, or the error kind of a failed attempt.
+    pub outcome: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CostLabels {
+    pub route: Label,
+    pub provider: Label,
+    pub model: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailoverLabels {
+    pub route: Label,
+    pub from: Label,
+    pub to: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FallbackLabels {
+    pub route: Label,
+    /// `cache` or `static`.
+    pub kind: Label,
+}
+
+type CostCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+
 fn latency_histogram() -> Histogram {
     Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0])
 }
@@ -112,6 +143,11 @@ pub struct Metrics {
     pub config_reloads: Family<ReloadLabels, Counter>,
     pub events_dropped: Counter,
     pub pool_keys: Family<KeyLabels, Counter>,
+    pub route_attempts: Family<RouteAttemptLabels, Counter>,
+    pub cost: Family<CostLabels, CostCounter>,
+    pub failed_cost: Family<CostLabels, CostCounter>,
+    pub failovers: Family<FailoverLabels, Counter>,
+    pub fallbacks: Family<FallbackLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -145,8 +181,23 @@ impl Metrics {
         registry.register("config_reloads", "Config reloads, by result (applied or rejected)", config_reloads.clone());
         registry.register("events_dropped", "Events dropped because a listener fell behind", events_dropped.clone());
         registry.register("auth_pool_keys", "Key-pool use by key (name or index) and outcome", pool_keys.clone());
+        let route_attempts = Family::<RouteAttemptLabels, Counter>::default();
+        let cost = Family::<CostLabels, CostCounter>::default();
+        let failed_cost = Family::<CostLabels, CostCounter>::default();
+        let failovers = Family::<FailoverLabels, Counter>::default();
+        let fallbacks = Family::<FallbackLabels, Counter>::default();
+        registry.register("route_attempts", "Attempts per route and provider, by outcome", route_attempts.clone());
+        registry.register("cost", "Cost of the answers served, from the configured prices", cost.clone());
+        registry.register("failed_attempt_cost", "Cost reported by attempts that did not become the answer", failed_cost.clone());
+        registry.register("route_failovers", "Moves from one provider to another within a request", failovers.clone());
+        registry.register("route_fallbacks", "Requests served a degraded answer (cache or static)", fallbacks.clone());
         Metrics {
             registry: Mutex::new(registry),
+            route_attempts,
+            cost,
+            failed_cost,
+            failovers,
+            fallbacks,
             requests,
             errors,
             latency,

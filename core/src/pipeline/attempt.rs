@@ -12,10 +12,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::{Instant, Sleep};
 
-use super::{classify, Call};
+use super::classify::{self, Classified};
+use super::Call;
 use crate::breaker::{Outcome, Permit};
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::Deadline;
+use crate::engine::registry::EndpointState;
 use crate::engine::Engine;
 use crate::error::{ErrorKind, HarnessError, TimeoutPhase, MAX_ERROR_BODY};
 use crate::host::Event;
@@ -43,119 +45,34 @@ pub(crate) enum Reached {
     Stream(Open),
 }
 
+/// What one attempt came to.
+pub(crate) enum Once {
+    Reached(Reached),
+    /// Not sent: the breaker is open, the bulkhead is full, or no credential could be had.
+    Refused(HarnessError),
+    /// Sent, and failed: what it means for retries and health.
+    Failed(Classified),
+    /// The downstream refused the credential; it was refreshed or rotated: send again now.
+    Replay,
+    /// The request itself is bad: no attempt can succeed.
+    Fatal(HarnessError),
+}
+
+/// The service loop: one service, same-endpoint retries.
 pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<Reached, HarnessError> {
-    let svc = call.svc.clone();
-    let cfg = &svc.config;
-    let response_timeout = Duration::from_millis(cfg.timeouts.response_ms);
-    let idle = Duration::from_millis(cfg.timeouts.idle_ms);
+    let ep = call.ep.clone();
     loop {
         if call.deadline.expired() {
             return Err(HarnessError::new(ErrorKind::Timeout(TimeoutPhase::Total), "request deadline expired before the next attempt"));
         }
-        // Breaker before every attempt.
-        let breaker = call.ep.breaker.acquire(&cfg.breaker).map_err(|r| {
-            let mut e = HarnessError::new(ErrorKind::CircuitOpen, "circuit breaker is open: the call was not sent");
-            e.retry_after_ms = Some(r.retry_in.as_millis() as u64);
-            e
-        })?;
-        // Bulkhead: full means fail fast; the breaker permit drops unrecorded (ignored).
-        let bulkhead = &svc.shared.bulkhead;
-        let Some(bulkhead_permit) = bulkhead.try_acquire() else {
-            if engine.events.is_active() {
-                let (service, endpoint, method) = &call.ep.names;
-                engine.events.emit(Event::BulkheadRejected {
-                    service: service.to_string(),
-                    endpoint: endpoint.to_string(),
-                    method: method.to_string(),
-                    max_concurrency: bulkhead.max(),
-                });
-            }
-            return Err(HarnessError::new(
-                ErrorKind::BulkheadFull,
-                format!("bulkhead full: {} requests already in flight", bulkhead.max()),
-            ));
+        let classified = match once(engine, call, &ep, mode).await {
+            Once::Reached(r) => return Ok(r),
+            Once::Refused(e) | Once::Fatal(e) => return Err(e),
+            Once::Replay => continue,
+            Once::Failed(c) => c,
         };
-        call.attempts += 1;
-        let mut request = call.outgoing()?;
-        // Credentials per attempt: a refresh or a rotation between attempts is picked up.
-        let applied = match &svc.credential {
-            Some(c) => Some(c.apply(&mut request, call.deadline.remaining()).await?),
-            None => None,
-        };
-
-        let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
-        let timer = tokio::time::sleep_until(until);
-        tokio::pin!(timer);
-        let sent = tokio::select! {
-            biased;
-            r = svc.transport.send(request) => r,
-            _ = &mut timer => Err(if head_bound_is_total {
-                TransportFailure::new(Failure::TotalTimeout, "request deadline expired")
-            } else {
-                TransportFailure::new(Failure::ResponseTimeout, format!("no response within {} ms", response_timeout.as_millis()))
-            }),
-        };
-        let classified = match sent {
-            Ok(exchange) if exchange.status.as_u16() < 400 => {
-                let status = exchange.status.as_u16();
-                let headers = headers_to_pairs(exchange.headers);
-                if mode == Mode::Stream {
-                    return Ok(Reached::Stream(Open { status, headers, body: exchange.body, breaker, bulkhead: bulkhead_permit }));
-                }
-                let mut body = exchange.body;
-                let limit = cfg.limits.max_response_bytes;
-                let declared = declared_from_pairs(&headers);
-                let read = read_body(body.as_mut(), limit, declared, idle, &call.deadline, timer.as_mut()).await;
-                drop(bulkhead_permit);
-                match read {
-                    Ok(body) => {
-                        breaker.record(Outcome::Success, &cfg.breaker);
-                        let resp = Response { status, headers, body, elapsed_ms: 0.0, attempts: call.attempts, trace_id: String::new() };
-                        return Ok(Reached::Buffered(resp));
-                    }
-                    Err(tf) => {
-                        let c = classify::transport(tf);
-                        breaker.record(c.health, &cfg.breaker);
-                        c
-                    }
-                }
-            }
-            Ok(exchange) => {
-                let status = exchange.status.as_u16();
-                let mut body = exchange.body;
-                // An error page is kept only up to MAX_ERROR_BODY: read no further.
-                let read = read_body(body.as_mut(), MAX_ERROR_BODY as u64, None, idle, &call.deadline, timer.as_mut()).await;
-                drop(body);
-                drop(bulkhead_permit);
-                let body = match read {
-                    Ok(b) => b,
-                    Err(tf) if tf.failure == Failure::TooLarge => tf.partial.unwrap_or_default(),
-                    Err(_) => Bytes::new(),
-                };
-                let mut secrets = svc.secrets_for(&call.req);
-                if let Some(a) = &applied {
-                    secrets.add(a.secret.expose());
-                }
-                let c = classify::status(status, &exchange.headers, body, &secrets);
-                breaker.record(c.health, &cfg.breaker);
-                // A credential the downstream refused (401, or 403/429 for a pool key):
-                // refresh or rotate, and replay once, whatever the method: it was not executed.
-                if let (Some(cred), Some(a)) = (&svc.credential, &applied) {
-                    if matches!(status, 401 | 403 | 429) && !call.auth_replayed && cred.answer(a, status, c.retry_after) {
-                        call.auth_replayed = true;
-                        continue;
-                    }
-                }
-                c
-            }
-            Err(tf) => {
-                drop(bulkhead_permit);
-                let c = classify::transport(tf);
-                breaker.record(c.health, &cfg.breaker);
-                c
-            }
-        };
-
+        let svc = call.svc.clone();
+        let cfg = &svc.config;
         // May this be sent again?
         if !retry::is_retryable(classified.failure, &cfg.retry)
             || call.attempts > cfg.retry.max_retries
@@ -169,20 +86,145 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
             return Err(classified.error);
         }
         call.ep.retries.inc();
+        retry_event(engine, call, &classified, delay);
+        tokio::time::sleep(delay).await;
+    }
+}
+
+pub(crate) fn retry_event(engine: &Engine, call: &Call, classified: &Classified, delay: Duration) {
+    if engine.events.is_active() {
+        let (service, endpoint, method) = &call.ep.names;
+        engine.events.emit(Event::RetryScheduled {
+            service: service.to_string(),
+            endpoint: endpoint.to_string(),
+            method: method.to_string(),
+            trace_id: call.trace.trace_id.to_string(),
+            attempt: call.attempts,
+            delay_ms: delay.as_millis() as u64,
+            reason: classified.error.name(),
+            status: classified.error.status,
+        });
+    }
+}
+
+/// One attempt on `call.svc`, with `ep`'s breaker: breaker, bulkhead, credentials,
+/// transport, then the body (buffered) or the open stream.
+pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, mode: Mode) -> Once {
+    let svc = call.svc.clone();
+    let cfg = &svc.config;
+    let response_timeout = Duration::from_millis(cfg.timeouts.response_ms);
+    let idle = Duration::from_millis(cfg.timeouts.idle_ms);
+    // Breaker before every attempt.
+    let breaker = match ep.breaker.acquire(&cfg.breaker) {
+        Ok(p) => p,
+        Err(r) => {
+            let mut e = HarnessError::new(ErrorKind::CircuitOpen, "circuit breaker is open: the call was not sent");
+            e.retry_after_ms = Some(r.retry_in.as_millis() as u64);
+            return Once::Refused(e);
+        }
+    };
+    // Bulkhead: full means fail fast; the breaker permit drops unrecorded (ignored).
+    let bulkhead = &svc.shared.bulkhead;
+    let Some(bulkhead_permit) = bulkhead.try_acquire() else {
         if engine.events.is_active() {
-            let (service, endpoint, method) = &call.ep.names;
-            engine.events.emit(Event::RetryScheduled {
+            let (service, endpoint, method) = &ep.names;
+            engine.events.emit(Event::BulkheadRejected {
                 service: service.to_string(),
                 endpoint: endpoint.to_string(),
                 method: method.to_string(),
-                trace_id: call.trace.trace_id.to_string(),
-                attempt: call.attempts,
-                delay_ms: delay.as_millis() as u64,
-                reason: classified.error.name(),
-                status: classified.error.status,
+                max_concurrency: bulkhead.max(),
             });
         }
-        tokio::time::sleep(delay).await;
+        return Once::Refused(HarnessError::new(
+            ErrorKind::BulkheadFull,
+            format!("bulkhead full: {} requests already in flight", bulkhead.max()),
+        ));
+    };
+    call.attempts += 1;
+    let mut request = match call.outgoing() {
+        Ok(r) => r,
+        Err(e) => return Once::Fatal(e),
+    };
+    // Credentials per attempt: a refresh or a rotation between attempts is picked up.
+    let applied = match &svc.credential {
+        Some(c) => match c.apply(&mut request, call.deadline.remaining()).await {
+            Ok(a) => Some(a),
+            Err(e) => return Once::Refused(e),
+        },
+        None => None,
+    };
+
+    let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
+    let timer = tokio::time::sleep_until(until);
+    tokio::pin!(timer);
+    let sent = tokio::select! {
+        biased;
+        r = svc.transport.send(request) => r,
+        _ = &mut timer => Err(if head_bound_is_total {
+            TransportFailure::new(Failure::TotalTimeout, "request deadline expired")
+        } else {
+            TransportFailure::new(Failure::ResponseTimeout, format!("no response within {} ms", response_timeout.as_millis()))
+        }),
+    };
+    match sent {
+        Ok(exchange) if exchange.status.as_u16() < 400 => {
+            let status = exchange.status.as_u16();
+            let headers = headers_to_pairs(exchange.headers);
+            if mode == Mode::Stream {
+                return Once::Reached(Reached::Stream(Open { status, headers, body: exchange.body, breaker, bulkhead: bulkhead_permit }));
+            }
+            let mut body = exchange.body;
+            let limit = cfg.limits.max_response_bytes;
+            let declared = declared_from_pairs(&headers);
+            let read = read_body(body.as_mut(), limit, declared, idle, &call.deadline, timer.as_mut()).await;
+            drop(bulkhead_permit);
+            match read {
+                Ok(body) => {
+                    breaker.record(Outcome::Success, &cfg.breaker);
+                    let resp = Response { status, headers, body, elapsed_ms: 0.0, attempts: call.attempts, trace_id: String::new(), routed: None };
+                    Once::Reached(Reached::Buffered(resp))
+                }
+                Err(tf) => {
+                    let c = classify::transport(tf);
+                    breaker.record(c.health, &cfg.breaker);
+                    Once::Failed(c)
+                }
+            }
+        }
+        Ok(exchange) => {
+            let status = exchange.status.as_u16();
+            let mut body = exchange.body;
+            // An error page is kept only up to MAX_ERROR_BODY: read no further.
+            let read = read_body(body.as_mut(), MAX_ERROR_BODY as u64, None, idle, &call.deadline, timer.as_mut()).await;
+            drop(body);
+            drop(bulkhead_permit);
+            let body = match read {
+                Ok(b) => b,
+                Err(tf) if tf.failure == Failure::TooLarge => tf.partial.unwrap_or_default(),
+                Err(_) => Bytes::new(),
+            };
+            let mut secrets = svc.secrets_for(&call.req);
+            if let Some(a) = &applied {
+                secrets.add(a.secret.expose());
+            }
+            let c = classify::status(status, &exchange.headers, body, &secrets);
+            breaker.record(c.health, &cfg.breaker);
+            // A credential the downstream refused (401, or 403/429 for a pool key):
+            // refresh or rotate, and replay once, whatever the method: it was not executed.
+            if let (Some(cred), Some(a)) = (&svc.credential, &applied) {
+                if matches!(status, 401 | 403 | 429) && !call.auth_replayed && cred.answer(a, status, c.retry_after) {
+                    call.auth_replayed = true;
+                    return Once::Replay;
+                }
+            }
+            Once::Failed(c)
+        }
+        Err(tf) => {
+            drop(bulkhead_permit);
+            let c = classify::transport(tf);
+            breaker.record(c.health, &cfg.breaker);
+            Once::Failed(c)
+        }
     }
 }
 

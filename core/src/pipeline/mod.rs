@@ -12,6 +12,8 @@
 
 mod attempt;
 mod classify;
+pub(crate) mod chat;
+pub(crate) mod route;
 pub mod stream;
 
 use std::sync::Arc;
@@ -39,7 +41,11 @@ pub use stream::StreamResponse;
 
 /// Runs one request and reads its whole body.
 pub(crate) async fn execute(engine: &Engine, req: Request) -> Result<Response, HarnessError> {
-    let mut call = Call::start(engine, req)?;
+    let mut call = Call::start(engine, req, false)?;
+    if call.route.is_some() {
+        let result = route::execute(engine, &mut call).await;
+        return call.finish(engine, result, false);
+    }
     let result = attempt::run(engine, &mut call, attempt::Mode::Buffered).await;
     let result = match result {
         Ok(attempt::Reached::Buffered(resp)) => Ok(resp),
@@ -51,8 +57,13 @@ pub(crate) async fn execute(engine: &Engine, req: Request) -> Result<Response, H
 
 /// Runs one request up to its response head; the body is the caller's to pull.
 pub(crate) async fn stream(engine: &Arc<Engine>, req: Request) -> Result<StreamResponse, HarnessError> {
-    let mut call = Call::start(engine, req)?;
-    match attempt::run(engine, &mut call, attempt::Mode::Stream).await {
+    let mut call = Call::start(engine, req, true)?;
+    let reached = if call.route.is_some() {
+        route::run(engine, &mut call, attempt::Mode::Stream).await
+    } else {
+        attempt::run(engine, &mut call, attempt::Mode::Stream).await
+    };
+    match reached {
         Ok(attempt::Reached::Stream(open)) => Ok(StreamResponse::new(engine.clone(), call, open)),
         Ok(attempt::Reached::Buffered(_)) => unreachable!("a streaming call never buffers its success"),
         Err(e) => call.finish(engine, Err(e), true).map(|_: Response| unreachable!()),
@@ -74,16 +85,22 @@ pub(crate) struct Call {
     pub auth_replayed: bool,
     /// The first attempt's request, built up front so bad input fails before any attempt.
     first: Option<OutgoingRequest>,
+    /// Set when the request named a route.
+    pub route: Option<Box<route::RouteCall>>,
 }
 
 impl Call {
-    fn start(engine: &Engine, req: Request) -> Result<Call, HarnessError> {
+    pub(crate) fn start(engine: &Engine, req: Request, streaming: bool) -> Result<Call, HarnessError> {
         let started = Instant::now();
         let snapshot = engine.snapshot();
+        if let Some(rt) = snapshot.routes.get(&req.service).cloned() {
+            return route::start(engine, snapshot, rt, req, started, streaming);
+        }
         let Some(svc) = snapshot.services.get(&req.service).cloned() else {
-            let known: Vec<&str> = snapshot.services.keys().map(String::as_str).collect();
+            let mut known: Vec<&str> = snapshot.services.keys().chain(snapshot.routes.keys()).map(String::as_str).collect();
+            known.sort_unstable();
             return Err(HarnessError::config(format!(
-                "request.service: unknown service `{}` (configured: {})",
+                "request.service: unknown service `{}` (configured services and routes: {})",
                 escape_control(&req.service),
                 known.join(", ")
             )));
@@ -104,19 +121,22 @@ impl Call {
             req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("traceparent")).map(|(_, v)| v.as_str())
         });
         let trace = TraceContext::child_of(parent);
-        let first = build_request(&svc, &req, &method, &trace)?;
+        let first = build_request(&svc, &req, &req.body, &method, &trace)?;
         let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc.config.timeouts.request_ms));
         let deadline = Deadline::after(timeout);
         engine.budgets.deposit(&svc.name, &svc.budget);
-        Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, auth_replayed: false, first: Some(first) })
+        Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, auth_replayed: false, first: Some(first), route: None })
     }
 
     /// The request for the next attempt: the prebuilt one first, rebuilt for a retry
     /// (cheaper than cloning on every request for the rare retry).
     fn outgoing(&mut self) -> Result<OutgoingRequest, HarnessError> {
-        match self.first.take() {
-            Some(r) => Ok(r),
-            None => build_request(&self.svc, &self.req, &self.method, &self.trace),
+        if let Some(r) = self.first.take() {
+            return Ok(r);
+        }
+        match &mut self.route {
+            Some(rc) => rc.outgoing(&self.svc, &self.req, &self.method, &self.trace),
+            None => build_request(&self.svc, &self.req, &self.req.body, &self.method, &self.trace),
         }
     }
 
@@ -145,6 +165,9 @@ impl Call {
         e.method = Some(method.to_string());
         e.attempts = self.attempts;
         e.trace_id = Some(self.trace.trace_id.to_string());
+        if let Some(rc) = &self.route {
+            rc.stamp_error(&mut e);
+        }
         e
     }
 
@@ -185,7 +208,16 @@ impl Call {
             error_kind: error.map(|e| e.name()),
             error_code: error.and_then(|e| e.code.clone()),
             error_message: error.map(|e| e.message.clone()),
+            route: None,
+            provider: None,
+            model: None,
+            cost: None,
+            fallback: None,
         };
+        let mut record = record;
+        if let Some(rc) = &self.route {
+            rc.stamp_record(&mut record);
+        }
         tracing::info!(
             target: "harness.request",
             trace_id = %record.trace_id,
@@ -217,8 +249,9 @@ impl Finished for Response {
     }
 }
 
-/// Builds one attempt's request; the path was checked (`target::check_path`) first.
-fn build_request(svc: &ServiceRuntime, req: &Request, method: &Method, trace: &TraceContext) -> Result<OutgoingRequest, HarnessError> {
+/// Builds one attempt's request with `body` (the caller's, or a provider's form of it);
+/// the path was checked (`target::check_path`) first.
+fn build_request(svc: &ServiceRuntime, req: &Request, body: &Body, method: &Method, trace: &TraceContext) -> Result<OutgoingRequest, HarnessError> {
     let (path, query) = match req.path.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (req.path.as_str(), None),
@@ -257,7 +290,7 @@ fn build_request(svc: &ServiceRuntime, req: &Request, method: &Method, trace: &T
         headers.insert("idempotency-key", v);
     }
     headers.insert("traceparent", HeaderValue::from_bytes(&trace.header_bytes()).expect("hex is a valid header"));
-    let body = match &req.body {
+    let body = match body {
         Body::Empty => None,
         Body::Bytes(b) => Some(b.clone()),
         Body::Json(v) => {

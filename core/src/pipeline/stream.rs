@@ -153,58 +153,34 @@ impl Live {
     }
 }
 
-struct Shared {
-    stream: tokio::sync::Mutex<Option<StreamResponse>>,
+/// A stream a host can pull from any thread or executor, and cancel while a pull waits.
+pub(crate) trait Pull: Send + 'static {
+    type Item: Send + 'static;
+    fn pull(&mut self) -> crate::transport::BoxFuture<'_, Result<Option<Self::Item>, HarnessError>>;
+}
+
+impl Pull for StreamResponse {
+    type Item = Bytes;
+    fn pull(&mut self) -> crate::transport::BoxFuture<'_, Result<Option<Bytes>, HarnessError>> {
+        Box::pin(self.next_chunk())
+    }
+}
+
+/// The shared part of a handle: the stream behind an async lock, and a cancel signal.
+pub(crate) struct Puller<S> {
+    stream: tokio::sync::Mutex<Option<S>>,
     cancelled: AtomicBool,
     cancel: Notify,
-    status: u16,
-    headers: Vec<(String, String)>,
-    attempts: u32,
-    trace_id: String,
 }
 
-/// A stream that host bindings can share between threads and executors: `next()`
-/// is a `'static` future to spawn or block on; `cancel()` works even while a
-/// `next()` is waiting.
-#[derive(Clone)]
-pub struct StreamHandle {
-    shared: Arc<Shared>,
-}
-
-impl StreamHandle {
-    pub fn new(stream: StreamResponse) -> Self {
-        StreamHandle {
-            shared: Arc::new(Shared {
-                status: stream.status,
-                headers: stream.headers.clone(),
-                attempts: stream.attempts,
-                trace_id: stream.trace_id.clone(),
-                stream: tokio::sync::Mutex::new(Some(stream)),
-                cancelled: AtomicBool::new(false),
-                cancel: Notify::new(),
-            }),
-        }
+impl<S: Pull> Puller<S> {
+    pub fn new(stream: S) -> Arc<Self> {
+        Arc::new(Puller { stream: tokio::sync::Mutex::new(Some(stream)), cancelled: AtomicBool::new(false), cancel: Notify::new() })
     }
 
-    pub fn status(&self) -> u16 {
-        self.shared.status
-    }
-
-    pub fn headers(&self) -> &[(String, String)] {
-        &self.shared.headers
-    }
-
-    pub fn attempts(&self) -> u32 {
-        self.shared.attempts
-    }
-
-    pub fn trace_id(&self) -> &str {
-        &self.shared.trace_id
-    }
-
-    /// The next chunk (`Ok(None)` at the end); a cancelled stream gives `CancelledError`.
-    pub fn next(&self) -> impl Future<Output = Result<Option<Bytes>, HarnessError>> + Send + 'static {
-        let shared = self.shared.clone();
+    /// The next item (`Ok(None)` at the end); a cancelled stream gives `CancelledError`.
+    pub fn next(self: &Arc<Self>) -> impl Future<Output = Result<Option<S::Item>, HarnessError>> + Send + 'static {
+        let shared = self.clone();
         async move {
             let cancelled = shared.cancel.notified();
             tokio::pin!(cancelled);
@@ -216,7 +192,7 @@ impl StreamHandle {
             }
             let Some(stream) = guard.as_mut() else { return Ok(None) };
             tokio::select! {
-                r = stream.next_chunk() => {
+                r = stream.pull() => {
                     if !matches!(r, Ok(Some(_))) {
                         guard.take();
                     }
@@ -230,22 +206,77 @@ impl StreamHandle {
         }
     }
 
-    /// Cancels the stream: a waiting `next()` ends with `CancelledError`, the connection
-    /// and permits are released, and the outcome is recorded as cancelled.
-    pub fn cancel(&self) {
-        self.shared.cancelled.store(true, Ordering::Release);
-        self.shared.cancel.notify_waiters();
-        if let Ok(mut guard) = self.shared.stream.try_lock() {
+    /// A waiting `next()` ends with `CancelledError`; the stream is dropped (which releases
+    /// its connection and permits and records the outcome as cancelled).
+    pub fn cancel(self: &Arc<Self>) {
+        self.cancelled.store(true, Ordering::Release);
+        self.cancel.notify_waiters();
+        if let Ok(mut guard) = self.stream.try_lock() {
             guard.take();
             return;
         }
         // A `next()` holds the stream: it ends on the notification, or, if its future was
         // dropped instead, this task takes the stream as soon as the lock is free.
         if let Ok(handle) = crate::runtime::handle() {
-            let shared = self.shared.clone();
+            let shared = self.clone();
             handle.spawn(async move {
                 shared.stream.lock().await.take();
             });
         }
+    }
+}
+
+/// A stream that host bindings can share between threads and executors: `next()`
+/// is a `'static` future to spawn or block on; `cancel()` works even while a
+/// `next()` is waiting.
+#[derive(Clone)]
+pub struct StreamHandle {
+    puller: Arc<Puller<StreamResponse>>,
+    head: Arc<Head>,
+}
+
+struct Head {
+    status: u16,
+    headers: Vec<(String, String)>,
+    attempts: u32,
+    trace_id: String,
+}
+
+impl StreamHandle {
+    pub fn new(stream: StreamResponse) -> Self {
+        let head = Arc::new(Head {
+            status: stream.status,
+            headers: stream.headers.clone(),
+            attempts: stream.attempts,
+            trace_id: stream.trace_id.clone(),
+        });
+        StreamHandle { puller: Puller::new(stream), head }
+    }
+
+    pub fn status(&self) -> u16 {
+        self.head.status
+    }
+
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.head.headers
+    }
+
+    pub fn attempts(&self) -> u32 {
+        self.head.attempts
+    }
+
+    pub fn trace_id(&self) -> &str {
+        &self.head.trace_id
+    }
+
+    /// The next chunk (`Ok(None)` at the end); a cancelled stream gives `CancelledError`.
+    pub fn next(&self) -> impl Future<Output = Result<Option<Bytes>, HarnessError>> + Send + 'static {
+        self.puller.next()
+    }
+
+    /// Cancels the stream: a waiting `next()` ends with `CancelledError`, the connection
+    /// and permits are released, and the outcome is recorded as cancelled.
+    pub fn cancel(&self) {
+        self.puller.cancel()
     }
 }

@@ -15,6 +15,9 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
+mod provider;
+pub use provider::{ProviderSpec, StreamSpec};
+
 /// One scripted answer.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -93,6 +96,8 @@ struct State {
     scripts: Mutex<HashMap<String, Script>>,
     /// The upstream's own port, for `{port}` in scripted header values.
     port: u16,
+    /// Simulated OpenAI-compatible providers (`/llm/{name}/...`).
+    providers: provider::Providers,
 }
 
 /// `{port}` (this upstream's port) and `{script}` (the script's name) in a scripted value.
@@ -313,6 +318,23 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
                 write_response(reader, 400, &json_ct, body.as_bytes()).await.map(|_| true)
             }
         };
+    }
+    if let Some(name) = req.path.strip_prefix("/__admin/provider/") {
+        return match state.providers.configure(name, &req.body) {
+            Ok(()) => write_response(reader, 200, &json_ct, b"{\"ok\":true}").await.map(|_| true),
+            Err(e) => {
+                let body = json!({"error": {"code": "bad_provider", "message": e}}).to_string();
+                write_response(reader, 400, &json_ct, body.as_bytes()).await.map(|_| true)
+            }
+        };
+    }
+    if let Some(name) = req.path.strip_prefix("/__admin/provider-log/") {
+        let body = state.providers.log(name).to_string();
+        return write_response(reader, 200, &json_ct, body.as_bytes()).await.map(|_| true);
+    }
+    if let Some(rest) = req.path.strip_prefix("/llm/") {
+        let name = rest.split(['/', '?']).next().unwrap_or("").to_string();
+        return provider::serve(reader, &state.providers, &name, &req.body).await;
     }
     if let Some(name) = req.path.strip_prefix("/__admin/log/") {
         let log = state.scripts.lock().get(name).map(|s| s.log.clone()).unwrap_or_default();

@@ -1,0 +1,290 @@
+//! The `openai-compatible` adapter: one chat-completions request, normalised for
+//! each provider (model name, temperature range, the token-limit field), and the
+//! answer read back the same way from any of them (content, finish reason, usage),
+//! priced from the provider's configured prices.
+//!
+//! Guarantees: the caller's request is never changed in place (each provider gets
+//! its own copy); an answer that does not parse as a chat completion is an error
+//! naming what is missing, not an empty success.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::HarnessError;
+use crate::routing::config::{Price, ProviderConfig, RangeMode};
+
+/// Token counts as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl Usage {
+    fn from_value(v: &Value) -> Option<Usage> {
+        let o = v.as_object()?;
+        let n = |k: &str| o.get(k).and_then(Value::as_u64);
+        let prompt = n("prompt_tokens").or_else(|| n("input_tokens"))?;
+        let completion = n("completion_tokens").or_else(|| n("output_tokens")).unwrap_or(0);
+        Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: n("total_tokens").unwrap_or(prompt + completion) })
+    }
+}
+
+/// The cost of `usage` at `price` (per 1,000 tokens, in the price's currency).
+pub fn cost(usage: &Usage, price: &Price) -> f64 {
+    usage.prompt_tokens as f64 / 1000.0 * price.input_per_1k + usage.completion_tokens as f64 / 1000.0 * price.output_per_1k
+}
+
+/// A chat call: the messages and any other chat-completions parameters.
+#[derive(Debug, Clone, Default)]
+pub struct ChatRequest {
+    /// `[{"role": "user", "content": "..."}, ...]`
+    pub messages: Value,
+    /// `temperature`, `max_tokens`, `tools`, ...; `model` is set per provider.
+    pub params: Map<String, Value>,
+    pub headers: Vec<(String, String)>,
+    pub timeout_ms: Option<u64>,
+    pub traceparent: Option<String>,
+}
+
+impl ChatRequest {
+    pub fn new(messages: Value) -> Self {
+        ChatRequest { messages, ..Default::default() }
+    }
+
+    /// The request body, checked: messages are a non-empty list of objects with a `role`.
+    pub fn body(&self) -> Result<Value, HarnessError> {
+        let Some(list) = self.messages.as_array().filter(|l| !l.is_empty()) else {
+            return Err(HarnessError::config("messages: expected a non-empty list of messages"));
+        };
+        for (i, m) in list.iter().enumerate() {
+            if m.get("role").and_then(Value::as_str).is_none() {
+                return Err(HarnessError::config(format!("messages[{i}].role: required (a string such as \"user\")")));
+            }
+        }
+        for k in ["messages", "stream"] {
+            if self.params.contains_key(k) {
+                return Err(HarnessError::config(format!("params.{k}: set by Harness (use chat or chat_stream)")));
+            }
+        }
+        let mut body = Map::new();
+        body.insert("messages".into(), self.messages.clone());
+        for (k, v) in &self.params {
+            body.insert(k.clone(), v.clone());
+        }
+        Ok(Value::Object(body))
+    }
+}
+
+/// A chat answer, the same shape from every provider.
+#[derive(Debug, Clone, Default)]
+pub struct ChatResponse {
+    pub content: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+    pub route: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub cost: Option<f64>,
+    /// `cache` or `static` when no provider answered (see `Routed::fallback`).
+    pub fallback: Option<&'static str>,
+    pub attempts: u32,
+    pub attempts_by_provider: Vec<(String, u32)>,
+    pub trace_id: String,
+    pub elapsed_ms: f64,
+    /// The provider's whole answer.
+    pub raw: Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatChunkKind {
+    /// More of the answer.
+    Delta,
+    /// The answer so far is void: it starts again from another provider.
+    Restart,
+    /// The end: finish reason, usage and cost.
+    Done,
+}
+
+impl ChatChunkKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChatChunkKind::Delta => "delta",
+            ChatChunkKind::Restart => "restart",
+            ChatChunkKind::Done => "done",
+        }
+    }
+}
+
+/// One piece of a streamed chat answer.
+#[derive(Debug, Clone)]
+pub struct ChatChunk {
+    pub kind: ChatChunkKind,
+    /// `delta`: the new text.
+    pub content: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// `done`.
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+    pub cost: Option<f64>,
+    /// `restart`: why the previous provider's answer was abandoned.
+    pub reason: Option<String>,
+}
+
+/// The body for one provider: its model, its temperature range, its token-limit field.
+pub(crate) fn prepare(body: &Value, p: &ProviderConfig, stream: bool) -> Value {
+    let mut out = body.as_object().cloned().unwrap_or_default();
+    if let Some(model) = &p.model {
+        out.insert("model".into(), Value::String(model.clone()));
+    }
+    if let Some(t) = &p.params.temperature {
+        if let Some(v) = out.get("temperature").and_then(Value::as_f64) {
+            let [lo, hi] = t.range;
+            let scaled = match t.mode {
+                RangeMode::Clamp => v.clamp(lo, hi),
+                RangeMode::Scale => (lo + (v / 2.0) * (hi - lo)).clamp(lo, hi),
+            };
+            // Rounded so that 0.7 stays 0.7 rather than 0.70000000001.
+            let scaled = (scaled * 1e6).round() / 1e6;
+            out.insert("temperature".into(), serde_json::Number::from_f64(scaled).map(Value::Number).unwrap_or(Value::Null));
+        }
+    }
+    if let Some(field) = &p.params.max_tokens_field {
+        let other = if field == "max_tokens" { "max_completion_tokens" } else { "max_tokens" };
+        if let Some(v) = out.remove(other) {
+            out.entry(field.clone()).or_insert(v);
+        }
+    }
+    if stream {
+        out.insert("stream".into(), Value::Bool(true));
+        // Ask for usage on the last chunk (providers that do not know the option ignore it).
+        out.entry("stream_options").or_insert_with(|| serde_json::json!({"include_usage": true}));
+    } else {
+        out.remove("stream");
+    }
+    Value::Object(out)
+}
+
+/// What an answer (or one streamed chunk) says.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Parsed {
+    pub content: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+    pub model: Option<String>,
+}
+
+/// Reads a whole chat completion.
+pub(crate) fn parse_completion(body: &[u8]) -> Result<Parsed, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON: {e}"))?;
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or("the answer has no choices[0]")?;
+    let message = choice.get("message").ok_or("the answer has no choices[0].message")?;
+    let content = match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    };
+    Ok(Parsed {
+        content,
+        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
+        usage: v.get("usage").and_then(Usage::from_value),
+        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// Reads one streamed chunk (`data:` of an SSE event); `Err` for a malformed one.
+pub(crate) fn parse_chunk(data: &str) -> Result<Parsed, String> {
+    let v: Value = serde_json::from_str(data).map_err(|e| format!("malformed chunk: {e}"))?;
+    if !v.is_object() {
+        return Err("malformed chunk: not a JSON object".into());
+    }
+    let choice = v.get("choices").and_then(Value::as_array).and_then(|c| c.first());
+    let content = choice
+        .and_then(|c| c.get("delta"))
+        .and_then(|d| d.get("content"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Ok(Parsed {
+        content,
+        finish_reason: choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str).map(str::to_string),
+        usage: v.get("usage").and_then(Usage::from_value),
+        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// A chat completion body carrying `content` (a non-core route's static answer).
+pub(crate) fn completion_body(content: &str) -> Value {
+    serde_json::json!({
+        "object": "chat.completion",
+        "model": "static",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::config::{Params, TemperatureParam};
+    use serde_json::json;
+
+    fn provider(range: Option<[f64; 2]>, mode: RangeMode, field: Option<&str>) -> ProviderConfig {
+        ProviderConfig {
+            id: "p".into(),
+            service: "s".into(),
+            model: Some("glm-4-flash".into()),
+            weight: 1,
+            params: Params {
+                temperature: range.map(|range| TemperatureParam { range, mode }),
+                max_tokens_field: field.map(str::to_string),
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn parameters_are_normalised_per_provider() {
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "model": "whatever", "temperature": 0.0, "max_tokens": 64});
+        let out = prepare(&body, &provider(Some([0.01, 0.99]), RangeMode::Clamp, Some("max_completion_tokens")), false);
+        assert_eq!(out["model"], "glm-4-flash");
+        assert_eq!(out["temperature"], 0.01);
+        assert_eq!(out["max_completion_tokens"], 64);
+        assert!(out.get("max_tokens").is_none());
+        let scaled = prepare(&json!({"temperature": 1.0}), &provider(Some([0.0, 1.0]), RangeMode::Scale, None), true);
+        assert_eq!(scaled["temperature"], 0.5);
+        assert_eq!(scaled["stream"], true);
+        assert_eq!(scaled["stream_options"]["include_usage"], true);
+        // The caller's body is untouched.
+        assert_eq!(body["model"], "whatever");
+    }
+
+    #[test]
+    fn answers_and_chunks_are_read_the_same_from_any_provider() {
+        let p = parse_completion(br#"{"model":"m","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}"#).unwrap();
+        assert_eq!((p.content.as_str(), p.finish_reason.as_deref(), p.model.as_deref()), ("hi", Some("stop"), Some("m")));
+        assert_eq!(p.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }));
+        assert!(parse_completion(b"{}").unwrap_err().contains("choices"));
+        let c = parse_chunk(r#"{"choices":[{"delta":{"content":"Hel"},"finish_reason":null}]}"#).unwrap();
+        assert_eq!(c.content, "Hel");
+        assert!(parse_chunk("{\"choices\": [broken").is_err());
+        let cost = cost(&Usage { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 }, &Price { input_per_1k: 0.15, output_per_1k: 0.6 });
+        assert!((cost - 0.45).abs() < 1e-12);
+    }
+
+    #[test]
+    fn chat_requests_are_checked() {
+        assert!(ChatRequest::new(json!([])).body().unwrap_err().message.starts_with("messages:"));
+        assert!(ChatRequest::new(json!([{"content": "x"}])).body().unwrap_err().message.starts_with("messages[0].role"));
+        let mut r = ChatRequest::new(json!([{"role": "user", "content": "x"}]));
+        r.params.insert("stream".into(), json!(true));
+        assert!(r.body().unwrap_err().message.starts_with("params.stream"));
+    }
+}

@@ -1,0 +1,601 @@
+//! Chat on an `openai-compatible` route: one answer (`chat`), or a stream of
+//! normalised chunks (`ChatStream`) that survives a provider failing mid-answer.
+//!
+//! Stream guarantees: before the first chunk, a connect or head failure or no
+//! chunk within `ttft_ms` fails over to another provider; after it, each event
+//! must come within `idle_ms`, and a cut or a stall is never reported as success:
+//! per `stream.mid_stream` the answer is held until complete (or `hold_bytes`) and
+//! restarted elsewhere unseen (`hold`), or the caller gets a `restart` chunk and
+//! the new answer (`restart`), or an error (`error`). A provider configured with
+//! `accepts_prefill` continues the partial answer instead; a refused prefill is
+//! retried cleanly and never masks the original failure. A malformed chunk is
+//! skipped with a `stream_chunk_skipped` event. A stream that closes cleanly
+//! without `[DONE]` ends at once, with the usage it gave. SSE framing comes from
+//! `eventsource-stream`; no event may exceed `MAX_EVENT_BYTES` and the stream
+//! never exceeds the service's `limits.max_response_bytes`.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures_util::{Stream, StreamExt};
+use tokio::time::Instant;
+
+use super::attempt::{Mode, Reached};
+use super::classify;
+use super::{route, Call};
+use crate::adapters::openai;
+use crate::adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, Usage};
+use crate::breaker::{Outcome, Permit};
+use crate::bulkhead::BulkheadPermit;
+use crate::engine::Engine;
+use crate::error::{ErrorKind, HarnessError, TimeoutPhase};
+use crate::host::Event;
+use crate::observability::metrics::RouteAttemptLabels;
+use crate::request::{Body, Request};
+use crate::retry::Failure;
+use crate::routing::config::{AdapterKind, MidStream};
+use crate::transport::{BodySource, TransportFailure};
+
+/// Largest single SSE event (a line that never ends is not buffered forever).
+const MAX_EVENT_BYTES: u64 = 1 << 20;
+
+fn chat_request(engine: &Engine, route: &str, chat: &ChatRequest) -> Result<Request, HarnessError> {
+    let snapshot = engine.snapshot();
+    let Some(rt) = snapshot.routes.get(route) else {
+        let mut known: Vec<&str> = snapshot.routes.keys().map(String::as_str).collect();
+        known.sort_unstable();
+        return Err(HarnessError::config(format!(
+            "route: unknown route `{}` (configured: {})",
+            crate::redact::escape_control(route),
+            known.join(", ")
+        )));
+    };
+    if rt.config.adapter != AdapterKind::OpenaiCompatible {
+        return Err(HarnessError::config(format!("routes.{route}.adapter: chat needs `openai-compatible`")));
+    }
+    Ok(Request {
+        service: route.to_string(),
+        method: "POST".into(),
+        path: rt.config.path.clone(),
+        body: Body::Json(chat.body()?),
+        headers: chat.headers.clone(),
+        timeout_ms: chat.timeout_ms,
+        traceparent: chat.traceparent.clone(),
+        ..Default::default()
+    })
+}
+
+/// One chat answer through the route (failover, degradation and cost included).
+pub(crate) async fn chat(engine: &Engine, route: &str, chat: ChatRequest) -> Result<ChatResponse, HarnessError> {
+    let req = chat_request(engine, route, &chat)?;
+    let resp = super::execute(engine, req).await?;
+    let parsed = openai::parse_completion(&resp.body).map_err(|why| HarnessError::new(ErrorKind::Schema, format!("route `{route}`: {why}")))?;
+    let routed = resp.routed.map(|b| *b).unwrap_or_default();
+    Ok(ChatResponse {
+        content: parsed.content,
+        finish_reason: parsed.finish_reason,
+        usage: routed.usage,
+        route: route.to_string(),
+        provider: routed.provider,
+        model: routed.model,
+        cost: routed.cost,
+        fallback: routed.fallback,
+        attempts: resp.attempts,
+        attempts_by_provider: routed.attempts_by_provider,
+        trace_id: resp.trace_id,
+        elapsed_ms: resp.elapsed_ms,
+        raw: resp.body,
+    })
+}
+
+/// Opens a streamed chat answer: returns once a provider has answered with a head.
+pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -> Result<ChatStream, HarnessError> {
+    let req = chat_request(engine, route, &chat)?;
+    let call = Call::start(engine, req, true)?;
+    let rt = call.route.as_ref().expect("a routed call").rt.clone();
+    let mut live = Live {
+        engine: engine.clone(),
+        call,
+        attempt: None,
+        mode: rt.config.stream.mid_stream,
+        hold_bytes: rt.config.stream.hold_bytes,
+        ttft: Duration::from_millis(rt.config.ttft_ms),
+        held: Vec::new(),
+        held_bytes: 0,
+        releasing: false,
+        delivered: false,
+        answer: String::new(),
+        out: VecDeque::new(),
+        original: None,
+    };
+    if let Err(e) = live.open(None).await {
+        return Err(live.fail(e));
+    }
+    let trace_id = live.call.trace.trace_id.to_string();
+    Ok(ChatStream { route: route.to_string(), trace_id, live: Some(Box::new(live)) })
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<TransportFailure>>> + Send>>;
+
+/// One provider's streamed answer in progress.
+struct Attempt {
+    idx: usize,
+    events: Events,
+    breaker: Option<Permit>,
+    _bulkhead: BulkheadPermit,
+    sent: Instant,
+    /// Bytes since the last complete event, and in all.
+    since_event: Arc<AtomicU64>,
+    got_first: bool,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    model: Option<String>,
+    idle: Duration,
+}
+
+struct Live {
+    engine: Arc<Engine>,
+    call: Call,
+    attempt: Option<Attempt>,
+    mode: MidStream,
+    hold_bytes: u64,
+    ttft: Duration,
+    /// `hold`: chunks not yet given to the caller.
+    held: Vec<ChatChunk>,
+    held_bytes: u64,
+    /// `hold`: past `hold_bytes`, chunks flow.
+    releasing: bool,
+    /// Some content has reached the caller.
+    delivered: bool,
+    /// The answer so far (what a prefill continues).
+    answer: String,
+    out: VecDeque<ChatChunk>,
+    /// The first mid-stream failure: what the caller hears if no one can take over.
+    original: Option<HarnessError>,
+}
+
+/// A streamed chat answer: pull chunks with `next`; the last is `done`.
+pub struct ChatStream {
+    pub route: String,
+    pub trace_id: String,
+    live: Option<Box<Live>>,
+}
+
+impl std::fmt::Debug for ChatStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatStream").field("route", &self.route).field("trace_id", &self.trace_id).field("open", &self.live.is_some()).finish()
+    }
+}
+
+impl ChatStream {
+    /// The next chunk; `Ok(None)` after `done`. After an error or a cancel, `Ok(None)`.
+    pub async fn next(&mut self) -> Result<Option<ChatChunk>, HarnessError> {
+        let Some(live) = self.live.as_mut() else { return Ok(None) };
+        match live.next().await {
+            Ok(Some(c)) => {
+                if c.kind == ChatChunkKind::Done {
+                    let live = self.live.take().expect("live");
+                    live.finish_ok();
+                }
+                Ok(Some(c))
+            }
+            Ok(None) => {
+                self.live.take();
+                Ok(None)
+            }
+            Err(e) => {
+                let live = self.live.take().expect("live");
+                Err(live.fail(e))
+            }
+        }
+    }
+
+    /// Stops the answer: the connection and permits are released, the outcome recorded as cancelled.
+    pub fn cancel(&mut self) {
+        if let Some(mut live) = self.live.take() {
+            if let Some(a) = live.attempt.take() {
+                if let Some(p) = a.breaker {
+                    p.record(Outcome::Ignored, &live.call.svc.config.breaker);
+                }
+            }
+            let e = HarnessError::new(ErrorKind::Cancelled, "the consumer stopped reading the stream");
+            let e = live.call.with_context(e);
+            let elapsed_ms = live.call.started.elapsed().as_secs_f64() * 1000.0;
+            live.call.observe(&live.engine, elapsed_ms, Some(200), Some(&e), true);
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.live.is_none()
+    }
+}
+
+impl super::stream::Pull for ChatStream {
+    type Item = ChatChunk;
+    fn pull(&mut self) -> crate::transport::BoxFuture<'_, Result<Option<ChatChunk>, HarnessError>> {
+        Box::pin(self.next())
+    }
+}
+
+/// A chat stream host bindings can share between threads and executors: `next()` is a
+/// `'static` future; `cancel()` works even while a `next()` waits.
+#[derive(Clone)]
+pub struct ChatStreamHandle {
+    puller: Arc<super::stream::Puller<ChatStream>>,
+    route: Arc<str>,
+    trace_id: Arc<str>,
+}
+
+impl ChatStreamHandle {
+    pub fn new(stream: ChatStream) -> Self {
+        let route = stream.route.as_str().into();
+        let trace_id = stream.trace_id.as_str().into();
+        ChatStreamHandle { puller: super::stream::Puller::new(stream), route, trace_id }
+    }
+
+    pub fn route(&self) -> &str {
+        &self.route
+    }
+
+    pub fn trace_id(&self) -> &str {
+        &self.trace_id
+    }
+
+    /// The next chunk (`Ok(None)` after `done`); a cancelled stream gives `CancelledError`.
+    pub fn next(&self) -> impl std::future::Future<Output = Result<Option<ChatChunk>, HarnessError>> + Send + 'static {
+        self.puller.next()
+    }
+
+    pub fn cancel(&self) {
+        self.puller.cancel()
+    }
+}
+
+impl Drop for ChatStream {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+impl Live {
+    fn rc(&mut self) -> &mut route::RouteCall {
+        self.call.route.as_mut().expect("a routed call")
+    }
+
+    /// Opens an answer on the next provider the route picks; `prefill` is the partial
+    /// answer a prefill-accepting provider may continue.
+    async fn open(&mut self, prefill: Option<String>) -> Result<(), HarnessError> {
+        self.rc().prefill = prefill;
+        let reached = route::run(&self.engine, &mut self.call, Mode::Stream).await;
+        let rc = self.rc();
+        let continued = rc.prefill_used;
+        rc.prefill = None;
+        rc.prefill_used = false;
+        let open = match reached? {
+            Reached::Stream(open) => open,
+            Reached::Buffered(_) => unreachable!("a stream never buffers"),
+        };
+        let idx = rc.answered.expect("an open stream has a provider");
+        rc.answered = None;
+        if !continued {
+            self.answer.clear();
+        }
+        let limit = self.call.svc.config.limits.max_response_bytes;
+        let since_event = Arc::new(AtomicU64::new(0));
+        let events = sse(open.body, since_event.clone(), limit).eventsource();
+        self.attempt = Some(Attempt {
+            idx,
+            events: Box::pin(events),
+            breaker: Some(open.breaker),
+            _bulkhead: open.bulkhead,
+            sent: Instant::now(),
+            since_event,
+            got_first: false,
+            finish_reason: None,
+            usage: None,
+            model: None,
+            idle: Duration::from_millis(self.call.svc.config.timeouts.idle_ms),
+        });
+        Ok(())
+    }
+
+    async fn next(&mut self) -> Result<Option<ChatChunk>, HarnessError> {
+        loop {
+            if let Some(c) = self.out.pop_front() {
+                return Ok(Some(c));
+            }
+            if self.attempt.is_none() {
+                return Ok(None);
+            }
+            let a = self.attempt.as_mut().expect("attempt");
+            // Before the first chunk the time-to-first-token limit applies, then the idle timeout.
+            let (bound, phase) = if a.got_first {
+                (Instant::now() + a.idle, TimeoutPhase::Idle)
+            } else {
+                (a.sent + self.ttft, TimeoutPhase::Ttft)
+            };
+            let (bound, phase) = if self.call.deadline.at() < bound { (self.call.deadline.at(), TimeoutPhase::Total) } else { (bound, phase) };
+            let ev = tokio::select! {
+                biased;
+                e = a.events.next() => e,
+                _ = tokio::time::sleep_until(bound) => {
+                    let what = match phase {
+                        TimeoutPhase::Ttft => format!("no first chunk within ttft_ms ({} ms)", self.ttft.as_millis()),
+                        TimeoutPhase::Idle => format!("the stream went silent for {} ms", a.idle.as_millis()),
+                        _ => "request deadline expired while streaming".to_string(),
+                    };
+                    let failure = if phase == TimeoutPhase::Total { Failure::TotalTimeout } else { Failure::IdleTimeout };
+                    self.broken(HarnessError::new(ErrorKind::Timeout(phase), what), failure).await?;
+                    continue;
+                }
+            };
+            match ev {
+                None => {
+                    // A clean close, with or without `[DONE]`: the answer is complete.
+                    self.complete();
+                }
+                Some(Ok(event)) => {
+                    a.since_event.store(0, Ordering::Relaxed);
+                    let data = event.data.trim();
+                    if data == "[DONE]" {
+                        self.complete();
+                        continue;
+                    }
+                    if data.is_empty() {
+                        continue;
+                    }
+                    match openai::parse_chunk(data) {
+                        Ok(parsed) => {
+                            a.got_first = true;
+                            if parsed.usage.is_some() {
+                                a.usage = parsed.usage;
+                            }
+                            if parsed.model.is_some() {
+                                a.model = parsed.model;
+                            }
+                            if parsed.finish_reason.is_some() {
+                                a.finish_reason = parsed.finish_reason;
+                            }
+                            if !parsed.content.is_empty() {
+                                self.push_delta(parsed.content);
+                            }
+                        }
+                        Err(why) => self.skipped(why),
+                    }
+                }
+                Some(Err(EventStreamError::Transport(tf))) => {
+                    let c = classify::transport(tf);
+                    self.broken(c.error, c.failure).await?;
+                }
+                Some(Err(other)) => {
+                    let why = match other {
+                        EventStreamError::Utf8(e) => format!("not UTF-8: {e}"),
+                        EventStreamError::Parser(e) => format!("unparseable: {e}"),
+                        EventStreamError::Transport(tf) => tf.message,
+                    };
+                    let e = HarnessError::new(ErrorKind::Protocol, format!("the stream is not valid server-sent events: {why}"));
+                    self.broken(e, Failure::Protocol).await?;
+                }
+            }
+        }
+    }
+
+    fn provider_id(&self, idx: usize) -> String {
+        self.call.route.as_ref().expect("route").rt.providers[idx].id.to_string()
+    }
+
+    fn push_delta(&mut self, content: String) {
+        let idx = self.attempt.as_ref().expect("attempt").idx;
+        self.answer.push_str(&content);
+        let chunk = ChatChunk {
+            kind: ChatChunkKind::Delta,
+            content,
+            provider: Some(self.provider_id(idx)),
+            model: self.attempt.as_ref().and_then(|a| a.model.clone()),
+            finish_reason: None,
+            usage: None,
+            cost: None,
+            reason: None,
+        };
+        if self.mode == MidStream::Hold && !self.releasing {
+            self.held_bytes += chunk.content.len() as u64;
+            self.held.push(chunk);
+            if self.held_bytes > self.hold_bytes {
+                self.releasing = true;
+                self.delivered = true;
+                self.out.extend(self.held.drain(..));
+            }
+        } else {
+            self.delivered = true;
+            self.out.push_back(chunk);
+        }
+    }
+
+    fn skipped(&mut self, why: String) {
+        if self.engine.events.is_active() {
+            let idx = self.attempt.as_ref().expect("attempt").idx;
+            let route = self.call.route.as_ref().expect("route").rt.name.to_string();
+            self.engine.events.emit(Event::StreamChunkSkipped {
+                route,
+                provider: self.provider_id(idx),
+                trace_id: self.call.trace.trace_id.to_string(),
+                reason: why,
+            });
+        }
+    }
+
+    /// The provider finished its answer: record it, release held chunks, then `done`.
+    fn complete(&mut self) {
+        let a = self.attempt.take().expect("attempt");
+        let latency = a.sent.elapsed();
+        if let Some(p) = a.breaker {
+            p.record(Outcome::Success, &self.call.svc.config.breaker);
+        }
+        let rc = self.call.route.as_mut().expect("route");
+        let rt = rc.rt.clone();
+        rt.providers[a.idx].health.record_success(latency, rt.window);
+        attempt_metric(&self.engine, &rt, a.idx, "success");
+        rc.settle(&self.engine, a.idx, a.model.clone(), a.usage);
+        self.out.extend(self.held.drain(..));
+        let rc = self.call.route.as_ref().expect("route");
+        self.out.push_back(ChatChunk {
+            kind: ChatChunkKind::Done,
+            content: String::new(),
+            provider: Some(rt.providers[a.idx].id.to_string()),
+            model: rc.model.clone(),
+            finish_reason: a.finish_reason,
+            usage: a.usage,
+            cost: rc.cost,
+            reason: None,
+        });
+    }
+
+    /// The current provider's answer broke: record it, then take over elsewhere or fail.
+    async fn broken(&mut self, e: HarnessError, failure: Failure) -> Result<(), HarnessError> {
+        let a = self.attempt.take().expect("attempt");
+        let health = if failure == Failure::TooLarge { Outcome::Ignored } else { Outcome::Failure };
+        if let Some(p) = a.breaker {
+            p.record(health, &self.call.svc.config.breaker);
+        }
+        let rt = self.call.route.as_ref().expect("route").rt.clone();
+        let from = rt.providers[a.idx].id.to_string();
+        let summary = format!("{} {}", e.name(), e.message);
+        rt.providers[a.idx].health.record_failure(summary.clone(), rt.window);
+        attempt_metric(&self.engine, &rt, a.idx, e.name());
+        {
+            let engine = self.engine.clone();
+            let rc = self.rc();
+            rc.tried[a.idx].excluded = true;
+            rc.errors[a.idx] = Some(summary);
+            rc.failed = Some((a.idx, e.name(), None, None));
+            rc.bill_failed(&engine, a.idx, a.usage);
+        }
+        let e = {
+            let mut e = e;
+            e.provider = Some(from.clone());
+            e
+        };
+        if failure == Failure::TotalTimeout || failure == Failure::TooLarge {
+            return Err(e);
+        }
+        let before_first = !a.got_first;
+        if !before_first && self.mode == MidStream::Error {
+            return Err(e);
+        }
+        if !before_first && self.original.is_none() {
+            self.original = Some(e.clone());
+        }
+        // A prefill continues what the caller has (or what is held); none before the first chunk.
+        let prefill = (!self.answer.is_empty()).then(|| self.answer.clone());
+        let opened = self.open(prefill).await;
+        if let Err(next) = opened {
+            // Nobody could take over: the first failure is what went wrong.
+            let mut first = self.original.clone().unwrap_or(e);
+            first.provider_errors = next.provider_errors;
+            return Err(first);
+        }
+        let to = self.attempt.as_ref().map(|a| a.idx).expect("opened");
+        let to_id = self.provider_id(to);
+        if before_first {
+            return Ok(());
+        }
+        let continued = !self.answer.is_empty();
+        let mode = if continued {
+            "continue"
+        } else if !self.delivered {
+            // Nothing reached the caller: drop what was held and start again unseen.
+            self.held.clear();
+            self.held_bytes = 0;
+            "hidden"
+        } else if self.mode == MidStream::Restart {
+            self.out.push_back(ChatChunk {
+                kind: ChatChunkKind::Restart,
+                content: String::new(),
+                provider: Some(to_id.clone()),
+                model: None,
+                finish_reason: None,
+                usage: None,
+                cost: None,
+                reason: Some(format!("{} from {from}", self.original.as_ref().map(|e| e.name()).unwrap_or("error"))),
+            });
+            self.delivered = false;
+            "restart"
+        } else {
+            // `hold` past `hold_bytes`: part of the answer is out and cannot be taken back.
+            let a = self.attempt.take().expect("attempt");
+            if let Some(p) = a.breaker {
+                p.record(Outcome::Ignored, &self.call.svc.config.breaker);
+            }
+            return Err(self.original.clone().expect("a mid-stream failure"));
+        };
+        if self.engine.events.is_active() {
+            self.engine.events.emit(Event::StreamRestarted {
+                route: rt.name.to_string(),
+                from,
+                to: to_id,
+                trace_id: self.call.trace.trace_id.to_string(),
+                reason: self.original.as_ref().map(|e| e.to_string()).unwrap_or_default(),
+                mode,
+            });
+        }
+        Ok(())
+    }
+
+    fn finish_ok(self: Box<Self>) {
+        let elapsed_ms = self.call.started.elapsed().as_secs_f64() * 1000.0;
+        self.call.observe(&self.engine, elapsed_ms, Some(200), None, true);
+    }
+
+    /// Records the failed stream once and returns its error with context.
+    fn fail(mut self, e: HarnessError) -> HarnessError {
+        if let Some(a) = self.attempt.take() {
+            if let Some(p) = a.breaker {
+                p.record(Outcome::Ignored, &self.call.svc.config.breaker);
+            }
+        }
+        let e = self.call.with_context(e);
+        let elapsed_ms = self.call.started.elapsed().as_secs_f64() * 1000.0;
+        self.call.observe(&self.engine, elapsed_ms, e.status, Some(&e), true);
+        e
+    }
+}
+
+fn attempt_metric(engine: &Engine, rt: &crate::routing::RouteRuntime, idx: usize, outcome: &str) {
+    engine
+        .metrics
+        .route_attempts
+        .get_or_create(&RouteAttemptLabels { route: rt.name.as_ref().into(), provider: rt.providers[idx].id.as_ref().into(), outcome: outcome.into() })
+        .inc();
+}
+
+/// The body as a byte stream for the SSE parser, refusing an event over `MAX_EVENT_BYTES`
+/// or a stream over `limit`.
+fn sse(body: Box<dyn BodySource>, since_event: Arc<AtomicU64>, limit: u64) -> impl Stream<Item = Result<Bytes, TransportFailure>> + Send {
+    futures_util::stream::unfold((body, since_event, 0u64, false), move |(mut body, since, total, ended)| async move {
+        if ended {
+            return None;
+        }
+        match body.next_chunk().await {
+            Ok(Some(chunk)) => {
+                let total = total + chunk.len() as u64;
+                let pending = since.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64;
+                if total > limit {
+                    let tf = TransportFailure::new(Failure::TooLarge, format!("stream over limits.max_response_bytes ({limit})"));
+                    return Some((Err(tf), (body, since, total, true)));
+                }
+                if pending > MAX_EVENT_BYTES {
+                    let tf = TransportFailure::new(Failure::Protocol, format!("a server-sent event over {MAX_EVENT_BYTES} bytes"));
+                    return Some((Err(tf), (body, since, total, true)));
+                }
+                Some((Ok(chunk), (body, since, total, false)))
+            }
+            Ok(None) => None,
+            Err(tf) => Some((Err(tf), (body, since, total, true))),
+        }
+    })
+}

@@ -1,0 +1,298 @@
+//! The `routes:` section: which providers serve a route, how one is chosen, and
+//! what happens when they fail. Defaults follow DESIGN.md ("Routing").
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::HarnessError;
+use crate::redact::escape_control;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    #[default]
+    WeightedHealth,
+    Priority,
+    LeastLatency,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Criticality {
+    /// Never a synthetic answer: a cached one at most, else `NoHealthyProviderError`.
+    #[default]
+    Core,
+    /// May be served the configured static fallback.
+    NonCore,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdapterKind {
+    /// Requests and responses pass through as they are.
+    #[default]
+    Http,
+    /// The OpenAI chat-completions shape, normalised per provider.
+    OpenaiCompatible,
+}
+
+/// What a stream does when it breaks after its first chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MidStream {
+    /// Hold chunks until the answer is complete or `hold_bytes` is reached; a failure
+    /// while holding restarts on a backup unseen by the caller.
+    #[default]
+    Hold,
+    /// Pass chunks at once; a failure gives the caller a `restart` chunk, then the new answer.
+    Restart,
+    /// Pass chunks at once; a failure is an error.
+    Error,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamConfig {
+    pub mid_stream: MidStream,
+    /// With `hold`: content bytes held before chunks start flowing to the caller.
+    pub hold_bytes: u64,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig { mid_stream: MidStream::Hold, hold_bytes: 1 << 20 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouteConfig {
+    pub strategy: Strategy,
+    pub criticality: Criticality,
+    pub adapter: AdapterKind,
+    /// Streaming only: the first content chunk must come within this long of the request.
+    pub ttft_ms: u64,
+    /// The total deadline across every provider (default: the largest `timeouts.request_ms`
+    /// among the providers' services).
+    pub request_ms: Option<u64>,
+    /// Attempts across all providers, the first included.
+    pub max_attempts: u32,
+    /// A 5xx is retried on the same provider this many times before failing over.
+    pub same_provider_retries: u32,
+    /// Failovers and retries as a share of the route's requests (plus `budget_min_per_sec`).
+    pub budget_ratio: f64,
+    pub budget_min_per_sec: u32,
+    /// Longest `Retry-After` waited out when no other provider can serve.
+    pub max_retry_after_ms: u64,
+    /// Health window: outcomes older than this count for (almost) nothing.
+    pub health_window_ms: u64,
+    /// The path a chat call posts to.
+    pub path: String,
+    pub stream: StreamConfig,
+    pub providers: Vec<ProviderConfig>,
+    /// A non-retryable provider error code (e.g. `context_length_exceeded`) sent to another provider.
+    pub on_error: BTreeMap<String, OnError>,
+    pub fallback: FallbackConfig,
+}
+
+impl Default for RouteConfig {
+    fn default() -> Self {
+        RouteConfig {
+            strategy: Strategy::WeightedHealth,
+            criticality: Criticality::Core,
+            adapter: AdapterKind::Http,
+            ttft_ms: 8000,
+            request_ms: None,
+            max_attempts: 3,
+            same_provider_retries: 1,
+            budget_ratio: 0.2,
+            budget_min_per_sec: 10,
+            max_retry_after_ms: 30000,
+            health_window_ms: 60000,
+            path: "/v1/chat/completions".into(),
+            stream: StreamConfig::default(),
+            providers: Vec::new(),
+            on_error: BTreeMap::new(),
+            fallback: FallbackConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OnError {
+    pub provider: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FallbackConfig {
+    /// Serve the last good answer for the same request this long after it was fetched (0: off).
+    pub cache_ttl_ms: u64,
+    /// Most answers kept.
+    pub cache_entries: u32,
+    /// Part of the cache key: change it to stop serving answers cached before.
+    pub version: String,
+    /// `criticality: non-core` only: the answer when nothing else can be served (a string is
+    /// the assistant's content for `openai-compatible`; any JSON is the body otherwise).
+    #[serde(rename = "static")]
+    pub static_answer: Option<Value>,
+}
+
+impl Default for FallbackConfig {
+    fn default() -> Self {
+        FallbackConfig { cache_ttl_ms: 0, cache_entries: 1000, version: "v1".into(), static_answer: None }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderConfig {
+    pub id: String,
+    /// The service (base URL, timeouts, breaker, bulkhead, auth) this provider is reached through.
+    pub service: String,
+    /// The model name sent to this provider.
+    pub model: Option<String>,
+    /// Share of traffic; 0 means registered but not serving.
+    pub weight: u32,
+    /// The weight an unhealthy provider moves toward (default: weight / 20, at least 1).
+    pub degraded_weight: Option<u32>,
+    /// In-flight requests on this provider for this route (default: the service's bulkhead only).
+    pub max_concurrency: Option<u32>,
+    pub price: Option<Price>,
+    pub params: Params,
+    /// Takes the partial answer as an assistant prefill and continues it.
+    pub accepts_prefill: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Price {
+    pub input_per_1k: f64,
+    pub output_per_1k: f64,
+}
+
+/// Per-provider parameter normalisation for `openai-compatible`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Params {
+    pub temperature: Option<TemperatureParam>,
+    /// The field the token limit goes in: `max_tokens` or `max_completion_tokens`.
+    pub max_tokens_field: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RangeMode {
+    /// Values outside the range are moved to its nearest end.
+    #[default]
+    Clamp,
+    /// OpenAI's 0..2 is mapped linearly onto the range.
+    Scale,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TemperatureParam {
+    pub range: [f64; 2],
+    pub mode: RangeMode,
+}
+
+impl ProviderConfig {
+    pub fn degraded(&self) -> u32 {
+        self.degraded_weight.unwrap_or_else(|| if self.weight == 0 { 0 } else { self.weight.div_ceil(20) }).min(self.weight)
+    }
+}
+
+/// Checks a route against the services it names.
+pub(crate) fn validate(name: &str, r: &RouteConfig, services: &BTreeMap<String, crate::config::ServiceConfig>) -> Result<(), HarnessError> {
+    let bad = |field: &str, msg: String| HarnessError::config(format!("routes.{name}.{field}: {msg}"));
+    if name.is_empty() || name.chars().any(char::is_control) {
+        return Err(HarnessError::config(format!("routes.{}: a route name must be printable", escape_control(name))));
+    }
+    if services.contains_key(name) {
+        return Err(HarnessError::config(format!("routes.{name}: a service has the same name (requests name either, so names must differ)")));
+    }
+    if r.providers.is_empty() {
+        return Err(bad("providers", "expected at least one provider".into()));
+    }
+    if r.max_attempts == 0 {
+        return Err(bad("max_attempts", "expected an integer >= 1, got 0".into()));
+    }
+    for (field, v) in [("ttft_ms", r.ttft_ms), ("health_window_ms", r.health_window_ms)] {
+        if v == 0 {
+            return Err(bad(field, "expected an integer >= 1, got 0".into()));
+        }
+    }
+    if r.request_ms == Some(0) {
+        return Err(bad("request_ms", "expected an integer >= 1, got 0".into()));
+    }
+    if !(0.0..=1.0).contains(&r.budget_ratio) || r.budget_ratio.is_nan() {
+        return Err(bad("budget_ratio", format!("expected a number from 0 to 1, got {}", r.budget_ratio)));
+    }
+    if !r.path.starts_with('/') {
+        return Err(bad("path", format!("expected a path starting with `/`, got {:?}", escape_control(&r.path))));
+    }
+    crate::target::check_path(&r.path).map_err(|e| bad("path", e.message))?;
+    let mut ids: Vec<&str> = Vec::new();
+    for (i, p) in r.providers.iter().enumerate() {
+        let f = |field: &str| format!("providers[{i}].{field}");
+        if p.id.is_empty() || p.id.chars().any(|c| c.is_control()) || p.id.len() > 128 {
+            return Err(bad(&f("id"), "required: printable text of at most 128 characters".into()));
+        }
+        if ids.contains(&p.id.as_str()) {
+            return Err(bad(&f("id"), format!("`{}` is used twice", p.id)));
+        }
+        ids.push(&p.id);
+        if !services.contains_key(&p.service) {
+            let known: Vec<&str> = services.keys().map(String::as_str).collect();
+            return Err(bad(&f("service"), format!("unknown service `{}` (configured: {})", escape_control(&p.service), known.join(", "))));
+        }
+        if let Some(d) = p.degraded_weight {
+            if d > p.weight {
+                return Err(bad(&f("degraded_weight"), format!("must be <= weight ({}), got {d}", p.weight)));
+            }
+        }
+        if p.max_concurrency == Some(0) {
+            return Err(bad(&f("max_concurrency"), "expected an integer >= 1, got 0".into()));
+        }
+        if let Some(price) = &p.price {
+            for (field, v) in [("price.input_per_1k", price.input_per_1k), ("price.output_per_1k", price.output_per_1k)] {
+                if !(v >= 0.0 && v.is_finite()) {
+                    return Err(bad(&f(field), format!("expected a number >= 0, got {v}")));
+                }
+            }
+        }
+        if let Some(t) = &p.params.temperature {
+            let [lo, hi] = t.range;
+            if !(lo.is_finite() && hi.is_finite() && lo >= 0.0 && lo <= hi) {
+                return Err(bad(&f("params.temperature.range"), format!("expected [low, high] with 0 <= low <= high, got [{lo}, {hi}]")));
+            }
+        }
+        if let Some(field) = &p.params.max_tokens_field {
+            if field != "max_tokens" && field != "max_completion_tokens" {
+                return Err(bad(&f("params.max_tokens_field"), format!("expected max_tokens or max_completion_tokens, got {:?}", escape_control(field))));
+            }
+        }
+        if r.adapter == AdapterKind::OpenaiCompatible && p.model.as_deref().unwrap_or("").is_empty() {
+            return Err(bad(&f("model"), "required with adapter openai-compatible".into()));
+        }
+    }
+    if r.providers.iter().all(|p| p.weight == 0) {
+        return Err(bad("providers", "at least one provider needs a weight above 0".into()));
+    }
+    for (code, target) in &r.on_error {
+        if !ids.contains(&target.provider.as_str()) {
+            return Err(bad(&format!("on_error.{}.provider", escape_control(code)), format!("unknown provider `{}` (this route has: {})", escape_control(&target.provider), ids.join(", "))));
+        }
+    }
+    if r.fallback.static_answer.as_ref().is_some_and(|v| !v.is_null()) && r.criticality == Criticality::Core {
+        return Err(bad("fallback.static", "only for criticality non-core: a core route never gets a synthetic answer".into()));
+    }
+    if r.fallback.cache_entries == 0 {
+        return Err(bad("fallback.cache_entries", "expected an integer >= 1, got 0".into()));
+    }
+    Ok(())
+}

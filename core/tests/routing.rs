@@ -1,0 +1,564 @@
+//! Routing across providers, against simulated OpenAI-compatible providers on the
+//! real loopback upstream (`tests/upstream`, `/llm/{name}/...`): selection and weights,
+//! failover rules, degradation, the adapter's normalisation and cost, and streamed
+//! answers that survive a provider failing before or during the answer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness_core::{ChatChunkKind, ChatRequest, Client, ClientOptions, Config, Event, EventSink, Request};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+struct Sim {
+    up: harness_upstream::Upstream,
+    http: reqwest::Client,
+}
+
+impl Sim {
+    async fn start() -> Sim {
+        // The admin client is plain reqwest; Harness installs the same provider for its own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Sim { up: harness_upstream::start().await.unwrap(), http: reqwest::Client::new() }
+    }
+
+    async fn provider(&self, name: &str, spec: Value) {
+        let r = self.http.post(format!("{}/__admin/provider/{name}", self.up.url())).body(spec.to_string()).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+
+    async fn log(&self, name: &str) -> Value {
+        serde_json::from_slice(&self.http.get(format!("{}/__admin/provider-log/{name}", self.up.url())).send().await.unwrap().bytes().await.unwrap()).unwrap()
+    }
+
+    async fn count(&self, name: &str) -> u64 {
+        self.log(name).await["count"].as_u64().unwrap()
+    }
+
+    /// A service per provider, reached at `/llm/{name}`.
+    fn service(&self, name: &str, extra: Value) -> Value {
+        let mut s = json!({
+            "base_url": format!("{}/llm/{name}", self.up.url()),
+            "timeouts": {"response_ms": 2000, "idle_ms": 2000},
+            "retry": {"jitter": false, "base_delay_ms": 10, "max_delay_ms": 50},
+        });
+        merge(&mut s, &extra);
+        s
+    }
+}
+
+fn merge(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+/// A client with one service per provider (named like it) and route `chat` over them.
+fn make(sim: &Sim, providers: Value, route: Value, service_extra: Value) -> (Client, Arc<Events>) {
+    let mut services = serde_json::Map::new();
+    for p in providers.as_array().unwrap() {
+        let name = p["service"].as_str().unwrap();
+        services.insert(name.to_string(), sim.service(name, service_extra.clone()));
+    }
+    let mut r = json!({"adapter": "openai-compatible", "providers": providers});
+    merge(&mut r, &route);
+    let config = Config::from_value(json!({"log": {"enabled": false}, "services": services, "routes": {"chat": r}})).unwrap();
+    let events = Arc::new(Events::default());
+    let sink: Arc<dyn EventSink> = events.clone();
+    let client = Client::with_options(config, ClientOptions { sinks: vec![sink], jitter_seed: Some(7), ..Default::default() }).unwrap();
+    (client, events)
+}
+
+fn p(id: &str, weight: u32) -> Value {
+    json!({"id": id, "service": id, "model": format!("{id}-model"), "weight": weight})
+}
+
+fn hello() -> ChatRequest {
+    ChatRequest::new(json!([{"role": "user", "content": "Say hello, please."}]))
+}
+
+#[derive(Default)]
+struct Events(Mutex<Vec<Event>>);
+
+impl EventSink for Events {
+    fn on_event(&self, event: &Event) -> Result<(), String> {
+        self.0.lock().push(event.clone());
+        Ok(())
+    }
+}
+
+impl Events {
+    fn of(&self, kind: &str) -> Vec<Value> {
+        self.0.lock().iter().filter(|e| e.kind() == kind).map(Event::to_value).collect()
+    }
+}
+
+async fn flushed(client: &Client) {
+    client.flush();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_failing_provider_of_three_costs_nothing_and_gets_its_traffic_back() {
+    let sim = Sim::start().await;
+    sim.provider("a", json!({"fail_rate": 1.0})).await;
+    sim.provider("b", json!({})).await;
+    sim.provider("c", json!({})).await;
+    let (client, _) = make(
+        &sim,
+        json!([p("a", 50), p("b", 30), p("c", 20)]),
+        json!({"health_window_ms": 2000}),
+        json!({"breaker": {"failure_threshold": 5, "open_ms": 400}}),
+    );
+    // Traffic leaves the failing provider within 10 requests.
+    for _ in 0..10 {
+        client.chat("chat", hello()).await.unwrap();
+    }
+    let a_early = sim.count("a").await;
+    assert!(a_early <= 10, "a got {a_early} of the first 10");
+    let ok = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let (client, ok) = (client.clone(), ok.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..(2000 / 8 - if w == 0 { 10 } else { 0 }) {
+                if client.chat("chat", hello()).await.is_ok() {
+                    ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let success = (ok.load(std::sync::atomic::Ordering::Relaxed) + 10) as f64 / 2000.0;
+    assert!(success >= 0.999, "success {success}");
+    // While open, the breaker admits one probe per open period, not a share of traffic.
+    let a_during = sim.count("a").await;
+    assert!(a_during < 60, "a got {a_during} requests while failing");
+    let state = client.routing_state("chat").unwrap();
+    assert!(state.providers[0].last_error.as_deref().unwrap().contains("503"), "{state:?}");
+
+    // Recovery: the provider is healthy again; traffic comes back, gradually.
+    sim.provider("a", json!({"reset": true})).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut share = 0.0;
+    while tokio::time::Instant::now() < deadline {
+        let mut by: HashMap<String, u32> = HashMap::new();
+        for _ in 0..200 {
+            let r = client.chat("chat", hello()).await.unwrap();
+            *by.entry(r.provider.unwrap()).or_default() += 1;
+        }
+        share = *by.get("a").unwrap_or(&0) as f64 / 200.0;
+        if share > 0.35 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(share > 0.35, "a's share after recovery: {share}");
+    assert_eq!(client.routing_state("chat").unwrap().providers[0].breaker, "closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_are_honoured_within_three_percent() {
+    let sim = Sim::start().await;
+    sim.provider("big", json!({})).await;
+    sim.provider("small", json!({})).await;
+    let (client, _) = make(&sim, json!([p("big", 80), p("small", 20)]), json!({}), json!({}));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut big = 0;
+            for _ in 0..625 {
+                let r = client.request(Request { body: harness_core::Body::Json(json!({"messages": [{"role": "user", "content": "x"}]})), ..Request::new("chat", "POST", "/v1/chat/completions") }).await.unwrap();
+                if r.provider() == Some("big") {
+                    big += 1;
+                }
+                assert_eq!(r.model(), Some(if r.provider() == Some("big") { "big-model" } else { "small-model" }));
+            }
+            big
+        }));
+    }
+    let mut big = 0;
+    for t in tasks {
+        big += t.await.unwrap();
+    }
+    let share = big as f64 / 10_000.0;
+    assert!((share - 0.8).abs() <= 0.03, "big's share {share}");
+    assert_eq!(sim.count("big").await + sim.count("small").await, 10_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_under_load_drops_no_request_and_weight_zero_stops_traffic() {
+    let sim = Sim::start().await;
+    sim.provider("one", json!({"latency_ms": 2})).await;
+    sim.provider("two", json!({"latency_ms": 2})).await;
+    let (client, events) = make(&sim, json!([p("one", 50), p("two", 50)]), json!({}), json!({}));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut failed = 0;
+            for _ in 0..60 {
+                if client.chat("chat", hello()).await.is_err() {
+                    failed += 1;
+                }
+            }
+            failed
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let v = client.set_weight("chat", "two", 0).unwrap();
+    assert_eq!(client.config_version(), v);
+    let mut failed = 0;
+    for t in tasks {
+        failed += t.await.unwrap();
+    }
+    assert_eq!(failed, 0);
+    let before = sim.count("two").await;
+    for _ in 0..50 {
+        assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("one"));
+    }
+    assert_eq!(sim.count("two").await, before, "weight 0: registered, not serving");
+    assert_eq!(client.routing_state("chat").unwrap().providers[1].weight, 0);
+    flushed(&client).await;
+    assert!(events.of("config_reloaded").iter().any(|e| e["source"] == "set_weight"));
+    assert!(client.set_weight("chat", "nope", 1).unwrap_err().message.contains("unknown provider `nope`"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_5xx_is_retried_once_on_the_same_provider_then_fails_over() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"fail_rate": 1.0, "fail_status": 503})).await;
+    sim.provider("backup", json!({})).await;
+    let (client, events) = make(&sim, json!([p("primary", 1), p("backup", 1)]), json!({"strategy": "priority"}), json!({}));
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.provider.as_deref(), Some("backup"));
+    assert_eq!(r.model.as_deref(), Some("backup-model"));
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 2), ("backup".to_string(), 1)]);
+    assert_eq!(r.attempts, 3);
+    assert_eq!(r.content, "Hello from backup");
+    flushed(&client).await;
+    let f = events.of("provider_failover");
+    assert_eq!((f[0]["from"].as_str(), f[0]["to"].as_str(), f[0]["status"].as_u64()), (Some("primary"), Some("backup"), Some(503)));
+
+    // `same_provider_retries: 0`: immediate failover.
+    let (client, _) = client_route(&sim, json!({"strategy": "priority", "same_provider_retries": 0}));
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 1), ("backup".to_string(), 1)]);
+}
+
+fn client_route(sim: &Sim, route: Value) -> (Client, Arc<Events>) {
+    make(sim, json!([p("primary", 1), p("backup", 1)]), route, json!({}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_cools_the_provider_until_retry_after_and_fails_over_at_once() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"fail_first": 1, "fail_status": 429, "retry_after": "2"})).await;
+    sim.provider("backup", json!({})).await;
+    let (client, _) = client_route(&sim, json!({"strategy": "priority"}));
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 1), ("backup".to_string(), 1)]);
+    // Cooling: nobody sends to the primary before its Retry-After.
+    for _ in 0..5 {
+        assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("backup"));
+    }
+    assert_eq!(sim.count("primary").await, 1);
+    let cooling = client.routing_state("chat").unwrap().providers[0].cooling_ms.unwrap();
+    assert!(cooling > 1000, "{cooling}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_on_the_only_provider_is_waited_out_without_hammering() {
+    let sim = Sim::start().await;
+    sim.provider("only", json!({"fail_first": 2, "fail_status": 429, "retry_after": "1"})).await;
+    let (client, _) = make(&sim, json!([p("only", 1)]), json!({}), json!({}));
+    let t0 = std::time::Instant::now();
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(1900), "{:?}", t0.elapsed());
+    assert_eq!(r.attempts, 3);
+    let at: Vec<f64> = sim.log("only").await["requests"].as_array().unwrap().iter().map(|r| r["at_ms"].as_f64().unwrap()).collect();
+    // At most 2 attempts to one provider in 1.5 s.
+    for w in at.windows(3) {
+        assert!(w[2] - w[0] >= 1500.0, "{at:?}");
+    }
+    // A Retry-After longer than max_retry_after_ms is not waited out.
+    sim.provider("only", json!({"reset": true, "fail_first": 1, "fail_status": 429, "retry_after": "60"})).await;
+    let e = client.chat("chat", hello()).await.unwrap_err();
+    assert_eq!(e.name(), "NoHealthyProviderError");
+    assert!(e.provider_errors[0].1.contains("429"), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_provider_is_not_retried_the_next_attempt_goes_elsewhere() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"silence": true})).await;
+    sim.provider("backup", json!({})).await;
+    let (client, _) = make(&sim, json!([p("primary", 1), p("backup", 1)]), json!({"strategy": "priority"}), json!({"timeouts": {"response_ms": 300}}));
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 1), ("backup".to_string(), 1)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_retryable_4xx_reach_the_caller_intact_or_go_to_the_on_error_provider() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"fail_rate": 1.0, "fail_status": 400, "error_code": "context_length_exceeded", "error_type": "invalid_request_error"})).await;
+    sim.provider("backup", json!({})).await;
+    sim.provider("long", json!({"content": "long answer"})).await;
+    let providers = json!([p("primary", 1), p("backup", 1), p("long", 0)]);
+    let (client, _) = make(&sim, providers.clone(), json!({"strategy": "priority", "on_error": {"context_length_exceeded": {"provider": "long"}}}), json!({}));
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!((r.provider.as_deref(), r.content.as_str()), (Some("long"), "long answer"));
+    assert_eq!(sim.count("backup").await, 0);
+
+    let (client, _) = make(&sim, providers, json!({"strategy": "priority"}), json!({}));
+    let e = client.chat("chat", hello()).await.unwrap_err();
+    assert_eq!((e.name(), e.status, e.code.as_deref()), ("HttpStatusError", Some(400), Some("context_length_exceeded")));
+    assert_eq!(e.provider.as_deref(), Some("primary"));
+    assert_eq!(e.service.as_deref(), Some("chat"));
+    assert_eq!(e.attempts, 1);
+    assert_eq!(sim.count("backup").await, 0, "never retried elsewhere without on_error");
+
+    sim.provider("primary", json!({"fail_rate": 1.0, "fail_status": 400, "error_code": "content_policy_violation"})).await;
+    let e = client.chat("chat", hello()).await.unwrap_err();
+    assert_eq!((e.code.as_deref(), e.attempts), (Some("content_policy_violation"), 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_every_provider_fails_core_routes_get_an_error_listing_each_and_non_core_a_static_answer() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"fail_rate": 1.0, "fail_status": 502})).await;
+    sim.provider("backup", json!({"fail_rate": 1.0, "fail_status": 503})).await;
+    let (client, _) = client_route(&sim, json!({"strategy": "priority", "same_provider_retries": 0}));
+    let e = client.chat("chat", hello()).await.unwrap_err();
+    assert_eq!(e.name(), "NoHealthyProviderError");
+    assert_eq!(e.provider_errors.len(), 2);
+    assert!(e.provider_errors[0].1.contains("502") && e.provider_errors[1].1.contains("503"), "{e:?}");
+    assert!(e.message.contains("primary: HttpStatusError"), "{}", e.message);
+
+    // Level 2: the last good answer for the same request, marked stale.
+    sim.provider("primary", json!({"content": "fresh"})).await;
+    let (client, events) = client_route(&sim, json!({"strategy": "priority", "same_provider_retries": 0, "fallback": {"cache_ttl_ms": 60000}}));
+    let fresh = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(fresh.fallback, None);
+    sim.provider("primary", json!({"fail_rate": 1.0})).await;
+    let stale = client.chat("chat", hello()).await.unwrap();
+    assert_eq!((stale.content.as_str(), stale.fallback), ("fresh", Some("cache")));
+    // Another request has no cached answer: an error, never a synthetic answer on a core route.
+    let other = ChatRequest::new(json!([{"role": "user", "content": "something else"}]));
+    assert_eq!(client.chat("chat", other.clone()).await.unwrap_err().name(), "NoHealthyProviderError");
+    flushed(&client).await;
+    assert_eq!(events.of("fallback_served")[0]["kind"], "cache");
+
+    // Level 3, non-core only: the static answer.
+    let (client, _) = client_route(&sim, json!({"strategy": "priority", "criticality": "non-core", "fallback": {"static": "Service is busy, try later."}}));
+    let r = client.chat("chat", other).await.unwrap();
+    assert_eq!((r.content.as_str(), r.fallback, r.provider), ("Service is busy, try later.", Some("static"), None));
+    assert!(client.metrics_text().contains("harness_route_fallbacks_total{route=\"chat\",kind=\"static\"} 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_and_cost_are_per_provider_across_a_failover() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"fail_rate": 1.0})).await;
+    sim.provider("backup", json!({"prompt_tokens": 1000, "completion_tokens": 500})).await;
+    let providers = json!([
+        {"id": "primary", "service": "primary", "model": "gpt-4o-mini", "weight": 1, "price": {"input_per_1k": 0.15, "output_per_1k": 0.6}},
+        {"id": "backup", "service": "backup", "model": "glm-4-flash", "weight": 1, "price": {"input_per_1k": 0.1, "output_per_1k": 0.2},
+         "params": {"temperature": {"range": [0.01, 0.99]}, "max_tokens_field": "max_completion_tokens"}},
+    ]);
+    let (client, _) = make(&sim, providers, json!({"strategy": "priority", "same_provider_retries": 0}), json!({}));
+    let mut chat = hello();
+    chat.params.insert("temperature".into(), json!(1.5));
+    chat.params.insert("max_tokens".into(), json!(64));
+    chat.params.insert("model".into(), json!("ignored"));
+    let r = client.chat("chat", chat).await.unwrap();
+    let primary = &sim.log("primary").await["requests"][0]["body"];
+    assert_eq!((primary["model"].as_str(), primary["temperature"].as_f64(), primary["max_tokens"].as_u64()), (Some("gpt-4o-mini"), Some(1.5), Some(64)));
+    let backup = &sim.log("backup").await["requests"][0]["body"];
+    assert_eq!((backup["model"].as_str(), backup["temperature"].as_f64()), (Some("glm-4-flash"), Some(0.99)));
+    assert_eq!((backup["max_completion_tokens"].as_u64(), backup.get("max_tokens")), (Some(64), None));
+    // The answer's model and cost are the backup's: 1000 * 0.1/1k + 500 * 0.2/1k.
+    assert_eq!(r.model.as_deref(), Some("glm-4-flash"));
+    let usage = r.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens, usage.total_tokens), (1000, 500, 1500));
+    assert!((r.cost.unwrap() - 0.2).abs() < 1e-9, "{:?}", r.cost);
+    let m = client.metrics_text();
+    assert!(m.contains("harness_cost_total{route=\"chat\",provider=\"backup\",model=\"glm-4-flash\"} 0.2"), "{m}");
+    assert!(!m.contains("harness_cost_total{route=\"chat\",provider=\"primary\""), "a failed attempt is never billed as the answer");
+    assert!(m.contains("harness_route_attempts_total{route=\"chat\",provider=\"primary\",outcome=\"HttpStatusError\"} 1"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_request_records_route_provider_model_and_cost_in_its_log_record() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"prompt_tokens": 10, "completion_tokens": 10})).await;
+    let providers = json!([{"id": "primary", "service": "primary", "model": "m1", "weight": 1, "price": {"input_per_1k": 1.0, "output_per_1k": 1.0}}]);
+    let (client, events) = make(&sim, providers, json!({}), json!({}));
+    client.chat("chat", hello()).await.unwrap();
+    flushed(&client).await;
+    let rec = &events.of("request_finished")[0];
+    assert_eq!((rec["service"].as_str(), rec["route"].as_str(), rec["provider"].as_str(), rec["model"].as_str()), (Some("chat"), Some("chat"), Some("primary"), Some("m1")));
+    assert!((rec["cost"].as_f64().unwrap() - 0.02).abs() < 1e-9);
+}
+
+// ---- streaming ----
+
+async fn collect(stream: &mut harness_core::ChatStream) -> Result<(String, Vec<harness_core::ChatChunk>), harness_core::HarnessError> {
+    let mut text = String::new();
+    let mut chunks = Vec::new();
+    while let Some(c) = stream.next().await? {
+        if c.kind == ChatChunkKind::Delta {
+            text.push_str(&c.content);
+        }
+        if c.kind == ChatChunkKind::Restart {
+            text.clear();
+        }
+        chunks.push(c);
+    }
+    Ok((text, chunks))
+}
+
+const ANSWER: &str = "one two three four five six";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_streams_and_ends_with_usage_and_cost() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"content": ANSWER})).await;
+    let providers = json!([{"id": "primary", "service": "primary", "model": "m", "weight": 1, "price": {"input_per_1k": 1.0, "output_per_1k": 2.0}}]);
+    let (client, _) = make(&sim, providers, json!({"stream": {"mid_stream": "restart"}}), json!({}));
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, chunks) = collect(&mut s).await.unwrap();
+    assert_eq!(text, ANSWER);
+    assert!(chunks.iter().filter(|c| c.kind == ChatChunkKind::Delta).count() >= 6, "streamed in pieces");
+    let done = chunks.last().unwrap();
+    assert_eq!((done.kind, done.finish_reason.as_deref(), done.provider.as_deref()), (ChatChunkKind::Done, Some("stop"), Some("primary")));
+    assert_eq!(done.usage.unwrap().completion_tokens, 6);
+    assert!(done.cost.unwrap() > 0.0);
+    assert_eq!(sim.log("primary").await["requests"][0]["body"]["stream"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_first_chunk_within_ttft_fails_over_before_anything_is_seen() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"stream": {"ttft_ms": 3000}})).await;
+    sim.provider("backup", json!({"content": ANSWER})).await;
+    let (client, _) = client_route(&sim, json!({"strategy": "priority", "ttft_ms": 300}));
+    let t0 = std::time::Instant::now();
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, chunks) = collect(&mut s).await.unwrap();
+    assert!(t0.elapsed() < Duration::from_millis(2500));
+    assert_eq!(text, ANSWER);
+    assert_eq!(chunks.last().unwrap().provider.as_deref(), Some("backup"));
+    assert!(chunks.iter().all(|c| c.kind != ChatChunkKind::Restart));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_mid_answer_is_restarted_unseen_by_default() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"content": ANSWER, "stream": {"cut_after": 3}})).await;
+    sim.provider("backup", json!({"content": ANSWER})).await;
+    let (client, events) = client_route(&sim, json!({"strategy": "priority"}));
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, chunks) = collect(&mut s).await.unwrap();
+    assert_eq!(text, ANSWER, "nothing partial reaches the caller");
+    assert!(chunks.iter().filter(|c| c.kind == ChatChunkKind::Delta).all(|c| c.provider.as_deref() == Some("backup")));
+    flushed(&client).await;
+    let r = &events.of("stream_restarted")[0];
+    assert_eq!((r["from"].as_str(), r["to"].as_str(), r["mode"].as_str()), (Some("primary"), Some("backup"), Some("hidden")));
+    // The client stays healthy for the next call.
+    sim.provider("primary", json!({"content": ANSWER})).await;
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    assert_eq!(collect(&mut s).await.unwrap().0, ANSWER);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_mid_answer_gives_a_restart_chunk_in_restart_mode_and_an_error_in_error_mode() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"content": ANSWER, "stream": {"stall_after": 2}})).await;
+    sim.provider("backup", json!({"content": ANSWER})).await;
+    let (client, _) = make(&sim, json!([p("primary", 1), p("backup", 1)]), json!({"strategy": "priority", "stream": {"mid_stream": "restart"}}), json!({"timeouts": {"idle_ms": 300}}));
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, chunks) = collect(&mut s).await.unwrap();
+    let kinds: Vec<&str> = chunks.iter().map(|c| c.kind.as_str()).collect();
+    assert_eq!(&kinds[..3], &["delta", "delta", "restart"], "{kinds:?}");
+    assert!(chunks[2].reason.as_deref().unwrap().contains("TimeoutError"));
+    assert_eq!(text, ANSWER);
+
+    let (client, _) = make(&sim, json!([p("primary", 1), p("backup", 1)]), json!({"strategy": "priority", "stream": {"mid_stream": "error"}}), json!({"timeouts": {"idle_ms": 300}}));
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let e = collect(&mut s).await.unwrap_err();
+    assert_eq!((e.name(), e.phase(), e.provider.as_deref()), ("TimeoutError", Some("idle"), Some("primary")));
+    // A cut in error mode: an error, never a short success.
+    sim.provider("primary", json!({"content": ANSWER, "stream": {"cut_after": 2}})).await;
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    assert!(collect(&mut s).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefill_provider_continues_the_partial_answer_and_a_refused_prefill_restarts_cleanly() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"content": ANSWER, "stream": {"cut_after": 3}})).await;
+    sim.provider("backup", json!({"content": ANSWER})).await;
+    let providers = json!([p("primary", 1), {"id": "backup", "service": "backup", "model": "b", "weight": 1, "accepts_prefill": true}]);
+    let (client, events) = make(&sim, providers.clone(), json!({"strategy": "priority"}), json!({}));
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, _) = collect(&mut s).await.unwrap();
+    assert_eq!(text, ANSWER);
+    let body = &sim.log("backup").await["requests"][0]["body"];
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last, json!({"role": "assistant", "content": "one two three"}));
+    flushed(&client).await;
+    assert_eq!(events.of("stream_restarted")[0]["mode"], "continue");
+
+    // The backup says it takes prefills, but refuses one: it is asked again, cleanly.
+    sim.provider("backup", json!({"reset": true, "content": ANSWER, "accept_prefill": false})).await;
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, _) = collect(&mut s).await.unwrap();
+    assert_eq!(text, ANSWER);
+    assert_eq!(sim.count("backup").await, 2);
+
+    // Nobody can take over: the caller hears the original failure, not the prefill refusal.
+    sim.provider("backup", json!({"reset": true, "fail_rate": 1.0, "fail_status": 400, "error_code": "prefill_unsupported"})).await;
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let e = collect(&mut s).await.unwrap_err();
+    assert_eq!((e.name(), e.provider.as_deref()), ("ConnectError", Some("primary")), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_chunks_are_skipped_and_a_stream_without_done_ends_cleanly_with_usage() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"content": ANSWER, "stream": {"malformed_at": 2, "done": false}})).await;
+    let (client, events) = make(&sim, json!([p("primary", 1)]), json!({}), json!({}));
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, chunks) = collect(&mut s).await.unwrap();
+    assert_eq!(text, ANSWER);
+    assert_eq!(chunks.last().unwrap().usage.unwrap().completion_tokens, 6);
+    flushed(&client).await;
+    assert_eq!(events.of("stream_chunk_skipped").len(), 1);
+    assert!(events.of("request_finished")[0]["error_kind"].is_null());
+}
+
+#[test]
+fn route_config_errors_name_the_field() {
+    let err = |routes: Value| {
+        let v = json!({"services": {"a": {"base_url": "http://127.0.0.1:1"}}, "routes": routes});
+        Config::from_value(v).unwrap_err().message
+    };
+    let pa = json!({"id": "a", "service": "a", "model": "m", "weight": 1});
+    assert!(err(json!({"chat": {"providers": [{"id": "x", "service": "nope", "weight": 1}]}})).starts_with("routes.chat.providers[0].service: unknown service `nope`"));
+    assert!(err(json!({"chat": {"criticality": "core", "fallback": {"static": "x"}, "providers": [pa]}})).starts_with("routes.chat.fallback.static: only for criticality non-core"));
+    assert!(err(json!({"chat": {"on_error": {"context_length_exceeded": {"provider": "zz"}}, "providers": [pa]}})).starts_with("routes.chat.on_error.context_length_exceeded.provider: unknown provider `zz`"));
+    assert!(err(json!({"a": {"providers": [pa]}})).starts_with("routes.a: a service has the same name"));
+    assert!(err(json!({"chat": {"strategy": "random", "providers": [pa]}})).starts_with("routes.chat.strategy: "));
+    assert!(err(json!({"chat": {"adapter": "openai-compatible", "providers": [{"id": "a", "service": "a", "weight": 1}]}})).starts_with("routes.chat.providers[0].model: required"));
+    assert!(err(json!({"chat": {"providers": [{"id": "a", "service": "a", "weight": 0}]}})).starts_with("routes.chat.providers: at least one provider needs a weight above 0"));
+}
