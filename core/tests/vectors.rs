@@ -19,6 +19,7 @@ fn substitute(v: &mut Value, ctx: &Ctx) {
         Value::String(s) => {
             *s = s
                 .replace("{token_url}", "{upstream}/s/{name}-token/oauth/token")
+                .replace("{llm}", "{upstream}/llm/{name}-")
                 .replace("{upstream}", &ctx.upstream.url())
                 .replace("{blackhole}", &ctx.upstream.blackhole_url())
                 .replace("{closed}", &ctx.upstream.closed_url());
@@ -42,11 +43,11 @@ fn merge(base: &mut Value, over: &Value) {
 
 fn build_request(scenario: &str, call: &Value) -> Request {
     let s = |k: &str| call.get(k).and_then(Value::as_str).map(str::to_string);
-    let mut req = Request::new(
-        s("service").unwrap_or_else(|| "svc".into()),
-        s("method").unwrap(),
-        format!("/s/{scenario}{}", s("path").unwrap()),
-    );
+    // A routed request names the route as its service, and its path is the provider's own.
+    let mut req = match s("route") {
+        Some(route) => Request::new(route, s("method").unwrap(), s("path").unwrap()),
+        None => Request::new(s("service").unwrap_or_else(|| "svc".into()), s("method").unwrap(), format!("/s/{scenario}{}", s("path").unwrap())),
+    };
     req.endpoint = s("endpoint");
     req.idempotency_key = s("idempotency_key");
     req.traceparent = s("traceparent");
@@ -225,7 +226,250 @@ async fn check(name: &str, i: usize, call: &Value, client: &Client, outcome: &Ou
             fail(format!("took {ms:.1} ms, expected at most {max}"));
         }
     }
+    let view = match result {
+        Ok(r) => r.routed.as_deref().map(|rt| ChatView::from_routed(rt, r)),
+        Err(_) => None,
+    };
+    check_routed(name, i, exp, view.as_ref(), err, errors);
     check_state(name, i, call, client, errors).await;
+}
+
+/// What a routed call answered, whichever API made it.
+#[derive(Default, Debug)]
+struct ChatView {
+    content: Option<String>,
+    finish_reason: Option<String>,
+    provider: Option<String>,
+    model: Option<String>,
+    fallback: Option<String>,
+    usage: Option<harness_core::Usage>,
+    cost: Option<f64>,
+    attempts_by_provider: Vec<(String, u32)>,
+    chunk_kinds: Vec<String>,
+}
+
+impl ChatView {
+    fn from_routed(rt: &harness_core::Routed, _r: &Response) -> Self {
+        ChatView {
+            provider: rt.provider.clone(),
+            model: rt.model.clone(),
+            fallback: rt.fallback.map(str::to_string),
+            usage: rt.usage,
+            cost: rt.cost,
+            attempts_by_provider: rt.attempts_by_provider.clone(),
+            ..Default::default()
+        }
+    }
+
+    fn from_chat(c: &harness_core::ChatResponse) -> Self {
+        ChatView {
+            content: Some(c.content.clone()),
+            finish_reason: c.finish_reason.clone(),
+            provider: c.provider.clone(),
+            model: c.model.clone(),
+            fallback: c.fallback.map(str::to_string),
+            usage: c.usage,
+            cost: c.cost,
+            attempts_by_provider: c.attempts_by_provider.clone(),
+            chunk_kinds: Vec::new(),
+        }
+    }
+}
+
+fn check_routed(name: &str, i: usize, exp: &Value, view: Option<&ChatView>, err: Option<&HarnessError>, errors: &mut Vec<String>) {
+    let mut fail = |what: String| errors.push(format!("{name} call {i}: {what}"));
+    let str_of = |v: &Value| v.as_str().map(str::to_string);
+    for (key, got) in [
+        ("provider", view.and_then(|v| v.provider.clone())),
+        ("model", view.and_then(|v| v.model.clone())),
+        ("content", view.and_then(|v| v.content.clone())),
+        ("finish_reason", view.and_then(|v| v.finish_reason.clone())),
+        ("fallback", view.and_then(|v| v.fallback.clone())),
+    ] {
+        if let Some(want) = exp.get(key) {
+            if view.is_none() {
+                fail(format!("expected {key} {want}, the call failed: {:?}", err.map(|e| e.to_string())));
+            } else if str_of(want) != got {
+                fail(format!("expected {key} {want}, got {got:?}"));
+            }
+        }
+    }
+    if let Some(want) = exp.get("attempts_by_provider").and_then(Value::as_array) {
+        let want: Vec<(String, u32)> = want.iter().map(|p| (p[0].as_str().unwrap().to_string(), p[1].as_u64().unwrap() as u32)).collect();
+        let got = view.map(|v| v.attempts_by_provider.clone());
+        if got.as_ref() != Some(&want) {
+            fail(format!("expected attempts_by_provider {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = exp.get("usage").and_then(Value::as_object) {
+        let got = view.and_then(|v| v.usage).map(|u| serde_json::to_value(u).unwrap());
+        for (k, w) in want {
+            if got.as_ref().and_then(|g| g.get(k)) != Some(w) {
+                fail(format!("expected usage.{k} {w}, got {got:?}"));
+            }
+        }
+    }
+    if let Some(want) = exp.get("cost").and_then(Value::as_f64) {
+        let got = view.and_then(|v| v.cost);
+        if got.is_none_or(|c| (c - want).abs() > 1e-9) {
+            fail(format!("expected cost {want}, got {got:?}"));
+        }
+    }
+    if let Some(want) = exp.get("chunk_kinds").and_then(Value::as_array) {
+        let want: Vec<&str> = want.iter().map(|k| k.as_str().unwrap()).collect();
+        let got: Vec<&str> = view.map(|v| v.chunk_kinds.iter().map(String::as_str).collect()).unwrap_or_default();
+        if got != want {
+            fail(format!("expected chunk kinds {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = exp.get("provider_errors").and_then(Value::as_array) {
+        let want: Vec<&str> = want.iter().map(|k| k.as_str().unwrap()).collect();
+        let got: Vec<&str> = err.map(|e| e.provider_errors.iter().map(|(p, _)| p.as_str()).collect()).unwrap_or_default();
+        if got != want {
+            fail(format!("expected provider errors for {want:?}, got {:?}", err.map(|e| &e.provider_errors)));
+        }
+    }
+    if let Some(want) = exp.get("error_provider").and_then(Value::as_str) {
+        if err.and_then(|e| e.provider.as_deref()) != Some(want) {
+            fail(format!("expected the error from provider {want}, got {:?}", err.map(|e| &e.provider)));
+        }
+    }
+}
+
+/// A chat call through the chat API (or the chat-stream API, read to its end), with the
+/// same checks as any call plus the routed ones.
+async fn run_chat(client: &Client, call: &Value) -> (Result<ChatView, HarnessError>, Duration) {
+    let route = call["route"].as_str().unwrap();
+    let chat = &call["chat"];
+    let mut req = harness_core::ChatRequest::new(chat["messages"].clone());
+    if let Some(p) = chat.get("params").and_then(Value::as_object) {
+        req.params = p.clone();
+    }
+    let start = Instant::now();
+    let result = if call.get("stream").and_then(Value::as_bool) == Some(true) {
+        async {
+            let mut s = client.chat_stream(route, req).await?;
+            let mut view = ChatView { content: Some(String::new()), ..Default::default() };
+            while let Some(c) = s.next().await? {
+                let kind = c.kind.as_str().to_string();
+                if view.chunk_kinds.last() != Some(&kind) || kind != "delta" {
+                    view.chunk_kinds.push(kind);
+                }
+                match c.kind {
+                    harness_core::ChatChunkKind::Delta => view.content.as_mut().unwrap().push_str(&c.content),
+                    harness_core::ChatChunkKind::Restart => view.content = Some(String::new()),
+                    harness_core::ChatChunkKind::Done => {
+                        view.provider = c.provider;
+                        view.model = c.model;
+                        view.finish_reason = c.finish_reason;
+                        view.usage = c.usage;
+                        view.cost = c.cost;
+                    }
+                }
+            }
+            Ok(view)
+        }
+        .await
+    } else {
+        client.chat(route, req).await.map(|c| ChatView::from_chat(&c))
+    };
+    (result, start.elapsed())
+}
+
+async fn check_chat(name: &str, i: usize, call: &Value, client: &Client, errors: &mut Vec<String>) {
+    let (result, elapsed) = run_chat(client, call).await;
+    let exp = &call["expect"];
+    let ms = elapsed.as_secs_f64() * 1000.0;
+    let err = result.as_ref().err();
+    let mut fail = |what: String| errors.push(format!("{name} call {i}: {what}"));
+    match (exp.get("error").and_then(Value::as_str), &result) {
+        (Some(kind), Err(e)) if e.name() == kind => {}
+        (Some(kind), other) => fail(format!("expected {kind}, got {:?}", other.as_ref().map(|_| "an answer").map_err(|e| e.to_string()))),
+        (None, Err(e)) => fail(format!("expected an answer, got {e}")),
+        (None, Ok(_)) => {}
+    }
+    if let Some(phase) = exp.get("phase").and_then(Value::as_str) {
+        if err.and_then(|e| e.phase()) != Some(phase) {
+            fail(format!("expected phase {phase}, got {:?}", err.map(|e| e.phase())));
+        }
+    }
+    if let Some(st) = exp.get("error_status").and_then(Value::as_u64) {
+        if err.and_then(|e| e.status).map(u64::from) != Some(st) {
+            fail(format!("expected error status {st}, got {:?}", err.map(|e| e.status)));
+        }
+    }
+    if let Some(code) = exp.get("code").and_then(Value::as_str) {
+        if err.and_then(|e| e.code.as_deref()) != Some(code) {
+            fail(format!("expected code {code}, got {:?}", err.map(|e| &e.code)));
+        }
+    }
+    if let Some(msg) = exp.get("message").and_then(Value::as_str) {
+        if !err.is_some_and(|e| e.message.contains(msg)) {
+            fail(format!("expected message containing {msg:?}, got {:?}", err.map(|e| &e.message)));
+        }
+    }
+    if let Some(a) = exp.get("attempts").and_then(Value::as_u64) {
+        let got = match &result {
+            Ok(v) => v.attempts_by_provider.iter().map(|(_, n)| *n as u64).sum(),
+            Err(e) => e.attempts as u64,
+        };
+        if got != a {
+            fail(format!("expected {a} attempts, got {got}"));
+        }
+    }
+    if let Some(max) = exp.get("max_ms").and_then(Value::as_f64) {
+        if ms > max {
+            fail(format!("took {ms:.1} ms, expected at most {max}"));
+        }
+    }
+    check_routed(name, i, exp, result.as_ref().ok(), err, errors);
+}
+
+async fn check_routing_state(name: &str, i: usize, call: &Value, client: &Client, errors: &mut Vec<String>) {
+    let route = call["routing_state"].as_str().unwrap();
+    let state = match client.routing_state(route) {
+        Ok(s) => s.to_value(),
+        Err(e) => return errors.push(format!("{name} call {i}: routing_state failed: {e}")),
+    };
+    for (id, want) in call["expect"]["providers"].as_object().unwrap() {
+        let Some(got) = state["providers"].as_array().unwrap().iter().find(|p| p["id"] == id.as_str()) else {
+            errors.push(format!("{name} call {i}: no provider {id} in {state}"));
+            continue;
+        };
+        for (k, w) in want.as_object().unwrap() {
+            if k == "last_error_contains" {
+                if !got["last_error"].as_str().is_some_and(|e| e.contains(w.as_str().unwrap())) {
+                    errors.push(format!("{name} call {i}: {id}.last_error should contain {w}, got {}", got["last_error"]));
+                }
+            } else if &got[k] != w {
+                errors.push(format!("{name} call {i}: {id}.{k}: expected {w}, got {}", got[k]));
+            }
+        }
+    }
+}
+
+async fn check_provider_upstream(ctx: &Ctx, name: &str, exp: &Value, errors: &mut Vec<String>) {
+    for (id, want) in exp.as_object().unwrap() {
+        let url = format!("{}/__admin/provider-log/{name}-{id}", ctx.upstream.url());
+        let log: Value = serde_json::from_slice(&ctx.admin.get(url).send().await.unwrap().bytes().await.unwrap()).unwrap();
+        if let Some(n) = want.get("requests").and_then(Value::as_u64) {
+            if log["count"].as_u64() != Some(n) {
+                errors.push(format!("{name} provider {id}: expected {n} requests, got {}", log["count"]));
+            }
+        }
+        let first = &log["requests"][0]["body"];
+        for (k, w) in want.get("first_body").and_then(Value::as_object).into_iter().flatten() {
+            if &first[k] != w {
+                errors.push(format!("{name} provider {id}: first body {k}: expected {w}, got {}", first[k]));
+            }
+        }
+        if let Some(w) = want.get("first_last_message") {
+            let got = first["messages"].as_array().and_then(|m| m.last());
+            if got != Some(w) {
+                errors.push(format!("{name} provider {id}: expected last message {w}, got {got:?}"));
+            }
+        }
+    }
 }
 
 async fn check_state(name: &str, i: usize, call: &Value, client: &Client, errors: &mut Vec<String>) {
@@ -350,6 +594,11 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
         let resp = ctx.admin.put(url).body(steps.to_string()).send().await.unwrap();
         assert!(resp.status().is_success(), "{name}: upstream refused the token script");
     }
+    for (id, spec) in scenario.get("providers").and_then(Value::as_object).into_iter().flatten() {
+        let url = format!("{}/__admin/provider/{name}-{id}", ctx.upstream.url());
+        let resp = ctx.admin.post(url).body(spec.to_string()).send().await.unwrap();
+        assert!(resp.status().is_success(), "{name}: upstream refused provider {id}: {}", resp.text().await.unwrap());
+    }
     let mut config = json!({"client": {"name": "vectors"}, "log": {"enabled": false}, "services": {"svc": {"base_url": "{upstream}"}}});
     if let Some(over) = scenario.get("config") {
         merge(&mut config, over);
@@ -394,6 +643,24 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
                 }
                 (r, want) => errors.push(format!("{name} call {i}: reload expected {want:?}, got {r:?}")),
             }
+            continue;
+        }
+        if call.get("routing_state").is_some() {
+            check_routing_state(name, i, call, &client, &mut errors).await;
+            continue;
+        }
+        if let Some(args) = call.get("set_weight").and_then(Value::as_array) {
+            let r = client.set_weight(args[0].as_str().unwrap(), args[1].as_str().unwrap(), args[2].as_u64().unwrap() as u32);
+            let exp = &call["expect"];
+            match (r, exp.get("error").and_then(Value::as_str)) {
+                (Ok(_), None) => {}
+                (Err(e), Some(kind)) if e.name() == kind && exp.get("message").and_then(Value::as_str).is_none_or(|m| e.message.contains(m)) => {}
+                (r, want) => errors.push(format!("{name} call {i}: set_weight expected {want:?}, got {r:?}")),
+            }
+            continue;
+        }
+        if call.get("chat").is_some() {
+            check_chat(name, i, call, &client, &mut errors).await;
             continue;
         }
         if call.get("stream").and_then(Value::as_bool) == Some(true) {
@@ -442,6 +709,9 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
     }
     if let Some(exp) = scenario.get("token_upstream") {
         check_upstream(ctx, &format!("{name}-token"), exp, &mut errors).await;
+    }
+    if let Some(exp) = scenario.get("provider_upstream") {
+        check_provider_upstream(ctx, name, exp, &mut errors).await;
     }
     errors
 }
