@@ -17,6 +17,9 @@ fn main() {
             Some(path) => match Config::from_path(path) {
                 Ok(c) => {
                     println!("ok: {} service(s): {}", c.services.len(), c.services.keys().cloned().collect::<Vec<_>>().join(", "));
+                    if !c.routes.is_empty() {
+                        println!("    {} route(s): {}", c.routes.len(), c.routes.keys().cloned().collect::<Vec<_>>().join(", "));
+                    }
                     0
                 }
                 Err(e) => {
@@ -84,6 +87,15 @@ async fn script(admin: &reqwest::Client, base: &str, name: &str, steps: serde_js
     Ok(())
 }
 
+async fn provider(admin: &reqwest::Client, base: &str, name: &str, spec: serde_json::Value) -> Result<(), String> {
+    let r = admin.post(format!("{base}/__admin/provider/{name}")).body(spec.to_string()).send().await.map_err(|e| e.to_string())?;
+    if r.status().is_success() {
+        Ok(())
+    } else {
+        Err(format!("the upstream refused provider {name}"))
+    }
+}
+
 async fn run_demo() -> Result<(), String> {
     let upstream = harness_upstream::start().await.map_err(|e| e.to_string())?;
     let base = upstream.url();
@@ -99,6 +111,13 @@ async fn run_demo() -> Result<(), String> {
     orders.breaker.failure_threshold = 3;
     orders.breaker.open_ms = 1000;
     orders.bulkhead.max_concurrency = 4;
+    // The route's two model providers are simulated by the upstream (`/llm/{name}`), with demo keys.
+    for (name, sim) in [("openai-a", "openai-a"), ("glm-b", "glm-b")] {
+        let svc = config.services.get_mut(name).ok_or("sample config lacks a provider service")?;
+        svc.base_url = format!("{base}/llm/{sim}");
+        svc.timeouts.idle_ms = 500;
+        svc.auth = Some(serde_json::from_value(json!({"type": "bearer", "token": {"value": format!("demo-key-{name}")}})).map_err(|e| e.to_string())?);
+    }
     let client = Client::new(config).map_err(|e| e.to_string())?;
     client.add_listener(Arc::new(Narrator { start: Instant::now() }));
     let _ = rustls_default();
@@ -235,9 +254,53 @@ async fn run_demo() -> Result<(), String> {
     }
 
     client.flush();
+    println!("\n11. Routing: `chat` is served by two model providers; the primary fails, the backup answers, priced.");
+    provider(&admin, &base, "openai-a", json!({"fail_rate": 1.0, "fail_status": 503})).await?;
+    provider(&admin, &base, "glm-b", json!({"content": "The ticket asks for a refund of order 42.", "prompt_tokens": 120, "completion_tokens": 12})).await?;
+    let messages = json!([{"role": "user", "content": "Summarise this ticket"}]);
+    for _ in 0..3 {
+        match client.chat("chat", harness_core::ChatRequest::new(messages.clone())).await {
+            Ok(r) => println!(
+                "   {:?} from {} ({}), attempts {:?}, cost {:.6}",
+                r.content,
+                r.provider.as_deref().unwrap_or("-"),
+                r.model.as_deref().unwrap_or("-"),
+                r.attempts_by_provider,
+                r.cost.unwrap_or(0.0)
+            ),
+            Err(e) => println!("   {e}"),
+        }
+    }
+    for p in client.routing_state("chat").map_err(|e| e.to_string())?.providers {
+        println!("   {}: weight {} -> effective {}, breaker {}, last error {:?}", p.id, p.weight, p.effective_weight, p.breaker, p.last_error.unwrap_or_default());
+    }
+    client.flush();
+    println!("\n12. A streamed answer cut mid-way is restarted on the other provider; the caller sees only a whole answer.");
+    provider(&admin, &base, "openai-a", json!({"reset": true, "content": "Refund approved for order 42.", "stream": {"cut_after": 2}})).await?;
+    provider(&admin, &base, "glm-b", json!({"reset": true, "content": "Refund approved for order 42."})).await?;
+    let mut prio = (*client.config()).clone();
+    prio.routes.get_mut("chat").ok_or("no route")?.strategy = harness_core::routing::config::Strategy::Priority;
+    client.reload(prio).map_err(|e| e.to_string())?;
+    // The breaker opened in step 11; wait it out so the primary is tried first again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut stream = client.chat_stream("chat", harness_core::ChatRequest::new(messages)).await.map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    while let Some(chunk) = stream.next().await.map_err(|e| e.to_string())? {
+        match chunk.kind {
+            harness_core::ChatChunkKind::Delta => text.push_str(&chunk.content),
+            harness_core::ChatChunkKind::Done => println!("   {text:?} from {}, usage {:?}", chunk.provider.unwrap_or_default(), chunk.usage),
+            harness_core::ChatChunkKind::Restart => text.clear(),
+        }
+    }
+
+    client.flush();
     println!("\nMetrics (Prometheus text, excerpt):");
     for line in client.metrics_text().lines().filter(|l| {
-        l.starts_with("harness_requests_total") || l.starts_with("harness_breaker_transitions_total") || l.starts_with("harness_retries_total")
+        l.starts_with("harness_requests_total")
+            || l.starts_with("harness_breaker_transitions_total")
+            || l.starts_with("harness_retries_total")
+            || l.starts_with("harness_cost_total")
+            || l.starts_with("harness_route_failovers_total")
     }) {
         println!("  {line}");
     }

@@ -562,3 +562,75 @@ fn route_config_errors_name_the_field() {
     assert!(err(json!({"chat": {"adapter": "openai-compatible", "providers": [{"id": "a", "service": "a", "weight": 1}]}})).starts_with("routes.chat.providers[0].model: required"));
     assert!(err(json!({"chat": {"providers": [{"id": "a", "service": "a", "weight": 0}]}})).starts_with("routes.chat.providers: at least one provider needs a weight above 0"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_latency_sends_most_traffic_to_the_faster_provider() {
+    let sim = Sim::start().await;
+    sim.provider("slow", json!({"latency_ms": 40})).await;
+    sim.provider("fast", json!({})).await;
+    let (client, _) = make(&sim, json!([p("slow", 1), p("fast", 1)]), json!({"strategy": "least-latency"}), json!({}));
+    let mut fast = 0;
+    for _ in 0..100 {
+        if client.chat("chat", hello()).await.unwrap().provider.as_deref() == Some("fast") {
+            fast += 1;
+        }
+    }
+    // Two providers: both picks are the pair, so after one measurement each the faster wins.
+    assert!(fast >= 95, "fast got {fast} of 100");
+    let state = client.routing_state("chat").unwrap();
+    assert!(state.providers[0].latency_ewma_ms.unwrap() > state.providers[1].latency_ewma_ms.unwrap());
+    assert_eq!(state.strategy, "least-latency");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_at_its_concurrency_limit_is_skipped_not_queued_behind() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"latency_ms": 400})).await;
+    sim.provider("backup", json!({})).await;
+    let providers = json!([
+        {"id": "primary", "service": "primary", "model": "m", "weight": 1, "max_concurrency": 1},
+        p("backup", 1),
+    ]);
+    let (client, _) = make(&sim, providers, json!({"strategy": "priority"}), json!({}));
+    let c = client.clone();
+    let slow = tokio::spawn(async move { c.chat("chat", hello()).await });
+    while client.routing_state("chat").unwrap().providers[0].in_flight == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!((r.provider.as_deref(), r.attempts), (Some("backup"), 1), "full: skipped, nothing sent to it");
+    assert_eq!(slow.await.unwrap().unwrap().provider.as_deref(), Some("primary"));
+
+    // The same for a full bulkhead on the provider's service.
+    let (client, _) = make(&sim, json!([p("primary", 1), p("backup", 1)]), json!({"strategy": "priority"}), json!({"bulkhead": {"max_concurrency": 1}}));
+    let c = client.clone();
+    let slow = tokio::spawn(async move { c.chat("chat", hello()).await });
+    while client.bulkhead_in_use("primary").unwrap() == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("backup"));
+    slow.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_stream_with_an_endless_event_is_cut_and_failed_over() {
+    let sim = Sim::start().await;
+    sim.provider("backup", json!({"content": ANSWER})).await;
+    // The "primary" is a scripted upstream sending one event line that never ends.
+    let line = format!("data: {}", "x".repeat(600 * 1024));
+    let steps = json!({"steps": [{"chunks": [{"data": line}, {"data": line}, {"data": line}]}]});
+    let r = sim.http.put(format!("{}/__admin/script/endless", sim.up.url())).body(steps.to_string()).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut services = serde_json::Map::new();
+    services.insert("primary".into(), json!({"base_url": format!("{}/s/endless", sim.up.url())}));
+    services.insert("backup".into(), sim.service("backup", json!({})));
+    let config = json!({"log": {"enabled": false}, "services": services, "routes": {"chat": {
+        "adapter": "openai-compatible", "strategy": "priority", "providers": [p("primary", 1), p("backup", 1)]}}});
+    let client = Client::new(Config::from_value(config).unwrap()).unwrap();
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, chunks) = collect(&mut s).await.unwrap();
+    assert_eq!(text, ANSWER);
+    assert_eq!(chunks.last().unwrap().provider.as_deref(), Some("backup"));
+    let state = client.routing_state("chat").unwrap();
+    assert!(state.providers[0].last_error.as_deref().unwrap().contains("ProtocolError"), "{state:?}");
+}

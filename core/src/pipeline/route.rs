@@ -114,7 +114,12 @@ impl RouteCall {
 
     pub fn stamp_record(&self, r: &mut RequestRecord) {
         r.route = Some(self.rt.name.clone());
-        r.provider = self.answered.or(self.current).map(|i| self.rt.providers[i].id.clone());
+        let idx = self.answered.or(self.current);
+        r.provider = idx.map(|i| self.rt.providers[i].id.clone());
+        // The route's own endpoint has no breaker in use: report the provider's.
+        if let Some(i) = idx {
+            r.breaker = self.eps[i].breaker.state().as_str();
+        }
         r.model = self.model.clone();
         r.cost = self.cost;
         r.fallback = self.fallback;
