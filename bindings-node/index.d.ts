@@ -10,6 +10,8 @@ export interface HarnessConfig {
   log?: { enabled?: boolean; sink?: 'stderr' }
   /** The services this client talks to, by name. */
   services?: Record<string, ServiceConfig>
+  /** Routes across providers, by name: a request or chat call names a route as it names a service. */
+  routes?: Record<string, RouteConfig>
   /** Keys added by later core versions are passed through unchanged. */
   [key: string]: unknown
 }
@@ -43,6 +45,58 @@ export interface ServiceConfig {
   limits?: { max_response_bytes?: number; max_endpoints?: number }
   /** Credentials: a token, a key pool, OAuth2 client credentials, or a JS provider (`type: 'callback'`). */
   auth?: AuthConfig
+  [key: string]: unknown
+}
+
+/** `routes.<name>`: which providers serve a route, how one is chosen, and what happens when they fail. */
+export interface RouteConfig {
+  /** `openai-compatible` for `chat`/`chatStream` (answers normalised and priced); `http` (default) passes through. */
+  adapter?: 'http' | 'openai-compatible'
+  /** How a provider is chosen (default `weighted-health`). */
+  strategy?: 'weighted-health' | 'priority' | 'least-latency'
+  /** `non-core` routes may be served `fallback.static` when no provider can answer. */
+  criticality?: 'core' | 'non-core'
+  /** A chat stream's first chunk must come within this long (default 8000). */
+  ttft_ms?: number
+  /** The deadline across every provider (default: the largest `timeouts.request_ms` of their services). */
+  request_ms?: number
+  /** Attempts across all providers, the first included (default 3). */
+  max_attempts?: number
+  /** A 5xx is retried on the same provider this many times before failing over (default 1). */
+  same_provider_retries?: number
+  budget_ratio?: number
+  budget_min_per_sec?: number
+  max_retry_after_ms?: number
+  health_window_ms?: number
+  /** The path a chat call posts to (default `/v1/chat/completions`). */
+  path?: string
+  /** What a chat stream does when its provider fails after the first chunk (default `hold`). */
+  stream?: { mid_stream?: 'hold' | 'restart' | 'error'; hold_bytes?: number }
+  providers: RouteProviderConfig[]
+  /** A non-retryable provider error code (e.g. `context_length_exceeded`) sent to another provider. */
+  on_error?: Record<string, { provider: string }>
+  /** Degraded answers: a cached one (`cache_ttl_ms`), or for `non-core` routes a static one. */
+  fallback?: { cache_ttl_ms?: number; cache_entries?: number; version?: string; static?: unknown }
+  [key: string]: unknown
+}
+
+/** One provider of a route. */
+export interface RouteProviderConfig {
+  id: string
+  /** The service (base URL, timeouts, breaker, bulkhead, auth) the provider is reached through. */
+  service: string
+  /** The model name sent to this provider. */
+  model?: string
+  /** Share of traffic; 0 means registered but not serving. */
+  weight: number
+  degraded_weight?: number
+  max_concurrency?: number
+  /** Prices per 1,000 tokens, for `cost`. */
+  price?: { input_per_1k?: number; output_per_1k?: number }
+  /** Per-provider normalisation: the temperature range and the token-limit field. */
+  params?: { temperature?: { range: [number, number]; mode?: 'clamp' | 'scale' }; max_tokens_field?: string }
+  /** Takes a partial answer as an assistant prefill and continues it. */
+  accepts_prefill?: boolean
   [key: string]: unknown
 }
 
@@ -186,6 +240,22 @@ export declare class Response {
   readonly traceId: string
   /** True for a 2xx status. */
   readonly ok: boolean
+  /** The route the request named, or null (the fields below are null too when not routed). */
+  readonly route: string | null
+  /** The provider that answered (null for a static fallback). */
+  readonly provider: string | null
+  /** The model that answered (the provider's report, else its configured model). */
+  readonly model: string | null
+  /** Attempts each provider got, as `[id, n]` pairs in the order first tried. */
+  readonly attemptsByProvider: Array<[string, number]> | null
+  /** `cache` or `static` when no provider could answer and a degraded answer was served. */
+  readonly fallback: 'cache' | 'static' | null
+  /** True for a cached answer served because no provider could answer now. */
+  readonly stale: boolean
+  /** From the answering provider's prices and the usage it reported (`openai-compatible` routes). */
+  readonly cost: number | null
+  /** Token counts the provider reported (`openai-compatible` routes). */
+  readonly usage: Usage | null
   /** The body decoded as UTF-8. */
   text(): string
   /** The body parsed as JSON. */
@@ -220,6 +290,137 @@ export declare class StreamResponse {
   cancel(): void
 }
 
+/** Token counts as the provider reported them. */
+export interface Usage {
+  promptTokens: number
+  completionTokens: number
+  totalTokens: number
+}
+
+/** One chat message (`role` is required; any other chat-completions field passes through). */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool' | (string & {})
+  content?: unknown
+  [key: string]: unknown
+}
+
+/**
+ * The chat call: `messages` and any other chat-completions parameters (`temperature`,
+ * `max_tokens`, `tools`...), sent as given; `model` is set per provider, `stream` by Harness.
+ */
+export interface ChatRequest {
+  messages: ChatMessage[]
+  [param: string]: unknown
+}
+
+/** Options of a chat call. */
+export interface ChatOptions {
+  /** Request headers. */
+  headers?: Pairs
+  /** Overrides the route's total deadline, in milliseconds. */
+  timeoutMs?: number
+  /** The caller's W3C `traceparent`, continued downstream. */
+  traceparent?: string
+  /**
+   * Aborting it cancels the call in Rust (freeing its permits); the promise rejects with
+   * `CancelledError`. For `chatStream()`, it also stops the chunks: a waiting or later read rejects.
+   */
+  signal?: AbortSignal
+}
+
+/** A chat answer on an `openai-compatible` route, the same shape from every provider. */
+export declare class ChatResponse {
+  private constructor()
+  /** The assistant's answer. */
+  readonly content: string
+  /** `stop`, `length`, ... (null when the provider gave none). */
+  readonly finishReason: string | null
+  /** Token counts the provider reported, or null. */
+  readonly usage: Usage | null
+  /** The route called. */
+  readonly route: string
+  /** The provider that answered (null for a static fallback). */
+  readonly provider: string | null
+  /** The model that answered. */
+  readonly model: string | null
+  /** From the provider's prices and the usage it reported; null without both. */
+  readonly cost: number | null
+  /** `cache` or `static` when no provider could answer; else null. */
+  readonly fallback: 'cache' | 'static' | null
+  /** True for a cached answer served because no provider could answer now. */
+  readonly stale: boolean
+  /** Attempts made across every provider. */
+  readonly attempts: number
+  /** Attempts each provider got, as `[id, n]` pairs in the order first tried. */
+  readonly attemptsByProvider: Array<[string, number]>
+  /** The W3C trace id of the call (32 hex digits). */
+  readonly traceId: string
+  /** Wall time of the whole call, in milliseconds. */
+  readonly elapsedMs: number
+  /** The provider's whole answer, as received. */
+  readonly raw: Buffer
+}
+
+/** One piece of a streamed chat answer. */
+export interface ChatChunk {
+  /**
+   * `delta`: more of the answer (`content`); `restart`: the answer so far is void and a new one
+   * follows from another provider (`reason` says why); `done`: the last (`finishReason`, `usage`, `cost`).
+   */
+  kind: 'delta' | 'restart' | 'done'
+  content: string
+  provider: string | null
+  model: string | null
+  finishReason: string | null
+  usage: Usage | null
+  cost: number | null
+  reason: string | null
+}
+
+/**
+ * A streamed chat answer: `for await (const chunk of stream)`, pulled from the core one chunk at a
+ * time; iterate it once. Breaking out of the loop, `cancel()` or the call's AbortSignal stop the
+ * answer and release its connection and permits at once. A failure no provider can take over
+ * rejects the loop (a stall past `timeouts.idle_ms` is a `TimeoutError` with phase `idle`).
+ */
+export declare class ChatStream implements AsyncIterable<ChatChunk> {
+  private constructor()
+  /** The route called. */
+  readonly route: string
+  /** The W3C trace id of the call (32 hex digits). */
+  readonly traceId: string
+  [Symbol.asyncIterator](): AsyncIterableIterator<ChatChunk>
+  /** Stops the answer: the connection and permits are released now, and the iteration ends. */
+  cancel(): void
+}
+
+/** One provider of a route now (`client.routingState`). */
+export interface ProviderState {
+  id: string
+  service: string
+  model: string | null
+  /** The configured weight. */
+  weight: number
+  /** The weight selection uses now (health, breaker and cooling applied). */
+  effectiveWeight: number
+  /** 0 to 1, from the success rate over the health window. */
+  health: number
+  successRate: number
+  latencyEwmaMs: number | null
+  breaker: BreakerState
+  inFlight: number
+  /** Milliseconds left of a 429's `Retry-After`. */
+  coolingMs: number | null
+  lastError: string | null
+}
+
+/** A route now (`client.routingState`). */
+export interface RouteState {
+  route: string
+  strategy: 'weighted-health' | 'priority' | 'least-latency'
+  providers: ProviderState[]
+}
+
 /** Every event's `type`. */
 export type HarnessEventType =
   | 'request_finished'
@@ -228,6 +429,11 @@ export type HarnessEventType =
   | 'bulkhead_rejected'
   | 'config_reloaded'
   | 'config_rejected'
+  | 'shared_state_unavailable'
+  | 'provider_failover'
+  | 'stream_restarted'
+  | 'stream_chunk_skipped'
+  | 'fallback_served'
 
 /** One per request (every field of the log line). */
 export interface RequestFinishedEvent {
@@ -248,6 +454,13 @@ export interface RequestFinishedEvent {
   error_kind: string | null
   error_code: string | null
   error_message: string | null
+  /** Routed requests only (absent otherwise): the route, the provider and model that answered, the cost. */
+  route?: string
+  provider?: string
+  model?: string
+  cost?: number
+  /** `cache` or `static` when no provider answered. */
+  fallback?: 'cache' | 'static'
 }
 
 /** A retry will be sent after `delay_ms`. */
@@ -297,6 +510,60 @@ export interface ConfigRejectedEvent {
   error: string
 }
 
+/** Shared state (Redis) could not be used; Harness carries on with local state. Once per outage. */
+export interface SharedStateUnavailableEvent {
+  type: 'shared_state_unavailable'
+  service: string
+  what: string
+  error: string
+}
+
+/** A routed request moves from one provider to another. */
+export interface ProviderFailoverEvent {
+  type: 'provider_failover'
+  route: string
+  from: string
+  to: string
+  trace_id: string
+  /** The error kind that made it move (`HttpStatusError`, `TimeoutError`, ...). */
+  reason: string
+  status: number | null
+  /** The provider's error code (`context_length_exceeded`...) when it gave one. */
+  code: string | null
+}
+
+/**
+ * A chat stream broke after it began and starts again elsewhere. `mode` is `hidden` (nothing had
+ * reached the caller), `restart` (the caller gets a restart chunk) or `continue` (the new provider
+ * continues the partial answer as a prefill).
+ */
+export interface StreamRestartedEvent {
+  type: 'stream_restarted'
+  route: string
+  from: string
+  to: string
+  trace_id: string
+  reason: string
+  mode: 'hidden' | 'restart' | 'continue'
+}
+
+/** A malformed streamed chunk was skipped; the stream goes on. */
+export interface StreamChunkSkippedEvent {
+  type: 'stream_chunk_skipped'
+  route: string
+  provider: string
+  trace_id: string
+  reason: string
+}
+
+/** No provider could answer; a degraded answer was served. */
+export interface FallbackServedEvent {
+  type: 'fallback_served'
+  route: string
+  kind: 'cache' | 'static'
+  trace_id: string
+}
+
 /** A structured record of something the engine did; `type` names it the same in every language. */
 export type HarnessEvent =
   | RequestFinishedEvent
@@ -305,6 +572,11 @@ export type HarnessEvent =
   | BulkheadRejectedEvent
   | ConfigReloadedEvent
   | ConfigRejectedEvent
+  | SharedStateUnavailableEvent
+  | ProviderFailoverEvent
+  | StreamRestartedEvent
+  | StreamChunkSkippedEvent
+  | FallbackServedEvent
 
 /** Listeners by event name: `event` gets every event, a type name only that kind. */
 export type HarnessEventListeners = { event: (event: HarnessEvent) => unknown } & {
@@ -376,6 +648,24 @@ export declare class Client extends EventEmitter {
   setTokenProvider(service: string, provider: TokenProvider): void
   /** Per service with credentials: status, expiry, last refresh and error, a pool's keys. Never a secret. */
   credentialsState(): CredentialState[]
+  /**
+   * One chat answer on an `openai-compatible` route: the core picks the provider, fails over,
+   * normalises the parameters per provider and prices the answer.
+   * Rejects with a `HarnessError` subclass (`NoHealthyProviderError` lists each provider's last error).
+   */
+  chat(route: string, request: ChatRequest, options?: ChatOptions): Promise<ChatResponse>
+  /**
+   * A streamed chat answer: resolves once a provider answers, to an async iterable of
+   * `delta`, `restart` and `done` chunks.
+   */
+  chatStream(route: string, request: ChatRequest, options?: ChatOptions): Promise<ChatStream>
+  /** A route's providers now: weights, health, breaker, in-flight, cooling, last error. @throws ConfigError for an unknown route. */
+  routingState(route: string): RouteState
+  /**
+   * Sets a provider's weight on a route (0 stops its traffic), validated and versioned as a reload.
+   * Returns the new `configVersion`. @throws ConfigError for an unknown route or provider.
+   */
+  setWeight(route: string, provider: string, weight: number): string
   /** Refuses new requests and stops watching; requests in flight finish. Queued events are delivered before it returns. */
   close(): void
   /** Whether `close()` was called. */
@@ -407,9 +697,17 @@ export interface HarnessErrorFields {
   errorCode?: string
   retryAfterMs?: number
   traceId?: string
-  phase?: 'connect' | 'response' | 'idle' | 'total'
+  phase?: 'connect' | 'response' | 'idle' | 'ttft' | 'total'
   body?: Buffer
+  provider?: string
+  providerErrors?: ProviderErrorEntry[]
   cause?: unknown
+}
+
+/** One provider and its last error (or why it was not tried), as `NoHealthyProviderError` lists them. */
+export interface ProviderErrorEntry {
+  provider: string
+  error: string
 }
 
 /** Base class of every Harness error. */
@@ -433,12 +731,22 @@ export declare class HarnessError extends Error {
   readonly retryAfterMs?: number
   /** The W3C trace id of the call. */
   readonly traceId?: string
-  /** For `TimeoutError`: which timeout expired (`idle`: a streamed body went silent for `timeouts.idle_ms`). */
-  readonly phase?: 'connect' | 'response' | 'idle' | 'total'
+  /**
+   * For `TimeoutError`: which timeout expired (`idle`: a streamed body went silent for
+   * `timeouts.idle_ms`; `ttft`: a chat stream's first chunk did not come within the route's `ttft_ms`).
+   */
+  readonly phase?: 'connect' | 'response' | 'idle' | 'ttft' | 'total'
+  /** Routed calls: the provider whose answer this error is. */
+  readonly provider?: string
+  /**
+   * `NoHealthyProviderError` (and a chat stream's failure no other provider could take over): each
+   * provider of the route, in config order, and its last error or why it was not tried; empty otherwise.
+   */
+  readonly providerErrors: ProviderErrorEntry[]
   /** The raw downstream body (not enumerable, never in the message). */
   readonly body?: Buffer
 }
-/** A timeout expired; `phase` is `connect`, `response`, `idle` or `total`. */
+/** A timeout expired; `phase` is `connect`, `response`, `idle`, `ttft` or `total`. */
 export declare class TimeoutError extends HarnessError {}
 /** The circuit breaker for (service, endpoint, method) is open. */
 export declare class CircuitOpenError extends HarnessError {}
@@ -456,7 +764,7 @@ export declare class SchemaError extends HarnessError {}
 export declare class ConnectError extends HarnessError {}
 /** The request was cancelled (its AbortSignal fired); `cause` is the signal's reason. */
 export declare class CancelledError extends HarnessError {}
-/** No provider of a route is healthy. */
+/** No provider of a route could answer; `providerErrors` lists each one and its last error. */
 export declare class NoHealthyProviderError extends HarnessError {}
 /** Bad config or bad input; the message starts with the field path. */
 export declare class ConfigError extends HarnessError {}

@@ -38,12 +38,19 @@ class HarnessError extends Error {
     this.retryAfterMs = fields.retryAfterMs ?? undefined
     this.traceId = fields.traceId ?? undefined
     this.phase = fields.phase ?? undefined
+    /** Routed calls: the provider whose answer this error is. */
+    this.provider = fields.provider ?? undefined
+    /** `NoHealthyProviderError` (or a chat stream no provider could take over): each provider and its last error. */
+    this.providerErrors = fields.providerErrors ?? []
     // The raw downstream body is data, not context: kept off the enumerable fields.
     Object.defineProperty(this, 'body', { value: fields.body ?? undefined, enumerable: false, configurable: true, writable: true })
   }
 }
 
-/** A timeout expired; `phase` is `connect`, `response`, `idle` (a body went silent) or `total`. */
+/**
+ * A timeout expired; `phase` is `connect`, `response`, `idle` (a body went silent), `ttft` (a
+ * chat stream's first chunk did not come in time) or `total`.
+ */
 class TimeoutError extends HarnessError {}
 /** The circuit breaker for (service, endpoint, method) is open. */
 class CircuitOpenError extends HarnessError {}
@@ -61,7 +68,7 @@ class SchemaError extends HarnessError {}
 class ConnectError extends HarnessError {}
 /** The request was cancelled (an AbortSignal fired). */
 class CancelledError extends HarnessError {}
-/** No provider of a route is healthy. */
+/** No provider of a route could answer; `providerErrors` lists each one and its last error. */
 class NoHealthyProviderError extends HarnessError {}
 /** Bad config or bad input; the message starts with the field path. */
 class ConfigError extends HarnessError {}
@@ -100,6 +107,8 @@ function errorFrom(raw, cause) {
     traceId: raw.traceId,
     phase: raw.phase,
     body: raw.body,
+    provider: raw.provider,
+    providerErrors: raw.providerErrors,
     cause,
   })
 }
@@ -129,7 +138,7 @@ function unwrap(result, isValue) {
 
 /** A buffered response. */
 class Response {
-  constructor(status, rawHeaders, body, elapsedMs, attempts, traceId) {
+  constructor(status, rawHeaders, body, elapsedMs, attempts, traceId, routed) {
     /** The HTTP status code. */
     this.status = status
     /** The response body. */
@@ -143,12 +152,55 @@ class Response {
     // Header text as sent by the native side (`name\0value\0...`), split on first use.
     this._rawHeaders = rawHeaders
     this._headers = undefined
+    // What routing did (a native record), when the request named a route; read through the getters.
+    this._routed = routed
   }
 
   /** Response headers by lower-case name, repeated ones joined with ", "; `getAll(name)` lists each value. */
   get headers() {
     if (this._headers === undefined) this._headers = new ResponseHeaders(this._rawHeaders)
     return this._headers
+  }
+
+  /** The route the request named, or null. */
+  get route() {
+    return this._routed?.route ?? null
+  }
+
+  /** The provider that answered (null when not routed, or for a static fallback). */
+  get provider() {
+    return this._routed?.provider ?? null
+  }
+
+  /** The model that answered (the provider's report, else its configured model), or null. */
+  get model() {
+    return this._routed?.model ?? null
+  }
+
+  /** Attempts each provider got, as `[id, n]` pairs in the order first tried; null when not routed. */
+  get attemptsByProvider() {
+    const r = this._routed
+    return r === undefined ? null : attemptPairs(r.attemptsByProvider)
+  }
+
+  /** `cache` or `static` when no provider could answer and a degraded answer was served; else null. */
+  get fallback() {
+    return this._routed?.fallback ?? null
+  }
+
+  /** True for a cached answer served because no provider could answer now. */
+  get stale() {
+    return this._routed?.fallback === 'cache'
+  }
+
+  /** The answer's cost from the provider's prices and reported usage, or null. */
+  get cost() {
+    return this._routed?.cost ?? null
+  }
+
+  /** `{ promptTokens, completionTokens, totalTokens }` as the provider reported them, or null. */
+  get usage() {
+    return this._routed?.usage ?? null
   }
 
   /** True for a 2xx status. */
@@ -335,6 +387,154 @@ class PendingRead {
 
   fail(error) {
     this.response[SETTLE](this, null, error)
+  }
+}
+
+// ---------------------------------------------------------------- chat
+
+// `[{ provider, attempts }]` from the native side as `[id, n]` pairs.
+function attemptPairs(list) {
+  const out = new Array(list.length)
+  for (let i = 0; i < list.length; i++) out[i] = [list[i].provider, list[i].attempts]
+  return out
+}
+
+/** A chat answer on a route: the same shape from every provider. */
+class ChatResponse {
+  constructor(r) {
+    /** The assistant's answer. */
+    this.content = r.content
+    /** `stop`, `length`, ... (null when the provider gave none). */
+    this.finishReason = r.finishReason ?? null
+    /** `{ promptTokens, completionTokens, totalTokens }`, or null when the provider reported none. */
+    this.usage = r.usage ?? null
+    /** The route called. */
+    this.route = r.route
+    /** The provider that answered (null for a static fallback). */
+    this.provider = r.provider ?? null
+    /** The model that answered. */
+    this.model = r.model ?? null
+    /** From the provider's prices and the usage it reported; null without both. */
+    this.cost = r.cost ?? null
+    /** `cache` or `static` when no provider could answer; else null. */
+    this.fallback = r.fallback ?? null
+    /** True for a cached answer served because no provider could answer now. */
+    this.stale = r.fallback === 'cache'
+    /** Attempts made across every provider. */
+    this.attempts = r.attempts
+    /** Attempts each provider got, as `[id, n]` pairs in the order first tried. */
+    this.attemptsByProvider = attemptPairs(r.attemptsByProvider)
+    /** The W3C trace id of the call. */
+    this.traceId = r.traceId
+    /** Wall time of the whole call, in milliseconds. */
+    this.elapsedMs = r.elapsedMs
+    /** The provider's whole answer, as received. */
+    this.raw = r.raw
+  }
+}
+
+// A native chunk as the plain object the iteration yields.
+function chatChunk(c) {
+  return {
+    kind: c.kind,
+    content: c.content,
+    provider: c.provider ?? null,
+    model: c.model ?? null,
+    finishReason: c.finishReason ?? null,
+    usage: c.usage ?? null,
+    cost: c.cost ?? null,
+    reason: c.reason ?? null,
+  }
+}
+
+/**
+ * A streamed chat answer: an async iterable of chunks `{ kind, content, provider, model,
+ * finishReason, usage, cost, reason }`, pulled from the core one at a time. `kind` is `delta`
+ * (more text), `restart` (the answer so far is void; a new one follows from another provider)
+ * or `done` (the last: finish reason, usage, cost). Breaking out of `for await`, `cancel()` or
+ * the call's AbortSignal stops the answer and releases its connection and permits at once.
+ */
+class ChatStream {
+  #stream
+  #signal
+  #chunks = undefined
+  // 'open', 'ended' (done, error or cancel()), or 'aborted' (the signal fired).
+  #state = 'open'
+
+  constructor(stream, signal) {
+    /** The route called. */
+    this.route = stream.route
+    /** The W3C trace id of the call. */
+    this.traceId = stream.traceId
+    this.#stream = stream
+    this.#signal = signal
+    if (signal !== null) watchSignal(signal, this)
+  }
+
+  /** The chunks (iterate once); leaving the loop early cancels the answer. */
+  [Symbol.asyncIterator]() {
+    if (this.#chunks === undefined) this.#chunks = chatChunks(this)
+    return this.#chunks
+  }
+
+  /** Stops the answer: the connection and permits are released now; the iteration ends. */
+  cancel() {
+    if (this.#state !== 'open') return
+    this.#end('ended')
+    this.#stream.cancel()
+  }
+
+  toString() {
+    return `[ChatStream ${this.route}]`
+  }
+
+  [ABORT]() {
+    if (this.#state !== 'open') return
+    this.#end('aborted')
+    this.#stream.cancel()
+  }
+
+  #end(state) {
+    this.#state = state
+    if (this.#signal !== null) unwatchSignal(this.#signal, this)
+  }
+
+  // The next chunk, or null after `done`.
+  [READ]() {
+    if (this.#state === 'ended') return Promise.resolve(null)
+    if (this.#state === 'aborted') return Promise.reject(cancelledError(this.route, 'POST', this.#signal.reason))
+    const id = nextId()
+    this.#stream.read(queue, id)
+    return new Promise((resolve, reject) => track(id, new PendingRead(this, resolve, reject)))
+  }
+
+  [SETTLE](read, chunk, error) {
+    if (error === undefined) {
+      // `done` is the last chunk: the iteration ends after it without another read.
+      if ((chunk === null || chunk.kind === 'done') && this.#state === 'open') this.#end('ended')
+      read.resolve(chunk)
+      return
+    }
+    const state = this.#state
+    if (state === 'open') this.#end('ended')
+    if (state === 'ended' && error.name === 'CancelledError') {
+      read.resolve(null)
+      return
+    }
+    const cause = state === 'aborted' && error.name === 'CancelledError' ? this.#signal.reason : undefined
+    read.reject(errorFrom({ ...error, service: error.service ?? this.route, method: error.method ?? 'POST' }, cause))
+  }
+}
+
+async function* chatChunks(stream) {
+  try {
+    for (;;) {
+      const chunk = await stream[READ]()
+      if (chunk === null) return
+      yield chunk
+    }
+  } finally {
+    stream.cancel()
   }
 }
 
@@ -529,6 +729,59 @@ function send(nativeClient, streaming, service, method, path, opts) {
   })
 }
 
+function routeName(route) {
+  if (typeof route !== 'string') throw configError(`route: expected a string, got ${route === undefined ? 'nothing' : typeof route}`)
+  if (!isWellFormed(route)) throw hostInputError('lone_surrogate', 'route')
+  return route
+}
+
+// Checks and translates one chat call (`request` is `{ messages, ...params }`), stages it
+// natively and returns its promise (of a ChatResponse, or with `streaming` of a ChatStream).
+function sendChat(nativeClient, streaming, route, request, opts) {
+  let messages, params, headers, traceparent, timeoutMs
+  try {
+    route = routeName(route)
+    if (request === null || typeof request !== 'object' || Array.isArray(request)) {
+      throw configError('chat: expected { messages, ...params }')
+    }
+    if (opts === null || typeof opts !== 'object') throw configError('chat: expected an options object')
+    const { messages: m, ...rest } = request
+    // Absent messages reach the core as null, which names what is expected.
+    messages = m === undefined ? 'null' : jsonText(m, 'messages')
+    if (Object.keys(rest).length > 0) params = jsonText(rest, 'params')
+    headers = flatPairs(opts.headers, 'headers')
+    traceparent = optString(opts.traceparent, 'traceparent')
+    timeoutMs = opts.timeoutMs
+    if (timeoutMs === null) timeoutMs = undefined
+    if (timeoutMs !== undefined && typeof timeoutMs !== 'number') {
+      throw configError(`request.timeoutMs: expected a number, got ${typeof timeoutMs}`)
+    }
+  } catch (e) {
+    return Promise.reject(e)
+  }
+  const signal = opts.signal
+  let token = null
+  if (signal !== undefined && signal !== null) {
+    if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
+      return Promise.reject(configError('request.signal: expected an AbortSignal'))
+    }
+    if (signal.aborted) return Promise.reject(cancelledError(route, 'POST', signal.reason))
+    token = new native.CancelToken()
+  }
+  const id = nextId()
+  let error
+  try {
+    error = nativeClient.chat(queue, id, streaming, route, messages, params, headers, timeoutMs, traceparent, token)
+  } catch (e) {
+    return Promise.reject(configError(`chat: ${e.message}`))
+  }
+  if (error) return Promise.reject(errorFrom(error))
+  return new Promise((resolve, reject) => {
+    if (token !== null) watchSignal(signal, token)
+    track(id, new PendingCall(resolve, reject, route, 'POST', signal ?? null, token))
+  })
+}
+
 // One 'abort' listener per signal, however many calls share it (a fan-out would otherwise
 // pass the listener limit and warn): it cancels the signal's pending requests (their cancel
 // tokens) and open streams.
@@ -542,7 +795,8 @@ class SignalWatch {
       const tokens = [...this.tokens]
       this.tokens.clear()
       for (const token of tokens) {
-        if (token instanceof StreamResponse) token[ABORT]()
+        // An open stream (StreamResponse, ChatStream), or a pending call's cancel token.
+        if (typeof token[ABORT] === 'function') token[ABORT]()
         else token.cancel()
       }
     }
@@ -592,6 +846,9 @@ const STATUS_CHUNK = LAYOUT.statusChunk
 const STATUS_END = LAYOUT.statusEnd
 const BODY_LARGE = LAYOUT.bodyLarge
 const BODY_STREAM = LAYOUT.bodyStream
+const STATUS_CHAT = LAYOUT.statusChat
+const STATUS_CHAT_STREAM = LAYOUT.statusChatStream
+const STATUS_CHAT_CHUNK = LAYOUT.statusChatChunk
 
 function flush() {
   flushQueued = false
@@ -607,12 +864,16 @@ function bodyFrom(bodies, start, len) {
 }
 
 function drain() {
-  const { meta, text, bodies, large, errors, streams, events } = queue.drain()
+  const { meta, text, bodies, large, errors, streams, routed, chats, chatStreams, chatChunks, events } = queue.drain()
   let at = 0
   let bodyAt = 0
   let nLarge = 0
   let nError = 0
   let nStream = 0
+  let nRouted = 0
+  let nChat = 0
+  let nChatStream = 0
+  let nChatChunk = 0
   for (let i = 0; i < meta.length; i += FIELDS) {
     const id = meta[i]
     const status = meta[i + 1]
@@ -621,6 +882,21 @@ function drain() {
     if (status === 0) {
       const error = errors[nError++]
       if (call !== undefined) call.fail(error)
+      continue
+    }
+    if (status < STATUS_END) {
+      // Chat rows: a chunk, an answer or an opened chat stream.
+      if (status === STATUS_CHAT_CHUNK) {
+        const chunk = chatChunks[nChatChunk++]
+        if (call !== undefined) call.succeed(chatChunk(chunk))
+      } else if (status === STATUS_CHAT) {
+        const answer = chats[nChat++]
+        if (call !== undefined) call.succeed(new ChatResponse(answer))
+      } else if (status === STATUS_CHAT_STREAM) {
+        const stream = chatStreams[nChatStream++]
+        if (call !== undefined) call.chatOpened(stream)
+        else stream.cancel()
+      }
       continue
     }
     const bodyLen = meta[i + 6]
@@ -650,8 +926,9 @@ function drain() {
     }
     const headersEnd = at + meta[i + 4]
     const traceEnd = headersEnd + meta[i + 5]
+    const routedRecord = meta[i + 7] === 1 ? routed[nRouted++] : undefined
     if (call !== undefined) {
-      call.succeed(new Response(status, text.slice(at, headersEnd), body, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd)))
+      call.succeed(new Response(status, text.slice(at, headersEnd), body, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd), routedRecord))
     }
     at = traceEnd
   }
@@ -700,6 +977,20 @@ class PendingCall {
       }
     }
     this.resolve(new StreamResponse(status, rawHeaders, attempts, traceId, stream, this.service, this.method, signal))
+  }
+
+  // A chat stream opened (a provider answered): its chunks now answer to the same signal.
+  chatOpened(stream) {
+    const signal = this.signal
+    if (signal !== null) {
+      unwatchSignal(signal, this.token)
+      if (signal.aborted) {
+        stream.cancel()
+        this.reject(cancelledError(this.service, this.method, signal.reason))
+        return
+      }
+    }
+    this.resolve(new ChatStream(stream, signal))
   }
 
   fail(e) {
@@ -904,6 +1195,67 @@ class Client extends EventEmitter {
   }
 
   /**
+   * One chat answer on an `openai-compatible` route: `chat(route, { messages, ...params }, options)`.
+   * The core picks the provider, fails over and prices the answer; resolves to a ChatResponse.
+   * `options`: `headers`, `timeoutMs`, `traceparent`, `signal`.
+   */
+  chat(route, request, options) {
+    return sendChat(this._native, false, route, request, options ?? NO_OPTIONS)
+  }
+
+  /**
+   * A streamed chat answer: resolves, once a provider answers, to a ChatStream, an async
+   * iterable of `delta`, `restart` and `done` chunks. Same arguments as `chat`.
+   */
+  chatStream(route, request, options) {
+    return sendChat(this._native, true, route, request, options ?? NO_OPTIONS)
+  }
+
+  /**
+   * A route's providers now: `{ route, strategy, providers: [{ id, service, model, weight,
+   * effectiveWeight, health, successRate, latencyEwmaMs, breaker, inFlight, coolingMs, lastError }] }`.
+   * @throws ConfigError for an unknown route.
+   */
+  routingState(route) {
+    const r = this._native.routingState(routeName(route))
+    const s = unwrap(r, typeof r.strategy === 'string')
+    return {
+      route: s.route,
+      strategy: s.strategy,
+      providers: s.providers.map((p) => ({
+        id: p.id,
+        service: p.service,
+        model: p.model ?? null,
+        weight: p.weight,
+        effectiveWeight: p.effectiveWeight,
+        health: p.health,
+        successRate: p.successRate,
+        latencyEwmaMs: p.latencyEwmaMs ?? null,
+        breaker: p.breaker,
+        inFlight: p.inFlight,
+        coolingMs: p.coolingMs ?? null,
+        lastError: p.lastError ?? null,
+      })),
+    }
+  }
+
+  /**
+   * Sets a provider's weight on a route at runtime (0 stops its traffic), validated and versioned
+   * as a reload; returns the new `configVersion`.
+   * @throws ConfigError for an unknown route or provider.
+   */
+  setWeight(route, provider, weight) {
+    route = routeName(route)
+    if (typeof provider !== 'string') throw configError(`provider: expected a string, got ${provider === undefined ? 'nothing' : typeof provider}`)
+    if (!isWellFormed(provider)) throw hostInputError('lone_surrogate', 'provider')
+    if (!Number.isInteger(weight) || weight < 0 || weight > 0xffffffff) {
+      throw configError(`weight: expected an integer from 0 to 4294967295, got ${typeof weight === 'number' ? weight : typeof weight}`)
+    }
+    const r = this._native.setWeight(route, provider, weight)
+    return unwrap(r, typeof r === 'string')
+  }
+
+  /**
    * Replaces the config (an object, or a path to a config file) if it is valid, and returns the
    * new `configVersion`. Throws a ConfigError naming the field otherwise; the old config stays.
    */
@@ -1098,6 +1450,8 @@ module.exports = {
   Client,
   Response,
   StreamResponse,
+  ChatResponse,
+  ChatStream,
   ...errorClasses,
   /** Every error class name, base first. */
   ERROR_NAMES: native.errorNames(),

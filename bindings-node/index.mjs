@@ -9,6 +9,8 @@ export const {
   Client,
   Response,
   StreamResponse,
+  ChatResponse,
+  ChatStream,
   HarnessError,
   TimeoutError,
   CircuitOpenError,

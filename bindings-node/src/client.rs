@@ -75,6 +75,47 @@ impl NativeClient {
         }
     }
 
+    /// Stages a chat call on `route` (or, with `streaming`, a chat stream open); it starts with
+    /// `queue.flush()` and completes through `queue` under `id`. `messages` and `params` are
+    /// JSON text. Returns the error at once (and stages nothing) if the input cannot be translated.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn chat(
+        &self,
+        queue: &CompletionQueue,
+        id: u32,
+        streaming: bool,
+        route: String,
+        messages: String,
+        params: Option<String>,
+        headers: Option<Vec<String>>,
+        timeout_ms: Option<f64>,
+        traceparent: Option<String>,
+        cancel: Option<&CancelToken>,
+    ) -> Option<NativeError> {
+        match crate::routing::chat_request(messages, params, headers, timeout_ms, traceparent) {
+            Ok(chat) => {
+                let client = self.inner.clone();
+                let work = if streaming { Work::ChatOpen(client, route, chat) } else { Work::Chat(client, route, chat) };
+                queue.inner.stage(Staged { work, id, cancel: cancel.map(|c| c.notify.clone()) });
+                None
+            }
+            Err(e) => Some(native_error(e)),
+        }
+    }
+
+    /// Per provider of `route`: weights, health, breaker, in-flight, cooling, last error.
+    #[napi]
+    pub fn routing_state(&self, route: String) -> Outcome<crate::routing::NativeRouteState> {
+        outcome(self.inner.routing_state(&route).map(crate::routing::route_state))
+    }
+
+    /// Sets a provider's weight (validated and versioned as a reload); returns the new version.
+    #[napi]
+    pub fn set_weight(&self, route: String, provider: String, weight: u32) -> Outcome<String> {
+        outcome(self.inner.set_weight(&route, &provider, weight))
+    }
+
     /// Replaces the config with the JSON text of a config object; returns the new version.
     #[napi]
     pub fn reload_json(&self, json: String) -> Outcome<String> {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use harness_core::{ErrorKind, HarnessError, Request, Response, StreamHandle};
+use harness_core::{ChatRequest, ChatResponse, ChatStreamHandle, ErrorKind, HarnessError, Request, Response, StreamHandle};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -17,16 +17,23 @@ use tokio::sync::Notify;
 
 use crate::convert::utf16_len;
 use crate::errors::{native_error, NativeError};
+use crate::routing::{chat_chunk, chat_response, routed, NativeChatChunk, NativeChatResponse, NativeChatStream, NativeRouted};
 use crate::stream::NativeStream;
 
 /// Numbers per completion in `CompletionBatch::meta`: id, status, elapsed ms, attempts, UTF-16
-/// lengths of the header text and the trace id in `text`, body length in `bodies`.
-const FIELDS: usize = 7;
+/// lengths of the header text and the trace id in `text`, body length in `bodies`, and 1 when
+/// the response's routing record is the next of `routed` (else 0).
+const FIELDS: usize = 8;
 /// Bodies and chunks up to this size share the batch's `bodies` buffer; bigger ones cross on their own.
 const SMALL_BODY: usize = 4096;
 /// Status column: 0 = failed (its error is the next of `errors`), > 0 = an HTTP status.
 const STATUS_CHUNK: f64 = -1.0;
 const STATUS_END: f64 = -2.0;
+/// Status of a chat answer (the next of `chats`), an opened chat stream (the next of
+/// `chat_streams`) and a chat stream's chunk (the next of `chat_chunks`).
+const STATUS_CHAT: f64 = -3.0;
+const STATUS_CHAT_STREAM: f64 = -4.0;
+const STATUS_CHAT_CHUNK: f64 = -5.0;
 /// Body column: >= 0 = a length in `bodies`, -1 = the next of `large`, -2 = the next of `streams`.
 const BODY_LARGE: f64 = -1.0;
 const BODY_STREAM: f64 = -2.0;
@@ -37,8 +44,14 @@ pub struct CompletionLayout {
     pub fields: u32,
     /// Status of a body chunk (its bytes are the row's body).
     pub status_chunk: i32,
-    /// Status of the end of a body (no more chunks).
+    /// Status of the end of a body or a chat stream (no more chunks).
     pub status_end: i32,
+    /// Status of a chat answer (the next of `chats`).
+    pub status_chat: i32,
+    /// Status of an opened chat stream (the next of `chatStreams`).
+    pub status_chat_stream: i32,
+    /// Status of a chat stream's chunk (the next of `chatChunks`).
+    pub status_chat_chunk: i32,
     /// Body length meaning "the next of `large`".
     pub body_large: i32,
     /// Body length meaning "the next of `streams`" (an opened stream).
@@ -51,6 +64,9 @@ pub fn completion_layout() -> CompletionLayout {
         fields: FIELDS as u32,
         status_chunk: STATUS_CHUNK as i32,
         status_end: STATUS_END as i32,
+        status_chat: STATUS_CHAT as i32,
+        status_chat_stream: STATUS_CHAT_STREAM as i32,
+        status_chat_chunk: STATUS_CHAT_CHUNK as i32,
         body_large: BODY_LARGE as i32,
         body_stream: BODY_STREAM as i32,
     }
@@ -70,6 +86,11 @@ pub struct CompletionBatch {
     pub large: Vec<Buffer>,
     pub errors: Vec<NativeError>,
     pub streams: Vec<NativeStream>,
+    /// Routing records of responses to requests that named a route.
+    pub routed: Vec<NativeRouted>,
+    pub chats: Vec<NativeChatResponse>,
+    pub chat_streams: Vec<NativeChatStream>,
+    pub chat_chunks: Vec<NativeChatChunk>,
     /// Events for listening clients, `[key,{"type":...}]` entries joined with `,` (JS wraps them in
     /// `[...]` and parses once); empty when none.
     pub events: String,
@@ -84,6 +105,10 @@ struct Done {
     large: Vec<Vec<u8>>,
     errors: Vec<NativeError>,
     streams: Vec<StreamHandle>,
+    routed: Vec<NativeRouted>,
+    chats: Vec<NativeChatResponse>,
+    chat_streams: Vec<ChatStreamHandle>,
+    chat_chunks: Vec<NativeChatChunk>,
 }
 
 impl Done {
@@ -116,12 +141,19 @@ impl Done {
     fn response(&mut self, id: u32, r: Response) {
         let (headers_len, trace_len) = self.push_head(&r.headers, &r.trace_id);
         let body = self.push_body(r.body);
-        self.meta.extend_from_slice(&[f64::from(id), f64::from(r.status), r.elapsed_ms, f64::from(r.attempts), headers_len, trace_len, body]);
+        let has_routed = match r.routed {
+            Some(rt) => {
+                self.routed.push(routed(*rt));
+                1.0
+            }
+            None => 0.0,
+        };
+        self.meta.extend_from_slice(&[f64::from(id), f64::from(r.status), r.elapsed_ms, f64::from(r.attempts), headers_len, trace_len, body, has_routed]);
     }
 
     fn stream(&mut self, id: u32, s: StreamHandle) {
         let (headers_len, trace_len) = self.push_head(s.headers(), s.trace_id());
-        self.meta.extend_from_slice(&[f64::from(id), f64::from(s.status()), 0.0, f64::from(s.attempts()), headers_len, trace_len, BODY_STREAM]);
+        self.meta.extend_from_slice(&[f64::from(id), f64::from(s.status()), 0.0, f64::from(s.attempts()), headers_len, trace_len, BODY_STREAM, 0.0]);
         self.streams.push(s);
     }
 
@@ -130,12 +162,33 @@ impl Done {
             Some(c) => (STATUS_CHUNK, self.push_body(c)),
             None => (STATUS_END, 0.0),
         };
-        self.meta.extend_from_slice(&[f64::from(id), status, 0.0, 0.0, 0.0, 0.0, body]);
+        self.meta.extend_from_slice(&[f64::from(id), status, 0.0, 0.0, 0.0, 0.0, body, 0.0]);
+    }
+
+    fn chat(&mut self, id: u32, r: ChatResponse) {
+        self.chats.push(chat_response(r));
+        self.meta.extend_from_slice(&[f64::from(id), STATUS_CHAT, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+
+    fn chat_stream(&mut self, id: u32, s: ChatStreamHandle) {
+        self.chat_streams.push(s);
+        self.meta.extend_from_slice(&[f64::from(id), STATUS_CHAT_STREAM, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+
+    fn chat_chunk(&mut self, id: u32, chunk: Option<harness_core::ChatChunk>) {
+        let status = match chunk {
+            Some(c) => {
+                self.chat_chunks.push(chat_chunk(c));
+                STATUS_CHAT_CHUNK
+            }
+            None => STATUS_END,
+        };
+        self.meta.extend_from_slice(&[f64::from(id), status, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
     }
 
     fn error(&mut self, id: u32, e: HarnessError) {
         self.errors.push(native_error(e));
-        self.meta.extend_from_slice(&[f64::from(id), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        self.meta.extend_from_slice(&[f64::from(id), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
     }
 }
 
@@ -149,6 +202,12 @@ pub(crate) enum Work {
     Open(harness_core::Client, Request),
     /// The next chunk of an opened stream.
     Read(StreamHandle),
+    /// A chat answer on a route.
+    Chat(harness_core::Client, String, ChatRequest),
+    /// A chat stream, up to its first provider's answer; chunks are pulled with `ChatRead`.
+    ChatOpen(harness_core::Client, String, ChatRequest),
+    /// The next chunk of a chat stream.
+    ChatRead(ChatStreamHandle),
 }
 
 /// A translated call waiting for `CompletionQueue::flush` to start it.
@@ -240,6 +299,24 @@ async fn run(s: Staged, queue: Arc<QueueInner>) {
             Ok(chunk) => queue.finish(|d| d.chunk(id, chunk)),
             Err(e) => queue.finish(|d| d.error(id, e)),
         },
+        Work::Chat(client, route, chat) => {
+            let call = Box::pin(async move { client.chat(&route, chat).await });
+            match cancellable(call, cancel).await {
+                Ok(r) => queue.finish(|d| d.chat(id, r)),
+                Err(e) => queue.finish(|d| d.error(id, e)),
+            }
+        }
+        Work::ChatOpen(client, route, chat) => {
+            let call = Box::pin(async move { client.chat_stream(&route, chat).await });
+            match cancellable(call, cancel).await {
+                Ok(s) => queue.finish(|d| d.chat_stream(id, ChatStreamHandle::new(s))),
+                Err(e) => queue.finish(|d| d.error(id, e)),
+            }
+        }
+        Work::ChatRead(stream) => match stream.next().await {
+            Ok(chunk) => queue.finish(|d| d.chat_chunk(id, chunk)),
+            Err(e) => queue.finish(|d| d.error(id, e)),
+        },
     }
 }
 
@@ -305,6 +382,10 @@ impl CompletionQueue {
             large: done.large.into_iter().map(Buffer::from).collect(),
             errors: done.errors,
             streams: done.streams.into_iter().map(NativeStream::new).collect(),
+            routed: done.routed,
+            chats: done.chats,
+            chat_streams: done.chat_streams.into_iter().map(NativeChatStream::new).collect(),
+            chat_chunks: done.chat_chunks,
             events,
         }
     }

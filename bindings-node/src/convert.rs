@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use harness_core::{Body, HarnessError, Request};
 
-fn pairs(flat: Option<Vec<String>>, field: &str) -> Result<Vec<(String, String)>, HarnessError> {
+pub(crate) fn pairs(flat: Option<Vec<String>>, field: &str) -> Result<Vec<(String, String)>, HarnessError> {
     let Some(flat) = flat else { return Ok(Vec::new()) };
     if flat.len() % 2 != 0 {
         return Err(HarnessError::config(format!("request.{field}: expected name/value pairs")));
@@ -38,11 +38,7 @@ pub fn core_request(
         (None, Some(buf)) => Body::Bytes(Bytes::copy_from_slice(buf)),
         (None, None) => Body::Empty,
     };
-    let timeout_ms = match timeout_ms {
-        None => None,
-        Some(t) if t.is_finite() && t >= 0.0 && t.fract() == 0.0 && t <= u64::MAX as f64 => Some(t as u64),
-        Some(t) => return Err(HarnessError::config(format!("request.timeout_ms: expected an integer >= 0, got {t}"))),
-    };
+    let timeout_ms = timeout_ms_of(timeout_ms)?;
     Ok(Request {
         service,
         method,
@@ -55,6 +51,15 @@ pub fn core_request(
         timeout_ms,
         traceparent,
     })
+}
+
+/// A JS timeout in milliseconds: an integer >= 0, or none.
+pub(crate) fn timeout_ms_of(timeout_ms: Option<f64>) -> Result<Option<u64>, HarnessError> {
+    match timeout_ms {
+        None => Ok(None),
+        Some(t) if t.is_finite() && t >= 0.0 && t.fract() == 0.0 && t <= u64::MAX as f64 => Ok(Some(t as u64)),
+        Some(t) => Err(HarnessError::config(format!("request.timeout_ms: expected an integer >= 0, got {t}"))),
+    }
 }
 
 /// The length of `s` in UTF-16 code units (JS string indices).

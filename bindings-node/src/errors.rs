@@ -24,6 +24,18 @@ pub struct NativeError {
     pub trace_id: Option<String>,
     pub phase: Option<String>,
     pub body: Option<Buffer>,
+    /// Routed calls: the provider whose answer this error is.
+    pub provider: Option<String>,
+    /// `NoHealthyProviderError`: each provider of the route and its last error (or why it was
+    /// not tried), in config order; empty otherwise.
+    pub provider_errors: Vec<NativeProviderError>,
+}
+
+/// One provider's last error, as a `NoHealthyProviderError` lists it.
+#[napi(object)]
+pub struct NativeProviderError {
+    pub provider: String,
+    pub error: String,
 }
 
 /// A synchronous call's result: the value, or the error as data.
@@ -56,6 +68,8 @@ pub fn native_error(e: HarnessError) -> NativeError {
         retry_after_ms: e.retry_after_ms.map(|v| v as f64),
         trace_id: e.trace_id,
         body: e.body.map(|b| Buffer::from(Vec::from(b))),
+        provider: e.provider,
+        provider_errors: e.provider_errors.into_iter().map(|(provider, error)| NativeProviderError { provider, error }).collect(),
     }
 }
 

@@ -11,7 +11,8 @@
 //!
 //! Modules: `client` (the native client), `convert` (JS fields to a core request),
 //! `completion` (the queue), `stream` (streaming bodies), `events` (the event sink),
-//! `credentials` (JS token providers, the credential state), `errors`.
+//! `credentials` (JS token providers, the credential state), `routing` (chat calls and
+//! streams, routed responses, the route state), `errors`.
 
 // The core's HarnessError is large by design (full call context); it crosses once per failed call.
 #![allow(clippy::result_large_err)]
@@ -22,6 +23,7 @@ mod convert;
 mod credentials;
 mod errors;
 mod events;
+mod routing;
 mod stream;
 
 use napi_derive::napi;

@@ -36,6 +36,7 @@ function substitute(v, name) {
   if (typeof v === 'string') {
     return v
       .replaceAll('{token_url}', '{upstream}/s/{name}-token/oauth/token')
+      .replaceAll('{llm}', '{upstream}/llm/{name}-')
       .replaceAll('{name}', name ?? '{name}')
       .replaceAll('{upstream}', `http://${upstream.addr}`)
       .replaceAll('{blackhole}', `http://${upstream.blackhole}`)
@@ -70,10 +71,12 @@ function coreMessage(e) {
 
 // One call: resolves to { response } or { error } and the wall time.
 async function runOne(client, scenario, call) {
+  if ('chat' in call) return runChat(client, call)
   const opts = {
-    service: call.service ?? 'svc',
+    service: call.route ?? call.service ?? 'svc',
     method: call.method,
-    path: `/s/${scenario.name}${call.path}`,
+    // A call naming a route sends its path as is (the route's providers are not scripts).
+    path: 'route' in call ? call.path : `/s/${scenario.name}${call.path}`,
     endpoint: call.endpoint,
     headers: call.headers,
     idempotencyKey: call.idempotency_key,
@@ -99,6 +102,114 @@ async function runOne(client, scenario, call) {
   } finally {
     clearTimeout(timer)
   }
+}
+
+// A chat call on a route (`client.chat(route, { messages, ...params })`), or with `stream` a
+// chat stream read to its end, folded into one object: the content after the last `restart`,
+// the chunk kinds (runs of `delta` collapsed) and the `done` chunk's fields.
+async function runChat(client, call) {
+  const request = { messages: call.chat.messages, ...(call.chat.params || {}) }
+  const t0 = performance.now()
+  try {
+    let response
+    if (!call.stream) {
+      response = await client.chat(call.route, request)
+    } else {
+      const stream = await client.chatStream(call.route, request)
+      const kinds = []
+      let content = ''
+      let done = null
+      for await (const chunk of stream) {
+        if (!(chunk.kind === 'delta' && kinds.at(-1) === 'delta')) kinds.push(chunk.kind)
+        if (chunk.kind === 'restart') content = ''
+        else if (chunk.kind === 'delta') content += chunk.content
+        else if (chunk.kind === 'done') done = chunk
+      }
+      assert.ok(done !== null, 'a chat stream ends with a done chunk')
+      response = {
+        content,
+        chunkKinds: kinds,
+        provider: done.provider,
+        model: done.model,
+        finishReason: done.finishReason,
+        usage: done.usage,
+        cost: done.cost,
+        traceId: stream.traceId,
+      }
+    }
+    return { response, ms: performance.now() - t0 }
+  } catch (error) {
+    assert.ok(error instanceof HarnessError, `not a HarnessError: ${error && error.stack}`)
+    return { error, ms: performance.now() - t0 }
+  }
+}
+
+const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+
+// A `routing_state` call: each given field of each given provider (snake_case in the vector).
+function checkRoutingState(client, scenario, call, i) {
+  const where = `${scenario.name} call ${i} (routing_state)`
+  const state = client.routingState(call.routing_state)
+  assert.equal(state.route, call.routing_state, `${where}: route`)
+  for (const [id, want] of Object.entries((call.expect || {}).providers || {})) {
+    const p = state.providers.find((x) => x.id === id)
+    assert.ok(p, `${where}: no provider ${id} in ${JSON.stringify(state)}`)
+    for (const [k, v] of Object.entries(want)) {
+      if (k === 'last_error_contains') {
+        assert.ok(typeof p.lastError === 'string' && p.lastError.includes(v), `${where}: ${id}.lastError ${JSON.stringify(p.lastError)} lacks ${JSON.stringify(v)}`)
+      } else {
+        assert.deepEqual(p[camel(k)], v, `${where}: ${id}.${camel(k)}`)
+      }
+    }
+  }
+}
+
+// A `set_weight` call: `{}` (it must succeed and give a new version) or an error.
+function checkSetWeight(client, scenario, call, i) {
+  const where = `${scenario.name} call ${i} (set_weight)`
+  const ex = call.expect || {}
+  const versionBefore = client.configVersion
+  let version, error
+  try {
+    version = client.setWeight(...call.set_weight)
+  } catch (e) {
+    error = e
+  }
+  if (!('error' in ex)) {
+    assert.ok(error === undefined, `${where}: expected success, got ${error && `${error.name}: ${error.message}`}`)
+    assert.equal(client.configVersion, version, `${where}: the returned version is in force`)
+    return
+  }
+  assert.ok(error instanceof HarnessError, `${where}: expected ${ex.error}, got ${error === undefined ? 'success' : error}`)
+  assert.equal(error.name, ex.error, `${where}: ${error.message}`)
+  if ('message' in ex) assert.ok(error.message.includes(ex.message), `${where}: ${JSON.stringify(ex.message)} not in ${error.message}`)
+  assert.equal(client.configVersion, versionBefore, `${where}: the old config stays`)
+}
+
+// The expect keys of routed calls (on a ChatResponse, a chat stream's fold, a routed Response or an error).
+function checkRouted(ex, where, response, error, desc) {
+  const r = response
+  if ('provider' in ex) assert.equal(r ? r.provider : undefined, ex.provider, `${where}: provider (${desc})`)
+  if ('model' in ex) assert.equal(r ? r.model : undefined, ex.model, `${where}: model (${desc})`)
+  if ('content' in ex) assert.equal(r ? r.content : undefined, ex.content, `${where}: content (${desc})`)
+  if ('fallback' in ex) assert.equal(r ? r.fallback : undefined, ex.fallback, `${where}: fallback (${desc})`)
+  if ('finish_reason' in ex) assert.equal(r ? r.finishReason : undefined, ex.finish_reason, `${where}: finishReason (${desc})`)
+  if ('usage' in ex) {
+    assert.ok(r && r.usage, `${where}: expected usage, got ${r ? r.usage : desc}`)
+    for (const [k, v] of Object.entries(ex.usage)) assert.equal(r.usage[camel(k)], v, `${where}: usage.${camel(k)}`)
+  }
+  if ('cost' in ex) {
+    assert.ok(r && typeof r.cost === 'number', `${where}: expected cost ${ex.cost}, got ${r ? r.cost : desc}`)
+    assert.ok(Math.abs(r.cost - ex.cost) <= 1e-9, `${where}: cost ${r.cost} != ${ex.cost}`)
+  }
+  if ('attempts_by_provider' in ex) assert.deepEqual(r ? r.attemptsByProvider : undefined, ex.attempts_by_provider, `${where}: attemptsByProvider (${desc})`)
+  if ('chunk_kinds' in ex) assert.deepEqual(r ? r.chunkKinds : undefined, ex.chunk_kinds, `${where}: chunk kinds (${desc})`)
+  if ('provider_errors' in ex) {
+    assert.ok(error, `${where}: expected an error with providerErrors, got ${desc}`)
+    assert.deepEqual(error.providerErrors.map((p) => p.provider), ex.provider_errors, `${where}: providerErrors ${JSON.stringify(error.providerErrors)}`)
+    for (const p of error.providerErrors) assert.equal(typeof p.error, 'string', `${where}: providerErrors[].error`)
+  }
+  if ('error_provider' in ex) assert.equal(error && error.provider, ex.error_provider, `${where}: error provider (${desc})`)
 }
 
 // A streamed call: the body read chunk by chunk (to its end, or `readChunks` chunks and then a
@@ -156,7 +267,7 @@ function check(client, scenario, call, i, results) {
   const service = call.service ?? 'svc'
   if (call.parallel === undefined) {
     const [{ response, error, ms }] = results
-    const desc = error ? `${error.name}: ${error.message}` : `status ${response.status}`
+    const desc = error ? `${error.name}: ${error.message}` : response.status !== undefined ? `status ${response.status}` : `answer ${JSON.stringify(response.content)} from ${response.provider}`
     if ('status' in ex) {
       assert.ok(response, `${where}: expected status ${ex.status}, got ${desc}`)
       assert.equal(response.status, ex.status, `${where}: status`)
@@ -194,6 +305,7 @@ function check(client, scenario, call, i, results) {
     if ('trace_id' in ex) assert.equal((response || error).traceId, ex.trace_id, `${where}: traceId`)
     if ('min_ms' in ex) assert.ok(ms >= ex.min_ms, `${where}: took ${ms.toFixed(1)} ms < min ${ex.min_ms} (${desc})`)
     if ('max_ms' in ex) assert.ok(ms <= ex.max_ms, `${where}: took ${ms.toFixed(1)} ms > max ${ex.max_ms} (${desc})`)
+    checkRouted(ex, where, response, error, desc)
   } else {
     const counts = {}
     for (const r of results) {
@@ -213,10 +325,27 @@ function check(client, scenario, call, i, results) {
   if ('bulkhead_in_use' in ex) assert.equal(client.bulkheadInUse(service), ex.bulkhead_in_use, `${where}: bulkhead in use`)
 }
 
-// `upstream` against the scenario's script log, `token_upstream` against its `{name}-token` script.
+// `upstream` against the scenario's script log, `token_upstream` against its `{name}-token` script,
+// `provider_upstream` against each simulated provider's log.
 async function checkUpstream(scenario) {
   if (scenario.upstream) await checkLog(scenario.name, scenario.upstream)
   if (scenario.token_upstream) await checkLog(`${scenario.name}-token`, scenario.token_upstream)
+  for (const [id, want] of Object.entries(scenario.provider_upstream || {})) await checkProviderLog(`${scenario.name}-${id}`, want)
+}
+
+async function checkProviderLog(pname, want) {
+  const log = await upstream.admin('GET', `/__admin/provider-log/${pname}`)
+  const where = `provider ${pname}`
+  if ('requests' in want) assert.equal(log.count, want.requests, `${where}: request count`)
+  if ('first_body' in want) {
+    assert.ok(log.requests.length > 0, `${where}: no request`)
+    const body = log.requests[0].body
+    for (const [k, v] of Object.entries(want.first_body)) assert.deepEqual(body[k], v, `${where}: first body's ${k} (${JSON.stringify(body)})`)
+  }
+  if ('first_last_message' in want) {
+    assert.ok(log.requests.length > 0, `${where}: no request`)
+    assert.deepEqual(log.requests[0].body.messages.at(-1), want.first_last_message, `${where}: the first request's last message`)
+  }
 }
 
 async function checkLog(script, up) {
@@ -248,7 +377,7 @@ async function checkLog(script, up) {
   }
 }
 
-const known = new Set(['method', 'path', 'service', 'endpoint', 'headers', 'json', 'json_depth', 'body', 'idempotency_key', 'timeout_ms', 'traceparent', 'wait_ms', 'parallel', 'background', 'cancel_after_ms', 'stream', 'read_chunks', 'reload', 'expect'])
+const known = new Set(['method', 'path', 'service', 'endpoint', 'headers', 'json', 'json_depth', 'body', 'idempotency_key', 'timeout_ms', 'traceparent', 'wait_ms', 'parallel', 'background', 'cancel_after_ms', 'stream', 'read_chunks', 'reload', 'expect', 'route', 'chat', 'routing_state', 'set_weight'])
 
 // A scenario whose config must be refused: the ConfigError names `config_error` and never shows `config_error_excludes`.
 function checkConfigError(scenario, config) {
@@ -276,6 +405,7 @@ for (const scenario of scenarios) {
   test(scenario.name, async () => {
     await upstream.admin('PUT', `/__admin/script/${scenario.name}`, { steps: scenario.steps })
     if (scenario.token_steps) await upstream.admin('PUT', `/__admin/script/${scenario.name}-token`, { steps: scenario.token_steps })
+    for (const [id, spec] of Object.entries(scenario.providers || {})) await upstream.admin('POST', `/__admin/provider/${scenario.name}-${id}`, spec)
     const config = substitute(deepMerge(BASE, scenario.config || {}), scenario.name)
     if ('config_error' in scenario) return checkConfigError(scenario, config)
     const client = new Client(config)
@@ -286,6 +416,14 @@ for (const scenario of scenarios) {
         if (call.wait_ms) await sleep(call.wait_ms)
         if ('reload' in call) {
           checkReload(client, scenario, call, i, runReload(client, scenario, call))
+          continue
+        }
+        if ('routing_state' in call) {
+          checkRoutingState(client, scenario, call, i)
+          continue
+        }
+        if ('set_weight' in call) {
+          checkSetWeight(client, scenario, call, i)
           continue
         }
         const n = call.parallel ?? 1
