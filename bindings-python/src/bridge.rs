@@ -1,18 +1,19 @@
 //! The one way async results cross into asyncio: a runtime thread queues the result
 //! here (no GIL) and wakes the loop through a `Notifier`; the loop, watching the
 //! notifier's fd with `add_reader`, resolves the futures on its own thread (`drain`).
-//! Requests, stream opens and stream chunks all take this path.
+//! Requests, stream opens and stream chunks (bodies and chat answers) all take this path.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use harness_core::runtime::Task;
-use harness_core::{HarnessError, Response, StreamHandle, StreamResponse};
+use harness_core::{ChatChunk, ChatResponse, ChatStream, ChatStreamHandle, HarnessError, Response, StreamHandle, StreamResponse};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::convert::Reply;
+use crate::chat::NativeChatStream;
+use crate::convert::{ChatReply, Chunk, Reply};
 use crate::errors::to_py;
 use crate::stream::NativeStream;
 
@@ -21,6 +22,9 @@ pub enum Completion {
     Reply(Result<Response, HarnessError>),
     Stream(Result<StreamResponse, HarnessError>),
     Chunk(Result<Option<Bytes>, HarnessError>),
+    ChatReply(Result<ChatResponse, HarnessError>),
+    ChatStream(Result<ChatStream, HarnessError>),
+    ChatChunk(Result<Option<ChatChunk>, HarnessError>),
 }
 
 impl Completion {
@@ -30,7 +34,16 @@ impl Completion {
             Completion::Stream(Ok(s)) => Ok(Bound::new(py, NativeStream::new(StreamHandle::new(s)))?.into_any()),
             Completion::Chunk(Ok(Some(b))) => Ok(PyBytes::new(py, &b).into_any()),
             Completion::Chunk(Ok(None)) => Ok(py.None().into_bound(py)),
-            Completion::Reply(Err(e)) | Completion::Stream(Err(e)) | Completion::Chunk(Err(e)) => Err(to_py(py, e)),
+            Completion::ChatReply(Ok(r)) => Ok(ChatReply(r).into_pyobject(py)?.into_any()),
+            Completion::ChatStream(Ok(s)) => Ok(Bound::new(py, NativeChatStream::new(ChatStreamHandle::new(s)))?.into_any()),
+            Completion::ChatChunk(Ok(Some(c))) => Ok(Chunk(c).into_pyobject(py)?.into_any()),
+            Completion::ChatChunk(Ok(None)) => Ok(py.None().into_bound(py)),
+            Completion::Reply(Err(e))
+            | Completion::Stream(Err(e))
+            | Completion::Chunk(Err(e))
+            | Completion::ChatReply(Err(e))
+            | Completion::ChatStream(Err(e))
+            | Completion::ChatChunk(Err(e)) => Err(to_py(py, e)),
         }
     }
 }

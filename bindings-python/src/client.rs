@@ -1,6 +1,7 @@
 //! The native client: one core `Client`, a blocking call that releases the GIL,
 //! and an async call that runs on the core's runtime and resolves an asyncio future
-//! through the loop's bridge. Streams, reload, listeners and the `logging` sink too.
+//! through the loop's bridge. Streams, chat on routes, routing state, reload, listeners
+//! and the `logging` sink too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,11 +10,12 @@ use bytes::Bytes;
 use harness_core::{Client, ClientOptions, Config, HarnessError, Response};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
 use crate::bridge::{Bridge, Completion, Pending};
+use crate::chat::NativeChatStream;
 use crate::callbacks::PySink;
-use crate::convert::{self, CallArgs, JsonMode, Reply};
+use crate::convert::{self, CallArgs, ChatArgs, ChatReply, JsonMode, Reply};
 use crate::credentials::PyTokenProvider;
 use crate::errors::{config_error, to_py};
 use crate::stream::NativeStream;
@@ -270,6 +272,129 @@ impl NativeClient {
         })
         .map_err(|e| to_py(py, e))?;
         Ok(Pending { task: Mutex::new(Some(task)) })
+    }
+
+    /// One chat answer on an `openai-compatible` route, blocking this thread (not the GIL);
+    /// Ctrl-C interrupts it and cancels the call. `params` is a dict of chat-completions
+    /// parameters; the answer is a dict of `harness.ChatResponse` fields.
+    #[pyo3(signature = (route, messages, params=None, headers=None, timeout_ms=None, traceparent=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn chat<'py>(
+        &self,
+        py: Python<'py>,
+        route: &Bound<'py, PyAny>,
+        messages: &Bound<'py, PyAny>,
+        params: Option<&Bound<'py, PyAny>>,
+        headers: Option<&Bound<'py, PyAny>>,
+        timeout_ms: Option<&Bound<'py, PyAny>>,
+        traceparent: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<ChatReply> {
+        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent })?;
+        let mut call = self.inner.start_blocking_chat(&route, chat).map_err(|e| to_py(py, e))?;
+        loop {
+            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
+                return outcome.and_then(|r| r).map(ChatReply).map_err(|e| to_py(py, e));
+            }
+            py.check_signals()?;
+        }
+    }
+
+    /// Starts one chat call whose answer resolves `future` through `bridge`; the returned
+    /// `Pending` cancels the call when cancelled or dropped.
+    #[pyo3(signature = (bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn chat_async<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        future: &Bound<'py, PyAny>,
+        route: &Bound<'py, PyAny>,
+        messages: &Bound<'py, PyAny>,
+        params: Option<&Bound<'py, PyAny>>,
+        headers: Option<&Bound<'py, PyAny>>,
+        timeout_ms: Option<&Bound<'py, PyAny>>,
+        traceparent: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Pending> {
+        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent })?;
+        let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
+        let task = harness_core::runtime::spawn(async move {
+            let outcome = client.chat(&route, chat).await;
+            shared.complete(future, Completion::ChatReply(outcome));
+        })
+        .map_err(|e| to_py(py, e))?;
+        Ok(Pending { task: Mutex::new(Some(task)) })
+    }
+
+    /// Opens a streamed chat answer, blocking this thread (not the GIL) until a provider
+    /// answered; Ctrl-C interrupts it and cancels the call.
+    #[pyo3(signature = (route, messages, params=None, headers=None, timeout_ms=None, traceparent=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn chat_stream<'py>(
+        &self,
+        py: Python<'py>,
+        route: &Bound<'py, PyAny>,
+        messages: &Bound<'py, PyAny>,
+        params: Option<&Bound<'py, PyAny>>,
+        headers: Option<&Bound<'py, PyAny>>,
+        timeout_ms: Option<&Bound<'py, PyAny>>,
+        traceparent: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<NativeChatStream> {
+        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent })?;
+        let mut call = self.inner.start_blocking_chat_stream(&route, chat).map_err(|e| to_py(py, e))?;
+        loop {
+            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
+                return match outcome.and_then(|r| r) {
+                    Ok(s) => Ok(NativeChatStream::new(harness_core::ChatStreamHandle::new(s))),
+                    Err(e) => Err(to_py(py, e)),
+                };
+            }
+            py.check_signals()?;
+        }
+    }
+
+    /// Opens a streamed chat answer on the runtime; `future` resolves (through `bridge`) to
+    /// the stream once a provider answered. The returned `Pending` cancels the open.
+    #[pyo3(signature = (bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn chat_stream_async<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        future: &Bound<'py, PyAny>,
+        route: &Bound<'py, PyAny>,
+        messages: &Bound<'py, PyAny>,
+        params: Option<&Bound<'py, PyAny>>,
+        headers: Option<&Bound<'py, PyAny>>,
+        timeout_ms: Option<&Bound<'py, PyAny>>,
+        traceparent: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Pending> {
+        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent })?;
+        let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
+        let task = harness_core::runtime::spawn(async move {
+            let outcome = client.chat_stream(&route, chat).await;
+            shared.complete(future, Completion::ChatStream(outcome));
+        })
+        .map_err(|e| to_py(py, e))?;
+        Ok(Pending { task: Mutex::new(Some(task)) })
+    }
+
+    /// The state of a route as a dict: its strategy and, per provider, weights, health,
+    /// breaker, in-flight count, cooling and last error.
+    fn routing_state<'py>(&self, py: Python<'py>, route: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let state = self.inner.routing_state(&convert::string("route", route)?).map_err(|e| to_py(py, e))?;
+        crate::callbacks::to_py(py, &state.to_value())
+    }
+
+    /// Sets a provider's weight as a reload would; returns the new config version.
+    fn set_weight(&self, py: Python<'_>, route: &Bound<'_, PyAny>, provider: &Bound<'_, PyAny>, weight: &Bound<'_, PyAny>) -> PyResult<String> {
+        let route = convert::string("route", route)?;
+        let provider = convert::string("provider", provider)?;
+        let weight = if weight.is_instance_of::<PyInt>() && !weight.is_instance_of::<PyBool>() {
+            weight.extract::<u32>().map_err(|_| config_error(py, format!("weight: expected an integer from 0 to {}, got one outside that range", u32::MAX)))?
+        } else {
+            return Err(config_error(py, format!("weight: expected an integer from 0 to {}, got {}", u32::MAX, weight.get_type().name()?)));
+        };
+        py.detach(|| self.inner.set_weight(&route, &provider, weight)).map_err(|e| to_py(py, e))
     }
 
     /// The Prometheus text exposition of this client's metrics.

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use harness_core::json::{self as core_json, JsonWriter};
-use harness_core::{Body, HarnessError, Request, Response};
+use harness_core::{Body, ChatChunk, ChatRequest, ChatResponse, HarnessError, Request, Response, Routed, Usage};
 use pyo3::exceptions::PyUnicodeEncodeError;
 use pyo3::prelude::*;
 use pyo3::{ffi, intern, PyTypeInfo};
@@ -139,6 +139,10 @@ fn body(py: Python<'_>, json: Option<&Bound<'_, PyAny>>, content: Option<&Bound<
 pub enum JsonMode {
     /// A `json=` body: exactly what `json.dumps(value, allow_nan=False)` accepts.
     Body,
+    /// Chat `messages`: accepted as a body is.
+    Messages,
+    /// Chat-completions parameters (`temperature=...`): accepted as a body is.
+    Params,
     /// A config dict: also any `Mapping`, `Sequence`, `set` and `frozenset` (as lists), as configs always took.
     Config,
 }
@@ -147,6 +151,8 @@ impl JsonMode {
     fn field(self) -> &'static str {
         match self {
             JsonMode::Body => "json",
+            JsonMode::Messages => "messages",
+            JsonMode::Params => "params",
             JsonMode::Config => "config",
         }
     }
@@ -344,7 +350,7 @@ fn float_text(field: &str, f: &Bound<'_, PyFloat>) -> Walk<String> {
 /// Where in the value the walk stopped (`json.items[2].name`), for an error message; None at the root.
 fn location(frames: &[Frame<'_>], mode: JsonMode) -> Option<String> {
     const MAX_CHARS: usize = 200;
-    let mut at = String::from(if mode == JsonMode::Body { "json" } else { "" });
+    let mut at = String::from(if mode == JsonMode::Config { "" } else { mode.field() });
     for frame in frames {
         match frame {
             Frame::Array { next, .. } => at.push_str(&format!("[{}]", next.saturating_sub(1))),
@@ -393,7 +399,104 @@ pub fn request(py: Python<'_>, a: CallArgs<'_, '_>) -> PyResult<Request> {
     })
 }
 
-/// A finished response: `(status, [(name, value)], content, elapsed_ms, attempts, trace_id)`.
+/// The arguments of one chat call, as the Python wrapper passes them.
+pub struct ChatArgs<'a, 'py> {
+    pub route: &'a Bound<'py, PyAny>,
+    pub messages: &'a Bound<'py, PyAny>,
+    /// The chat-completions parameters (`temperature`, `max_tokens`...), a dict.
+    pub params: Option<&'a Bound<'py, PyAny>>,
+    pub headers: Option<&'a Bound<'py, PyAny>>,
+    pub timeout_ms: Option<&'a Bound<'py, PyAny>>,
+    pub traceparent: Option<&'a Bound<'py, PyAny>>,
+}
+
+/// A Python value walked to JSON text (as `json=` is) and read back as a JSON value.
+fn json_value(v: &Bound<'_, PyAny>, mode: JsonMode) -> PyResult<serde_json::Value> {
+    let text = json_text(v, mode)?;
+    let text = std::str::from_utf8(&text).expect("JsonWriter writes UTF-8");
+    core_json::parse_checked(text).map_err(|e| config_error(v.py(), format!("{}: {e}", mode.field())))
+}
+
+/// The route name and the core's `ChatRequest`; the core checks messages and params.
+pub fn chat(py: Python<'_>, a: ChatArgs<'_, '_>) -> PyResult<(String, ChatRequest)> {
+    let route = string("route", a.route)?;
+    let params = match present(a.params).map(|p| json_value(p, JsonMode::Params)).transpose()? {
+        None => serde_json::Map::new(),
+        Some(serde_json::Value::Object(map)) => map,
+        Some(_) => return Err(config_error(py, "params: expected a dict of chat-completions parameters")),
+    };
+    let chat = ChatRequest {
+        messages: json_value(a.messages, JsonMode::Messages)?,
+        params,
+        headers: present(a.headers).map(|h| pairs("extra_headers", h, false)).transpose()?.unwrap_or_default(),
+        timeout_ms: timeout(py, a.timeout_ms)?,
+        traceparent: opt_string("traceparent", a.traceparent)?,
+    };
+    Ok((route, chat))
+}
+
+/// `(prompt_tokens, completion_tokens, total_tokens)`; the Python side makes it a `Usage`.
+fn usage(u: Option<Usage>) -> Option<(u64, u64, u64)> {
+    u.map(|u| (u.prompt_tokens, u.completion_tokens, u.total_tokens))
+}
+
+/// What routing did: a dict with the keys of `harness.Response`'s routing attributes.
+fn routed<'py>(py: Python<'py>, r: Routed) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("route", r.route)?;
+    d.set_item("provider", r.provider)?;
+    d.set_item("model", r.model)?;
+    d.set_item("attempts_by_provider", r.attempts_by_provider)?;
+    d.set_item("fallback", r.fallback)?;
+    d.set_item("usage", usage(r.usage))?;
+    d.set_item("cost", r.cost)?;
+    Ok(d)
+}
+
+/// A chat answer as a dict with the keys of `harness.ChatResponse`'s constructor.
+pub struct ChatReply(pub ChatResponse);
+
+impl<'py> IntoPyObject<'py> for ChatReply {
+    type Target = PyDict;
+    type Output = Bound<'py, PyDict>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        let r = self.0;
+        let d = PyDict::new(py);
+        d.set_item("content", r.content)?;
+        d.set_item("finish_reason", r.finish_reason)?;
+        d.set_item("usage", usage(r.usage))?;
+        d.set_item("route", r.route)?;
+        d.set_item("provider", r.provider)?;
+        d.set_item("model", r.model)?;
+        d.set_item("cost", r.cost)?;
+        d.set_item("fallback", r.fallback)?;
+        d.set_item("attempts", r.attempts)?;
+        d.set_item("attempts_by_provider", r.attempts_by_provider)?;
+        d.set_item("trace_id", r.trace_id)?;
+        d.set_item("elapsed_ms", r.elapsed_ms)?;
+        d.set_item("raw", content(py, r.raw)?)?;
+        Ok(d)
+    }
+}
+
+/// A chat stream chunk: `(kind, content, provider, model, finish_reason, usage, cost, reason)`.
+pub struct Chunk(pub ChatChunk);
+
+impl<'py> IntoPyObject<'py> for Chunk {
+    type Target = PyTuple;
+    type Output = Bound<'py, PyTuple>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        let c = self.0;
+        (c.kind.as_str(), c.content, c.provider, c.model, c.finish_reason, usage(c.usage), c.cost, c.reason).into_pyobject(py)
+    }
+}
+
+/// A finished response: `(status, [(name, value)], content, elapsed_ms, attempts, trace_id,
+/// routed)`, `routed` a dict for a request that named a route, else `None`.
 pub struct Reply(pub Response);
 
 impl<'py> IntoPyObject<'py> for Reply {
@@ -407,7 +510,8 @@ impl<'py> IntoPyObject<'py> for Reply {
         for (k, v) in &r.headers {
             headers.append((k.as_str(), v.as_str()))?;
         }
-        (r.status, headers, content(py, r.body)?, r.elapsed_ms, r.attempts, r.trace_id).into_pyobject(py)
+        let routed = r.routed.map(|b| routed(py, *b)).transpose()?;
+        (r.status, headers, content(py, r.body)?, r.elapsed_ms, r.attempts, r.trace_id, routed).into_pyobject(py)
     }
 }
 

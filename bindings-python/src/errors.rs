@@ -50,6 +50,8 @@ fn build(py: Python<'_>, e: &HarnessError) -> PyResult<PyErr> {
     kw.set_item("trace_id", e.trace_id.as_deref())?;
     kw.set_item("phase", e.phase())?;
     kw.set_item("body", e.body.as_ref().map(|b| PyBytes::new(py, b)))?;
+    kw.set_item("provider", e.provider.as_deref())?;
+    kw.set_item("provider_errors", &e.provider_errors)?;
     let instance = cls.call((text,), Some(&kw))?;
     Ok(PyErr::from_value(instance))
 }

@@ -8,6 +8,7 @@
 
 mod bridge;
 mod callbacks;
+mod chat;
 mod client;
 mod convert;
 mod credentials;
@@ -31,6 +32,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bridge::Bridge>()?;
     m.add_class::<bridge::Pending>()?;
     m.add_class::<stream::NativeStream>()?;
+    m.add_class::<chat::NativeChatStream>()?;
     m.add("ERROR_NAMES", harness_core::ErrorKind::NAMES.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(shut_down, m)?)?;

@@ -49,6 +49,17 @@ class Upstream:
         with _NO_PROXY.open(f"{self.url}/__admin/log/{name}", timeout=10) as r:
             return json.loads(r.read())["requests"]
 
+    def provider(self, name: str, spec: dict) -> None:
+        """Sets how simulated model provider `name` answers `/llm/{name}/...` (tests/upstream/src/provider.rs)."""
+        req = urllib.request.Request(f"{self.url}/__admin/provider/{name}", data=json.dumps(spec).encode(), method="POST")
+        with _NO_PROXY.open(req, timeout=10) as r:
+            assert 200 <= r.status < 300, r.read()
+
+    def provider_log(self, name: str) -> dict:
+        """`{"count": n, "requests": [{"n", "model", "stream", "body", "at_ms", "outcome"}]}` of provider `name`."""
+        with _NO_PROXY.open(f"{self.url}/__admin/provider-log/{name}", timeout=10) as r:
+            return json.loads(r.read())
+
 
 @pytest.fixture(scope="session")
 def upstream():

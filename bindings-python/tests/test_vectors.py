@@ -1,5 +1,7 @@
 """Runs every shared scenario vector (tests/vectors/scenarios.json) through the
-Python API, once with the sync Client and once with the AsyncClient."""
+Python API, once with the sync Client and once with the AsyncClient. Routing scenarios
+(`providers`, `route`, `chat`, `routing_state`, `set_weight`) use the chat API and the
+simulated model providers."""
 
 import asyncio
 import copy
@@ -79,8 +81,35 @@ def call_kwargs(name, call):
     return (call.get("service", "svc"), call["method"], f"/s/{name}{call['path']}"), kw
 
 
+# Keywords of chat() itself: a chat parameter of that name goes in extra_body.
+CHAT_KEYWORDS = {"extra_headers", "extra_body", "timeout_ms", "traceparent"}
+
+
+def chat_args(call):
+    """`(route, messages)` and the keyword arguments of a chat call (`client.chat(route, messages, **params)`)."""
+    chat = call["chat"]
+    params = dict(chat.get("params", {}))
+    extra = {k: params.pop(k) for k in list(params) if k in CHAT_KEYWORDS}
+    headers = call.get("headers")
+    kw = {
+        **params,
+        "extra_body": extra or None,
+        "extra_headers": [tuple(p) for p in headers] if isinstance(headers, list) else headers,
+        "timeout_ms": call.get("timeout_ms"),
+        "traceparent": call.get("traceparent"),
+    }
+    return (call["route"], chat["messages"]), kw
+
+
+def route_request_args(call):
+    """A plain request that names a route as its service (the path is not prefixed)."""
+    args, kw = call_kwargs("", call)
+    return (call["route"], call["method"], call["path"]), kw
+
+
 class Outcome:
-    """What one call gave: a Response or an exception, and its wall time."""
+    """What one call gave: a Response (or ChatResponse, Streamed, ChatStreamed) or an
+    exception, and its wall time."""
 
     def __init__(self, result, elapsed_ms):
         self.result = result
@@ -93,7 +122,7 @@ class Outcome:
     @property
     def label(self):
         if self.error is None:
-            return str(self.result.status)
+            return str(getattr(self.result, "status", 200))
         if isinstance(self.error, harness.HarnessError):
             return self.error.kind
         return "CancelledError" if isinstance(self.error, (asyncio.CancelledError, _SyncCancel)) else repr(self.error)
@@ -105,6 +134,102 @@ class Streamed:
     def __init__(self, r, body):
         self.status, self.headers, self.attempts, self.trace_id = r.status, r.headers, r.attempts, r.trace_id
         self.body = body
+
+
+class ChatStreamed:
+    """A chat stream read to its end (or `read_chunks` chunks): the answer after the last
+    `restart`, the chunk kinds, and who answered according to the `done` chunk."""
+
+    def __init__(self, stream, chunks):
+        self.trace_id = stream.trace_id
+        self.chunks = chunks
+        content = []
+        for c in chunks:
+            if c.kind == "restart":
+                content = []
+            elif c.kind == "delta":
+                content.append(c.content)
+        self.content = "".join(content)
+        done = chunks[-1] if chunks and chunks[-1].kind == "done" else None
+        for k in ("provider", "model", "finish_reason", "usage", "cost"):
+            setattr(self, k, getattr(done, k, None))
+
+    @property
+    def chunk_kinds(self):
+        kinds = []
+        for c in self.chunks:
+            if not (c.kind == "delta" and kinds and kinds[-1] == "delta"):
+                kinds.append(c.kind)
+        return kinds
+
+
+_MISSING = object()
+
+
+def check_routed(exp, res, he, fail):
+    """The routing `expect` keys: who answered, how, and what the error says about providers."""
+    for k in ("provider", "model", "fallback", "finish_reason", "content"):
+        if k in exp:
+            got = _MISSING if res is None else getattr(res, k, _MISSING)
+            if got is _MISSING or got != exp[k]:
+                fail(f"expected {k} {exp[k]!r}, got {'no ' + k if got is _MISSING else repr(got)} ({he!r})")
+    if "usage" in exp:
+        usage = getattr(res, "usage", None)
+        got = None if usage is None else {k: getattr(usage, k) for k in exp["usage"]}
+        if got != exp["usage"]:
+            fail(f"expected usage {exp['usage']}, got {usage} ({he!r})")
+    if "cost" in exp:
+        cost = getattr(res, "cost", None)
+        if cost is None or abs(cost - exp["cost"]) > 1e-9:
+            fail(f"expected cost {exp['cost']}, got {cost} ({he!r})")
+    if "attempts_by_provider" in exp:
+        got = getattr(res, "attempts_by_provider", None)
+        if got is None or [list(p) for p in got] != exp["attempts_by_provider"]:
+            fail(f"expected attempts by provider {exp['attempts_by_provider']}, got {got} ({he!r})")
+    if "chunk_kinds" in exp:
+        got = getattr(res, "chunk_kinds", None)
+        if got != exp["chunk_kinds"]:
+            fail(f"expected chunk kinds {exp['chunk_kinds']}, got {got} ({he!r})")
+    if "provider_errors" in exp:
+        got = None if he is None else [p for p, _ in he.provider_errors]
+        if got != exp["provider_errors"]:
+            fail(f"expected provider errors for {exp['provider_errors']}, got {None if he is None else he.provider_errors} ({he!r})")
+    if "error_provider" in exp and getattr(he, "provider", None) != exp["error_provider"]:
+        fail(f"expected the error's provider {exp['error_provider']!r}, got {getattr(he, 'provider', None)!r} ({he!r})")
+
+
+def routing_state_call(client, name, i, call, errors):
+    """`{"routing_state": route, "expect": {"providers": {id: {field: value, "last_error_contains": text}}}}`."""
+    state = client.routing_state(call["routing_state"])
+    by_id = {p["id"]: p for p in state["providers"]}
+    for pid, want in call["expect"].get("providers", {}).items():
+        got = by_id.get(pid)
+        if got is None:
+            errors.append(f"{name} call {i}: routing state has no provider {pid!r}: {state}")
+            continue
+        for k, v in want.items():
+            if k == "last_error_contains":
+                if v not in (got["last_error"] or ""):
+                    errors.append(f"{name} call {i}: {pid} last_error {got['last_error']!r} lacks {v!r}")
+            elif got.get(k, _MISSING) != v:
+                errors.append(f"{name} call {i}: {pid} {k}: expected {v!r}, got {got.get(k, 'nothing')!r}")
+
+
+def set_weight_call(client, name, i, call, errors):
+    """`{"set_weight": [route, id, weight], "expect": {} or {"error": ..., "message": ...}}`."""
+    exp, fail = call["expect"], lambda what: errors.append(f"{name} call {i}: {what}")  # noqa: E731
+    try:
+        version = client.set_weight(*call["set_weight"])
+    except Exception as e:  # noqa: BLE001 - the outcome is what we check
+        if "error" not in exp or not isinstance(e, harness.HarnessError) or e.kind != exp["error"]:
+            fail(f"set_weight expected {exp or 'success'}, got {e!r}")
+        elif "message" in exp and exp["message"] not in e.message:
+            fail(f"set_weight error {e.message!r} lacks {exp['message']!r}")
+        return
+    if "error" in exp:
+        fail(f"set_weight expected {exp['error']}, it succeeded")
+    elif version != client.config_version:
+        fail(f"set_weight returned version {version}, the client has {client.config_version}")
 
 
 def reload_call(client, upstream, name, i, call, errors):
@@ -128,7 +253,7 @@ def check_result(name, i, call, o, errors):
     exp = call["expect"]
     fail = lambda what: errors.append(f"{name} call {i}: {what}")  # noqa: E731
     err, res = o.error, (None if o.error is not None else o.result)
-    if "status" in exp and (res is None or res.status != exp["status"]):
+    if "status" in exp and (res is None or getattr(res, "status", None) != exp["status"]):
         fail(f"expected status {exp['status']}, got {err!r}")
     if "error" in exp and o.label != exp["error"]:
         fail(f"expected {exp['error']}, got {res if err is None else repr(err)}")
@@ -158,15 +283,16 @@ def check_result(name, i, call, o, errors):
         if got != exp["body"]:
             fail(f"expected body {exp['body']!r}, got {got!r} ({err!r})")
     for k, want in exp.get("headers", {}).items():
-        got = res.headers.get_list(k) if res is not None else []
+        got = res.headers.get_list(k) if res is not None and hasattr(res, "headers") else []
         if got != want:
             fail(f"response header {k}: expected {want}, got {got}")
     if "retry_after_ms" in exp and getattr(he, "retry_after_ms", None) != exp["retry_after_ms"]:
         fail(f"expected retry_after_ms {exp['retry_after_ms']}, got {getattr(he, 'retry_after_ms', None)}")
     if "trace_id" in exp and (res is None or res.trace_id != exp["trace_id"]):
         fail(f"expected trace id {exp['trace_id']}, got {getattr(res, 'trace_id', None)}")
+    check_routed(exp, res, he, fail)
     if "attempts" in exp:
-        got = res.attempts if res is not None else getattr(he, "attempts", None)
+        got = getattr(res, "attempts", None) if res is not None else getattr(he, "attempts", None)
         if got != exp["attempts"]:
             fail(f"expected {exp['attempts']} attempts, got {got} ({err!r})")
     if "min_ms" in exp and o.elapsed_ms < exp["min_ms"]:
@@ -231,8 +357,8 @@ def check_upstream(upstream, name, exp, errors):
 
 
 def placeholders(upstream, name):
-    """Config placeholders, in replacement order: `{token_url}` first (it holds the others)."""
-    return {"{token_url}": "{upstream}/s/{name}-token/oauth/token", **upstream.urls(), "{name}": name}
+    """Config placeholders, in replacement order: `{token_url}` and `{llm}` first (they hold the others)."""
+    return {"{token_url}": "{upstream}/s/{name}-token/oauth/token", "{llm}": "{upstream}/llm/{name}-", **upstream.urls(), "{name}": name}
 
 
 def scenario_config(upstream, scenario):
@@ -240,10 +366,31 @@ def scenario_config(upstream, scenario):
 
 
 def install_scripts(upstream, scenario):
-    """The scenario's script, and its OAuth2 token endpoint (`{name}-token`) when it has one."""
+    """The scenario's script, its OAuth2 token endpoint (`{name}-token`) and its simulated
+    model providers (`{name}-{id}`, each starting with a clear log) when it has them."""
     upstream.script(scenario["name"], scenario["steps"])
     if "token_steps" in scenario:
         upstream.script(f"{scenario['name']}-token", scenario["token_steps"])
+    for pid, spec in scenario.get("providers", {}).items():
+        upstream.provider(f"{scenario['name']}-{pid}", {**spec, "reset": True})
+
+
+def check_provider_upstream(upstream, name, exp, errors):
+    """`provider_upstream`: each provider's request count, first body and first last message."""
+    for pid, want in exp.items():
+        log = upstream.provider_log(f"{name}-{pid}")
+        fail = lambda what: errors.append(f"{name} provider {pid}: {what}")  # noqa: E731
+        if "requests" in want and log["count"] != want["requests"]:
+            fail(f"expected {want['requests']} requests, got {log['count']}")
+        first = log["requests"][0]["body"] if log["requests"] else None
+        for k, v in want.get("first_body", {}).items():
+            got = _MISSING if first is None else first.get(k, _MISSING)
+            if got != v:
+                fail(f"first body {k}: expected {v!r}, got {'nothing' if got is _MISSING else repr(got)}")
+        if "first_last_message" in want:
+            got = first["messages"][-1] if first and first.get("messages") else None
+            if got != want["first_last_message"]:
+                fail(f"first request's last message: expected {want['first_last_message']}, got {got}")
 
 
 def check_upstreams(upstream, scenario, errors):
@@ -252,6 +399,8 @@ def check_upstreams(upstream, scenario, errors):
         check_upstream(upstream, name, scenario["upstream"], errors)
     if "token_upstream" in scenario:
         check_upstream(upstream, f"{name}-token", scenario["token_upstream"], errors)
+    if "provider_upstream" in scenario:
+        check_provider_upstream(upstream, name, scenario["provider_upstream"], errors)
 
 
 def check_config_error(upstream, scenario, make):
@@ -277,12 +426,20 @@ class _SyncCancel(BaseException):
     """Raised by a SIGALRM handler: the sync client's host-side cancel (the Ctrl-C path)."""
 
 
+def _sync_invoke(client, name, call):
+    """The call's blocking API: a chat answer, a request naming a route, or a plain request."""
+    if "chat" in call:
+        args, kw = chat_args(call)
+        return client.chat(*args, **kw)
+    args, kw = route_request_args(call) if "route" in call else call_kwargs(name, call)
+    return client.request(*args, **kw)
+
+
 def _sync_call(client, name, call, cancel_ms=None):
-    args, kw = call_kwargs(name, call)
     start = time.perf_counter()
     try:
         if cancel_ms is None:
-            result = client.request(*args, **kw)
+            result = _sync_invoke(client, name, call)
         else:
             # The blocking call checks signals every 50 ms; the handler's exception drops the Rust task.
             def on_alarm(signum, frame):
@@ -291,7 +448,7 @@ def _sync_call(client, name, call, cancel_ms=None):
             old = signal.signal(signal.SIGALRM, on_alarm)
             signal.setitimer(signal.ITIMER_REAL, cancel_ms / 1000)
             try:
-                result = client.request(*args, **kw)
+                result = _sync_invoke(client, name, call)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, old)
@@ -300,7 +457,26 @@ def _sync_call(client, name, call, cancel_ms=None):
     return Outcome(result, (time.perf_counter() - start) * 1000)
 
 
+def _sync_chat_stream(client, call):
+    args, kw = chat_args(call)
+    limit = call.get("read_chunks")
+    start = time.perf_counter()
+    try:
+        with client.chat_stream(*args, **kw) as s:
+            chunks = []
+            for chunk in s:
+                chunks.append(chunk)
+                if limit is not None and len(chunks) >= limit:
+                    break  # leaving the loop cancels the answer
+        result = ChatStreamed(s, chunks)
+    except BaseException as e:  # noqa: BLE001 - the outcome is what we check
+        result = e
+    return Outcome(result, (time.perf_counter() - start) * 1000)
+
+
 def _sync_stream(client, name, call):
+    if "chat" in call:
+        return _sync_chat_stream(client, call)
     args, kw = call_kwargs(name, call)
     limit = call.get("read_chunks")
     start = time.perf_counter()
@@ -342,6 +518,12 @@ def run_sync(upstream, scenario):
             if "reload" in call:
                 reload_call(client, upstream, name, i, call, errors)
                 continue
+            if "routing_state" in call:
+                routing_state_call(client, name, i, call, errors)
+                continue
+            if "set_weight" in call:
+                set_weight_call(client, name, i, call, errors)
+                continue
             cancel = call.get("cancel_after_ms")
             if call.get("stream") and (cancel is not None or call.get("background") or call.get("parallel")):
                 pytest.fail(f"{name} call {i}: the runner streams only foreground single calls")
@@ -370,10 +552,18 @@ def run_sync(upstream, scenario):
 # ---- async client --------------------------------------------------------------------------
 
 
+def _async_invoke(client, name, call):
+    """The call's coroutine: a chat answer, a request naming a route, or a plain request."""
+    if "chat" in call:
+        args, kw = chat_args(call)
+        return client.chat(*args, **kw)
+    args, kw = route_request_args(call) if "route" in call else call_kwargs(name, call)
+    return client.request(*args, **kw)
+
+
 async def _async_call(client, name, call, cancel_ms=None):
-    args, kw = call_kwargs(name, call)
     start = time.perf_counter()
-    task = asyncio.ensure_future(client.request(*args, **kw))
+    task = asyncio.ensure_future(_async_invoke(client, name, call))
     try:
         if cancel_ms is not None:
             done, _ = await asyncio.wait({task}, timeout=cancel_ms / 1000)
@@ -385,7 +575,26 @@ async def _async_call(client, name, call, cancel_ms=None):
     return Outcome(result, (time.perf_counter() - start) * 1000)
 
 
+async def _async_chat_stream(client, call):
+    args, kw = chat_args(call)
+    limit = call.get("read_chunks")
+    start = time.perf_counter()
+    try:
+        chunks = []
+        stream = client.chat_stream(*args, **kw)
+        async for chunk in stream:
+            chunks.append(chunk)
+            if limit is not None and len(chunks) >= limit:
+                break
+        result = ChatStreamed(stream, chunks)
+    except BaseException as e:  # noqa: BLE001
+        result = e
+    return Outcome(result, (time.perf_counter() - start) * 1000)
+
+
 async def _async_stream(client, name, call):
+    if "chat" in call:
+        return await _async_chat_stream(client, call)
     args, kw = call_kwargs(name, call)
     limit = call.get("read_chunks")
     start = time.perf_counter()
@@ -426,6 +635,12 @@ async def run_async(upstream, scenario):
                 await asyncio.sleep(call["wait_ms"] / 1000)
             if "reload" in call:
                 reload_call(client, upstream, name, i, call, errors)
+                continue
+            if "routing_state" in call:
+                routing_state_call(client, name, i, call, errors)
+                continue
+            if "set_weight" in call:
+                set_weight_call(client, name, i, call, errors)
                 continue
             cancel = call.get("cancel_after_ms")
             if call.get("stream") and (cancel is not None or call.get("background") or call.get("parallel")):

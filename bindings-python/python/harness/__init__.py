@@ -17,7 +17,7 @@ import json as _json
 import os
 import weakref
 from collections.abc import Mapping
-from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._credentials import TokenProvider as _TokenProvider
@@ -48,6 +48,11 @@ __all__ = [
     "Response",
     "StreamResponse",
     "Headers",
+    "Usage",
+    "ChatResponse",
+    "ChatChunk",
+    "ChatStream",
+    "AsyncChatStream",
     "Event",
     "HarnessError",
     "TimeoutError",
@@ -112,8 +117,25 @@ class Headers(Mapping):
         return f"Headers({list(self._index())!r})"
 
 
+class Usage(NamedTuple):
+    """Token counts as the answering provider reported them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+def _usage(u: Optional[Tuple[int, int, int]]) -> Optional[Usage]:
+    return None if u is None else Usage(*u)
+
+
 class Response:
-    """A successful response (status 2xx/3xx); error statuses raise ``HttpStatusError``."""
+    """A successful response (status 2xx/3xx); error statuses raise ``HttpStatusError``.
+
+    A request that named a route (``routes:`` in the config) also says who answered and how:
+    ``route``, ``provider``, ``model``, ``attempts_by_provider``, ``fallback``, ``stale``,
+    ``usage`` and ``cost``; all ``None`` for a plain service.
+    """
 
     # A dict of slots documents each attribute (help(), inspect.getdoc).
     __slots__ = {
@@ -124,6 +146,7 @@ class Response:
         "trace_id": "The W3C trace id of this call (sent downstream in ``traceparent``).",
         "_raw_headers": "",
         "_headers": "",
+        "_routed": "",
     }
 
     status: int
@@ -140,6 +163,7 @@ class Response:
         elapsed_ms: float,
         attempts: int,
         trace_id: str,
+        routed: Optional[Dict[str, Any]] = None,
     ) -> None:
         self.status = status
         self._raw_headers = headers
@@ -148,6 +172,7 @@ class Response:
         self.elapsed_ms = elapsed_ms
         self.attempts = attempts
         self.trace_id = trace_id
+        self._routed = routed
 
     @property
     def headers(self) -> Headers:
@@ -155,6 +180,49 @@ class Response:
         if self._headers is None:
             self._headers = Headers(self._raw_headers)
         return self._headers
+
+    def _route_field(self, name: str) -> Any:
+        return None if self._routed is None else self._routed[name]
+
+    @property
+    def route(self) -> Optional[str]:
+        """The route the request named (``None`` for a plain service)."""
+        return self._route_field("route")
+
+    @property
+    def provider(self) -> Optional[str]:
+        """The provider that answered (``None`` for a static fallback or a plain service)."""
+        return self._route_field("provider")
+
+    @property
+    def model(self) -> Optional[str]:
+        """The model that answered (the provider's report, else its configured model)."""
+        return self._route_field("model")
+
+    @property
+    def attempts_by_provider(self) -> Optional[List[Tuple[str, int]]]:
+        """``[(provider, attempts), ...]`` in the order the providers were first tried."""
+        return self._route_field("attempts_by_provider")
+
+    @property
+    def fallback(self) -> Optional[str]:
+        """``"cache"`` (a stale answer for the same request) or ``"static"`` when no provider could answer."""
+        return self._route_field("fallback")
+
+    @property
+    def stale(self) -> Optional[bool]:
+        """Whether this is a cached answer served because no provider could answer now."""
+        return None if self._routed is None else self._routed["fallback"] == "cache"
+
+    @property
+    def usage(self) -> Optional[Usage]:
+        """Token counts, when the route's adapter read them from the answer."""
+        return _usage(self._route_field("usage"))
+
+    @property
+    def cost(self) -> Optional[float]:
+        """The answer's cost from the provider's configured prices and the usage it reported."""
+        return self._route_field("cost")
 
     @property
     def text(self) -> str:
@@ -175,7 +243,139 @@ class Response:
         return _json.loads(self.content)
 
     def __repr__(self) -> str:
-        return f"<Response [{self.status}] attempts={self.attempts} trace_id={self.trace_id}>"
+        routed = "" if self._routed is None else f" provider={self.provider}"
+        return f"<Response [{self.status}]{routed} attempts={self.attempts} trace_id={self.trace_id}>"
+
+
+class ChatResponse:
+    """One chat answer from a route (``client.chat(...)``), the same shape from every provider."""
+
+    __slots__ = {
+        "content": "The answer's text.",
+        "finish_reason": "Why the answer ended (``stop``, ``length``, ...), as the provider said.",
+        "usage": "Token counts (a ``Usage``), when the provider reported them.",
+        "route": "The route the call went through.",
+        "provider": "The provider that answered (``None`` for a static fallback).",
+        "model": "The model that answered (the provider's report, else its configured model).",
+        "cost": "The answer's cost from the provider's configured prices.",
+        "fallback": "``\"cache\"`` or ``\"static\"`` when no provider could answer, else ``None``.",
+        "attempts": "Attempts made across all providers.",
+        "attempts_by_provider": "``[(provider, attempts), ...]`` in the order first tried.",
+        "trace_id": "The W3C trace id of this call.",
+        "elapsed_ms": "Wall time of the whole call, failovers included, in milliseconds.",
+        "raw": "The provider's whole answer, as bytes.",
+    }
+
+    content: str
+    finish_reason: Optional[str]
+    usage: Optional[Usage]
+    route: str
+    provider: Optional[str]
+    model: Optional[str]
+    cost: Optional[float]
+    fallback: Optional[str]
+    attempts: int
+    attempts_by_provider: List[Tuple[str, int]]
+    trace_id: str
+    elapsed_ms: float
+    raw: bytes
+
+    def __init__(
+        self,
+        *,
+        content: str,
+        route: str,
+        trace_id: str,
+        finish_reason: Optional[str] = None,
+        usage: Optional[Tuple[int, int, int]] = None,
+        provider: Optional[str] = None,
+        model: Optional[str] = None,
+        cost: Optional[float] = None,
+        fallback: Optional[str] = None,
+        attempts: int = 0,
+        attempts_by_provider: Optional[List[Tuple[str, int]]] = None,
+        elapsed_ms: float = 0.0,
+        raw: bytes = b"",
+    ) -> None:
+        self.content = content
+        self.finish_reason = finish_reason
+        self.usage = _usage(usage)
+        self.route = route
+        self.provider = provider
+        self.model = model
+        self.cost = cost
+        self.fallback = fallback
+        self.attempts = attempts
+        self.attempts_by_provider = [] if attempts_by_provider is None else attempts_by_provider
+        self.trace_id = trace_id
+        self.elapsed_ms = elapsed_ms
+        self.raw = raw
+
+    @property
+    def stale(self) -> bool:
+        """Whether this is a cached answer served because no provider could answer now."""
+        return self.fallback == "cache"
+
+    def __repr__(self) -> str:
+        return (
+            f"<ChatResponse route={self.route} provider={self.provider} model={self.model} "
+            f"finish_reason={self.finish_reason} attempts={self.attempts} trace_id={self.trace_id}>"
+        )
+
+
+class ChatChunk:
+    """One piece of a streamed chat answer; ``kind`` says which:
+
+    - ``delta``: ``content`` is more of the answer;
+    - ``restart``: the answer so far is void, a new one (from another provider) follows;
+      ``reason`` says why the previous provider's answer was abandoned;
+    - ``done``: the last chunk, with ``finish_reason``, ``usage`` and ``cost``.
+    """
+
+    __slots__ = {
+        "kind": "``delta``, ``restart`` or ``done``.",
+        "content": "``delta``: the new text (empty otherwise).",
+        "provider": "The provider this chunk comes from.",
+        "model": "The model this chunk comes from.",
+        "finish_reason": "``done``: why the answer ended.",
+        "usage": "``done``: token counts (a ``Usage``), when the provider reported them.",
+        "cost": "``done``: the answer's cost.",
+        "reason": "``restart``: why the previous provider's answer was abandoned.",
+    }
+
+    kind: str
+    content: str
+    provider: Optional[str]
+    model: Optional[str]
+    finish_reason: Optional[str]
+    usage: Optional[Usage]
+    cost: Optional[float]
+    reason: Optional[str]
+
+    def __init__(
+        self,
+        kind: str,
+        content: str = "",
+        provider: Optional[str] = None,
+        model: Optional[str] = None,
+        finish_reason: Optional[str] = None,
+        usage: Optional[Tuple[int, int, int]] = None,
+        cost: Optional[float] = None,
+        reason: Optional[str] = None,
+    ) -> None:
+        self.kind = kind
+        self.content = content
+        self.provider = provider
+        self.model = model
+        self.finish_reason = finish_reason
+        self.usage = _usage(usage)
+        self.cost = cost
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        fields = ("content", "provider", "model", "finish_reason", "usage", "cost", "reason")
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in fields if getattr(self, k) not in (None, ""))
+        return f"<ChatChunk {self.kind} {shown}>"
 
 
 class _Lines:
@@ -380,6 +580,171 @@ class _AsyncStreamCall:
             self._response.close()
 
 
+class ChatStream:
+    """A streamed chat answer (``client.chat_stream(...)``): iterate it for ``ChatChunk`` objects.
+
+    The call returned once a provider answered; the chunks arrive as the provider writes
+    them, each read releasing the GIL (Ctrl-C interrupts it). The last chunk is ``done``
+    (finish reason, usage, cost). A ``restart`` chunk voids the answer so far: a new one
+    follows from another provider. Leaving the loop early (``break``, an exception),
+    ``close()`` or leaving a ``with`` block cancels the answer and frees the connection and
+    the permits at once; a stream left before its end cannot be read again.
+    """
+
+    __slots__ = ("_native", "_ended")
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._ended = False
+
+    @property
+    def route(self) -> str:
+        """The route the answer comes through."""
+        return self._native.route
+
+    @property
+    def trace_id(self) -> str:
+        """The W3C trace id of this call."""
+        return self._native.trace_id
+
+    def __iter__(self) -> Iterator["ChatChunk"]:
+        return self._chunks()
+
+    def _chunks(self) -> Generator["ChatChunk", None, None]:
+        next_chunk = self._native.next
+        try:
+            while True:
+                chunk = next_chunk()
+                if chunk is None:
+                    self._ended = True
+                    return
+                yield ChatChunk(*chunk)
+        finally:
+            # Left before the end (break, an exception, Ctrl-C): the answer is not wanted any more.
+            if not self._ended:
+                self._native.cancel()
+
+    def close(self) -> None:
+        """Cancels the answer (no effect once it ended): frees the connection and the permits."""
+        if not self._ended:
+            self._native.cancel()
+
+    def __enter__(self) -> "ChatStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<ChatStream route={self.route} trace_id={self.trace_id}>"
+
+
+class AsyncChatStream:
+    """A streamed chat answer for asyncio (``aclient.chat_stream(...)``): ``async for`` it
+    for ``ChatChunk`` objects, with or without ``async with``; ``await`` it to open it first.
+
+    The call is sent when the stream is first awaited, entered or iterated, and that waits
+    (without blocking the loop) until a provider answered. The chunks are those of
+    ``ChatStream``. Leaving the loop early, ``aclose()``, leaving the ``async with`` block or
+    cancelling the task cancels the answer and frees the connection and the permits.
+    """
+
+    __slots__ = ("_client", "_args", "_native", "_ended", "_closed")
+
+    def __init__(self, client: Any, args: tuple) -> None:
+        self._client = client
+        self._args = args
+        self._native: Any = None
+        self._ended = False
+        self._closed = False
+
+    @property
+    def route(self) -> str:
+        """The route the answer comes through."""
+        return self._args[0]
+
+    @property
+    def trace_id(self) -> Optional[str]:
+        """The W3C trace id of this call (``None`` until the stream is open)."""
+        return None if self._native is None else self._native.trace_id
+
+    async def _open(self) -> "AsyncChatStream":
+        if self._native is None:
+            if self._closed:
+                raise CancelledError("the chat stream was closed before it was opened")
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            pending = self._client.chat_stream_async(_bridge(loop), future, *self._args)
+            try:
+                self._native = await future
+            except BaseException:
+                pending.cancel()  # a cancel while opening drops the Rust future (and its permits)
+                raise
+        return self
+
+    def __await__(self) -> Generator[Any, None, "AsyncChatStream"]:
+        return self._open().__await__()
+
+    def __aiter__(self) -> AsyncIterator["ChatChunk"]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator["ChatChunk"]:
+        await self._open()
+        loop = asyncio.get_running_loop()
+        bridge, native = _bridge(loop), self._native
+        try:
+            while True:
+                future = loop.create_future()
+                native.next_async(bridge, future)
+                try:
+                    chunk = await future
+                except BaseException:
+                    native.cancel()  # an asyncio cancel ends the pending read and frees the connection now
+                    raise
+                if chunk is None:
+                    self._ended = True
+                    return
+                yield ChatChunk(*chunk)
+        finally:
+            if not self._ended:
+                native.cancel()
+
+    def close(self) -> None:
+        """Cancels the answer (no effect once it ended): frees the connection and the permits."""
+        self._closed = True
+        if self._native is not None and not self._ended:
+            self._native.cancel()
+
+    async def aclose(self) -> None:
+        """Same as ``close()``."""
+        self.close()
+
+    async def __aenter__(self) -> "AsyncChatStream":
+        return await self._open()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncChatStream route={self.route} trace_id={self.trace_id}>"
+
+
+Messages = Sequence[Mapping[str, Any]]
+
+
+def _chat_params(extra_body: Optional[Mapping[str, Any]], params: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The chat-completions parameters: the keyword arguments, and ``extra_body`` for names
+    that are keywords of the call itself (``timeout_ms``...) or not identifiers."""
+    if extra_body is None:
+        return params or None
+    if not isinstance(extra_body, Mapping):
+        raise ConfigError(f"extra_body: expected a mapping of chat-completions parameters, got {type(extra_body).__name__}")
+    for k in extra_body:
+        if k in params:
+            raise ConfigError(f"params.{k}: given both as a keyword argument and in extra_body")
+    return {**extra_body, **params}
+
+
 Config = Union[Mapping, str, "os.PathLike[str]"]
 
 
@@ -502,6 +867,21 @@ class _Base:
         ``keys`` (each key's name or index and status). Never a secret."""
         return self._native.credentials_state()
 
+    def routing_state(self, route: str) -> Dict[str, Any]:
+        """The state of a route, as a dict: ``route``, ``strategy`` and ``providers``, one dict
+        per provider in config order with ``id``, ``service``, ``model``, ``weight`` (configured),
+        ``effective_weight`` (what selection uses now), ``health`` and ``success_rate`` (0 to 1),
+        ``latency_ewma_ms``, ``breaker`` (``closed``, ``open``, ``half_open``), ``in_flight``,
+        ``cooling_ms`` (left of a 429's ``Retry-After``) and ``last_error``. ``ConfigError`` for
+        an unknown route."""
+        return self._native.routing_state(route)
+
+    def set_weight(self, route: str, provider: str, weight: int) -> str:
+        """Sets a provider's weight (0 stops its traffic) as a reload would: validated, with a
+        ``config_reloaded`` event; returns the new ``config_version``. ``ConfigError`` for an
+        unknown route or provider."""
+        return self._native.set_weight(route, provider, weight)
+
     def flush(self) -> None:
         """Delivers this client's queued log records and events now (otherwise they go out
         on their own thread a moment after each request)."""
@@ -600,6 +980,53 @@ class Client(_Base):
         native = self._native
         return _StreamCall(lambda: native.stream(*args))
 
+    def chat(
+        self,
+        route: str,
+        messages: Messages,
+        /,
+        *,
+        extra_headers: Any = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        **params: Any,
+    ) -> ChatResponse:
+        """One chat answer on an ``openai-compatible`` route: the route picks the provider, fails
+        over, normalises the parameters per provider and prices the answer.
+
+        ``messages`` is the chat-completions list (``[{"role": "user", "content": "..."}]``);
+        any other keyword argument is a chat-completions parameter sent in the body
+        (``temperature=0.2``, ``max_tokens=64``, ``tools=[...]``; ``model`` is set per provider).
+        ``extra_body`` holds parameters that cannot be keywords (a name such as ``timeout_ms``);
+        ``extra_headers`` (a mapping or pairs) are HTTP headers, ``timeout_ms`` bounds the whole
+        call, ``traceparent`` continues a trace. Raises a ``HarnessError`` subclass on failure
+        (``NoHealthyProviderError`` lists each provider's last error in ``provider_errors``).
+        """
+        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
+        return ChatResponse(**self._native.chat(*args))
+
+    def chat_stream(
+        self,
+        route: str,
+        messages: Messages,
+        /,
+        *,
+        extra_headers: Any = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        **params: Any,
+    ) -> ChatStream:
+        """A streamed chat answer: returns once a provider answered (errors before that raise
+        here); iterate the ``ChatStream`` for ``ChatChunk`` objects. Same arguments as ``chat``.
+
+        ``for chunk in client.chat_stream("chat", messages): ...``, or in a ``with`` block.
+        Leaving the loop early cancels the answer.
+        """
+        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
+        return ChatStream(self._native.chat_stream(*args))
+
     def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """``request(service, "GET", path, **kwargs)``."""
         return self.request(service, "GET", path, **kwargs)
@@ -691,6 +1118,51 @@ class AsyncClient(_Base):
         """
         args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent)
         return _AsyncStreamCall(self._native, args)
+
+    async def chat(
+        self,
+        route: str,
+        messages: Messages,
+        /,
+        *,
+        extra_headers: Any = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        **params: Any,
+    ) -> ChatResponse:
+        """One chat answer on an ``openai-compatible`` route; same arguments as ``Client.chat``.
+        Cancelling the task cancels the call in Rust and frees its permits."""
+        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        pending = self._native.chat_async(_bridge(loop), future, *args)
+        try:
+            reply = await future
+        except BaseException:
+            pending.cancel()  # asyncio cancel (or any interruption) drops the Rust future
+            raise
+        return ChatResponse(**reply)
+
+    def chat_stream(
+        self,
+        route: str,
+        messages: Messages,
+        /,
+        *,
+        extra_headers: Any = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        **params: Any,
+    ) -> AsyncChatStream:
+        """A streamed chat answer: ``async for chunk in aclient.chat_stream("chat", messages):``
+        (or ``async with``, or ``stream = await aclient.chat_stream(...)`` to open it first).
+        Same arguments as ``Client.chat``. The call is sent when the stream is first awaited,
+        entered or iterated, and its errors (bad arguments included) raise there. Leaving the
+        loop early or cancelling the task cancels the answer."""
+        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
+        return AsyncChatStream(self._native, args)
 
     async def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """``await request(service, "GET", path, **kwargs)``."""

@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping
 from os import PathLike
-from typing import Any, AsyncIterator, Awaitable, Callable, ContextManager, AsyncContextManager, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, ContextManager, AsyncContextManager, Dict, Generator, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 __version__: str
 __all__: List[str]
@@ -14,6 +14,12 @@ Listener = Callable[["Event"], Union[None, Awaitable[None]]]
 TokenAnswer = Union[Mapping[str, Any], Tuple[str, Optional[float]]]
 """``{"token": str, "expires_in": seconds or None}`` or ``(token, expires_in)``."""
 TokenProvider = Callable[[], Union[TokenAnswer, Awaitable[TokenAnswer]]]
+Messages = Sequence[Mapping[str, Any]]
+"""The chat-completions ``messages``: ``[{"role": "user", "content": "..."}, ...]``."""
+RouteState = Dict[str, Any]
+"""``route``, ``strategy`` and ``providers``: per provider ``id``, ``service``, ``model``, ``weight``,
+``effective_weight``, ``health``, ``success_rate``, ``latency_ewma_ms``, ``breaker``, ``in_flight``,
+``cooling_ms``, ``last_error``."""
 CredentialState = Dict[str, Any]
 """``service``, ``type``, ``status`` (``valid``/``refreshing``/``expired``/``dead``),
 ``expires_at_ms``, ``last_refresh_ms``, ``last_error``, ``keys`` (pools: name or index and status)."""
@@ -31,6 +37,10 @@ class HarnessError(Exception):
     code: Optional[str]
     retry_after_ms: Optional[int]
     trace_id: Optional[str]
+    provider: Optional[str]
+    """Routed calls: the provider whose answer this error is."""
+    provider_errors: List[Tuple[str, str]]
+    """``NoHealthyProviderError``: ``(provider, last error or why not tried)``, in config order."""
     def __init__(
         self,
         text: str = "",
@@ -46,6 +56,8 @@ class HarnessError(Exception):
         trace_id: Optional[str] = None,
         phase: Optional[str] = None,
         body: Optional[bytes] = None,
+        provider: Optional[str] = None,
+        provider_errors: Sequence[Tuple[str, str]] = (),
     ) -> None: ...
     @property
     def kind(self) -> str:
@@ -56,7 +68,7 @@ class TimeoutError(HarnessError):
 
     @property
     def phase(self) -> Optional[str]:
-        """``connect``, ``response``, ``idle`` (no body bytes for ``timeouts.idle_ms``) or ``total``."""
+        """``connect``, ``response``, ``idle`` (no body bytes for ``timeouts.idle_ms``), ``ttft`` (no first chat chunk within ``ttft_ms``) or ``total``."""
 
 class CircuitOpenError(HarnessError):
     """The circuit breaker is open: the call was not sent."""
@@ -87,7 +99,7 @@ class CancelledError(HarnessError):
     """The request was cancelled."""
 
 class NoHealthyProviderError(HarnessError):
-    """Every provider of a route is unhealthy, open or full."""
+    """No provider of a route could answer; ``provider_errors`` says why, per provider."""
 
 class ConfigError(HarnessError):
     """Bad config or bad input; the message starts with the field path."""
@@ -110,8 +122,15 @@ class Headers(Mapping[str, str]):
     def raw(self) -> List[Tuple[str, str]]:
         """The (lower-case name, value) pairs as received."""
 
+class Usage(NamedTuple):
+    """Token counts as the answering provider reported them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
 class Response:
-    """A successful response."""
+    """A successful response; routing attributes are ``None`` unless the request named a route."""
 
     status: int
     content: bytes
@@ -119,11 +138,42 @@ class Response:
     attempts: int
     trace_id: str
     def __init__(
-        self, status: int, headers: List[Tuple[str, str]], content: bytes, elapsed_ms: float, attempts: int, trace_id: str
+        self,
+        status: int,
+        headers: List[Tuple[str, str]],
+        content: bytes,
+        elapsed_ms: float,
+        attempts: int,
+        trace_id: str,
+        routed: Optional[Dict[str, Any]] = None,
     ) -> None: ...
     @property
     def headers(self) -> Headers:
         """Response headers, case-insensitive."""
+    @property
+    def route(self) -> Optional[str]:
+        """The route the request named."""
+    @property
+    def provider(self) -> Optional[str]:
+        """The provider that answered (``None`` for a static fallback)."""
+    @property
+    def model(self) -> Optional[str]:
+        """The model that answered."""
+    @property
+    def attempts_by_provider(self) -> Optional[List[Tuple[str, int]]]:
+        """``[(provider, attempts), ...]`` in the order first tried."""
+    @property
+    def fallback(self) -> Optional[str]:
+        """``"cache"`` or ``"static"`` when no provider could answer."""
+    @property
+    def stale(self) -> Optional[bool]:
+        """Whether this is a cached answer (``fallback == "cache"``)."""
+    @property
+    def usage(self) -> Optional[Usage]:
+        """Token counts, when the adapter read them."""
+    @property
+    def cost(self) -> Optional[float]:
+        """The answer's cost from the provider's prices."""
     @property
     def text(self) -> str:
         """The body decoded as text."""
@@ -166,11 +216,102 @@ class StreamResponse:
     async def __aenter__(self) -> "StreamResponse": ...
     async def __aexit__(self, *exc: Any) -> None: ...
 
+class ChatResponse:
+    """One chat answer from a route, the same shape from every provider."""
+
+    content: str
+    finish_reason: Optional[str]
+    usage: Optional[Usage]
+    route: str
+    provider: Optional[str]
+    model: Optional[str]
+    cost: Optional[float]
+    fallback: Optional[str]
+    attempts: int
+    attempts_by_provider: List[Tuple[str, int]]
+    trace_id: str
+    elapsed_ms: float
+    raw: bytes
+    def __init__(
+        self,
+        *,
+        content: str,
+        route: str,
+        trace_id: str,
+        finish_reason: Optional[str] = None,
+        usage: Optional[Tuple[int, int, int]] = None,
+        provider: Optional[str] = None,
+        model: Optional[str] = None,
+        cost: Optional[float] = None,
+        fallback: Optional[str] = None,
+        attempts: int = 0,
+        attempts_by_provider: Optional[List[Tuple[str, int]]] = None,
+        elapsed_ms: float = 0.0,
+        raw: bytes = b"",
+    ) -> None: ...
+    @property
+    def stale(self) -> bool:
+        """Whether this is a cached answer (``fallback == "cache"``)."""
+
+class ChatChunk:
+    """One piece of a streamed chat answer: ``kind`` is ``delta``, ``restart`` (the answer so far
+    is void; a new one follows) or ``done`` (finish reason, usage, cost)."""
+
+    kind: str
+    content: str
+    provider: Optional[str]
+    model: Optional[str]
+    finish_reason: Optional[str]
+    usage: Optional[Usage]
+    cost: Optional[float]
+    reason: Optional[str]
+    def __init__(
+        self,
+        kind: str,
+        content: str = "",
+        provider: Optional[str] = None,
+        model: Optional[str] = None,
+        finish_reason: Optional[str] = None,
+        usage: Optional[Tuple[int, int, int]] = None,
+        cost: Optional[float] = None,
+        reason: Optional[str] = None,
+    ) -> None: ...
+
+class ChatStream:
+    """A streamed chat answer (``client.chat_stream(...)``); leaving the loop early cancels it."""
+
+    @property
+    def route(self) -> str: ...
+    @property
+    def trace_id(self) -> str: ...
+    def __iter__(self) -> Iterator[ChatChunk]: ...
+    def close(self) -> None:
+        """Cancels the answer (no effect once it ended)."""
+    def __enter__(self) -> "ChatStream": ...
+    def __exit__(self, *exc: Any) -> None: ...
+
+class AsyncChatStream:
+    """A streamed chat answer for asyncio (``aclient.chat_stream(...)``): ``async for``, ``async with`` or ``await``."""
+
+    @property
+    def route(self) -> str: ...
+    @property
+    def trace_id(self) -> Optional[str]:
+        """``None`` until the stream is open."""
+    def __await__(self) -> Generator[Any, None, "AsyncChatStream"]: ...
+    def __aiter__(self) -> AsyncIterator[ChatChunk]: ...
+    def close(self) -> None:
+        """Cancels the answer (no effect once it ended)."""
+    async def aclose(self) -> None: ...
+    async def __aenter__(self) -> "AsyncChatStream": ...
+    async def __aexit__(self, *exc: Any) -> None: ...
+
 class Event:
     """Something the engine did: ``type`` names it, every other field is an attribute.
 
     Types: ``request_finished``, ``retry_scheduled``, ``breaker_state_changed``,
-    ``bulkhead_rejected``, ``config_reloaded``, ``config_rejected``.
+    ``bulkhead_rejected``, ``config_reloaded``, ``config_rejected``, ``shared_state_unavailable``,
+    ``provider_failover``, ``stream_restarted``, ``stream_chunk_skipped``, ``fallback_served``.
     """
 
     type: str
@@ -215,6 +356,32 @@ class Client:
         traceparent: Optional[str] = None,
     ) -> ContextManager[StreamResponse]:
         """A streamed request, for a ``with`` block."""
+    def chat(
+        self,
+        route: str,
+        messages: Messages,
+        /,
+        *,
+        extra_headers: Pairs = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        **params: Any,
+    ) -> ChatResponse:
+        """One chat answer on an ``openai-compatible`` route; other keywords are chat-completions parameters."""
+    def chat_stream(
+        self,
+        route: str,
+        messages: Messages,
+        /,
+        *,
+        extra_headers: Pairs = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        **params: Any,
+    ) -> ChatStream:
+        """A streamed chat answer; returns once a provider answered."""
     def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """A GET request."""
     def post(self, service: str, path: str, **kwargs: Any) -> Response:
@@ -239,6 +406,10 @@ class Client:
         """Sets the token provider of a service with ``auth: {type: callback}`` (sync or ``async def``)."""
     def credentials_state(self) -> List[CredentialState]:
         """Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret."""
+    def routing_state(self, route: str) -> RouteState:
+        """The state of a route: strategy, and per provider weights, health, breaker, in-flight, cooling, last error."""
+    def set_weight(self, route: str, provider: str, weight: int) -> str:
+        """Sets a provider's weight as a reload would; returns the new ``config_version``."""
     def flush(self) -> None:
         """Delivers this client's queued log records and events now."""
     def metrics(self) -> str:
@@ -291,6 +462,32 @@ class AsyncClient:
         traceparent: Optional[str] = None,
     ) -> AsyncContextManager[StreamResponse]:
         """A streamed request, for a ``async with`` block."""
+    async def chat(
+        self,
+        route: str,
+        messages: Messages,
+        /,
+        *,
+        extra_headers: Pairs = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        **params: Any,
+    ) -> ChatResponse:
+        """One chat answer on an ``openai-compatible`` route; other keywords are chat-completions parameters."""
+    def chat_stream(
+        self,
+        route: str,
+        messages: Messages,
+        /,
+        *,
+        extra_headers: Pairs = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        **params: Any,
+    ) -> AsyncChatStream:
+        """A streamed chat answer, sent when first awaited, entered or iterated."""
     async def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """A GET request."""
     async def post(self, service: str, path: str, **kwargs: Any) -> Response:
@@ -315,6 +512,10 @@ class AsyncClient:
         """Sets the token provider of a service with ``auth: {type: callback}`` (sync or ``async def``)."""
     def credentials_state(self) -> List[CredentialState]:
         """Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret."""
+    def routing_state(self, route: str) -> RouteState:
+        """The state of a route: strategy, and per provider weights, health, breaker, in-flight, cooling, last error."""
+    def set_weight(self, route: str, provider: str, weight: int) -> str:
+        """Sets a provider's weight as a reload would; returns the new ``config_version``."""
     def flush(self) -> None:
         """Delivers this client's queued log records and events now."""
     def metrics(self) -> str:

@@ -1,10 +1,11 @@
 """The Harness exception tree: the same names in every Harness language.
 
 The native module raises these; every error carries the context a caller needs
-(service, endpoint, method, attempts, status, code, retry_after_ms, trace_id).
+(service, endpoint, method, attempts, status, code, retry_after_ms, trace_id, and for
+routed calls provider and provider_errors).
 """
 
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 __all__ = [
     "HarnessError",
@@ -39,6 +40,8 @@ class HarnessError(Exception):
     code: Optional[str]
     retry_after_ms: Optional[int]
     trace_id: Optional[str]
+    provider: Optional[str]
+    provider_errors: List[Tuple[str, str]]
     message: str
 
     def __init__(
@@ -56,6 +59,8 @@ class HarnessError(Exception):
         trace_id: Optional[str] = None,
         phase: Optional[str] = None,
         body: Optional[bytes] = None,
+        provider: Optional[str] = None,
+        provider_errors: Sequence[Tuple[str, str]] = (),
     ) -> None:
         super().__init__(text)
         self.message = text if message is None else message
@@ -67,6 +72,10 @@ class HarnessError(Exception):
         self.code = code
         self.retry_after_ms = retry_after_ms
         self.trace_id = trace_id
+        # Routed calls: the provider whose answer this error is, and for
+        # NoHealthyProviderError each provider with its last error (or why it was not tried).
+        self.provider = provider
+        self.provider_errors = [tuple(p) for p in provider_errors]
         self._phase = phase
         self._body = body
 
@@ -83,11 +92,11 @@ class HarnessError(Exception):
 
 
 class TimeoutError(HarnessError):
-    """A timeout expired; ``phase`` says which: ``connect``, ``response``, ``idle`` (no body bytes for ``timeouts.idle_ms`` while streaming) or ``total``."""
+    """A timeout expired; ``phase`` says which: ``connect``, ``response``, ``idle`` (no body bytes for ``timeouts.idle_ms`` while streaming), ``ttft`` (no first chunk of a streamed chat answer within the route's ``ttft_ms``) or ``total``."""
 
     @property
     def phase(self) -> Optional[str]:
-        """Which timeout expired: ``connect``, ``response``, ``idle`` or ``total``."""
+        """Which timeout expired: ``connect``, ``response``, ``idle``, ``ttft`` or ``total``."""
         return self._phase
 
 
@@ -129,7 +138,8 @@ class CancelledError(HarnessError):
 
 
 class NoHealthyProviderError(HarnessError):
-    """Every provider of a route is unhealthy, open or full."""
+    """No provider of a route could answer; ``provider_errors`` lists each provider, in
+    config order, with its last error or why it was not tried (``(provider, error)`` pairs)."""
 
 
 class ConfigError(HarnessError):

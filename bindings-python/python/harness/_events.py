@@ -19,14 +19,23 @@ class Event:
     - ``request_finished``: every field of the request log record (``service``,
       ``endpoint``, ``method``, ``status``, ``duration_ms``, ``attempts``,
       ``retry_count``, ``breaker``, ``streamed``, ``error_kind``, ``error_code``,
-      ``error_message``, ``trace_id``, ``span_id``, ``client``, ``ts_ms``);
+      ``error_message``, ``trace_id``, ``span_id``, ``client``, ``ts_ms``; and for a
+      request that named a route, ``route``, ``provider``, ``model``, ``cost`` and
+      ``fallback``, each present only when known);
     - ``retry_scheduled``: ``service``, ``endpoint``, ``method``, ``trace_id``,
       ``attempt``, ``delay_ms``, ``reason``, ``status``;
     - ``breaker_state_changed``: ``service``, ``endpoint``, ``method``, ``from``, ``to``
       (``from`` is a keyword: read it as ``event.to_dict()["from"]`` or ``getattr``);
     - ``bulkhead_rejected``: ``service``, ``endpoint``, ``method``, ``max_concurrency``;
     - ``config_reloaded``: ``version``, ``source``;
-    - ``config_rejected``: ``version`` (the one still in force), ``source``, ``error``.
+    - ``config_rejected``: ``version`` (the one still in force), ``source``, ``error``;
+    - ``shared_state_unavailable``: ``service``, ``what``, ``error``;
+    - ``provider_failover``: ``route``, ``from``, ``to``, ``trace_id``, ``reason`` (the
+      error kind that made it move), ``status``, ``code``;
+    - ``stream_restarted``: ``route``, ``from``, ``to``, ``trace_id``, ``reason``, ``mode``
+      (``hidden``, ``restart`` or ``continue``);
+    - ``stream_chunk_skipped``: ``route``, ``provider``, ``trace_id``, ``reason``;
+    - ``fallback_served``: ``route``, ``kind`` (``cache`` or ``static``), ``trace_id``.
     """
 
     # A dict of slots documents each attribute (help(), inspect.getdoc).
@@ -110,8 +119,9 @@ def _log_record(event: Event) -> None:
     outcome = r.get("error_kind") or r.get("status")
     if r.get("error_kind") and r.get("status") is not None:
         outcome = f"{outcome} (status {r['status']})"
-    msg = "%s %s %s -> %s in %.1f ms (%s attempt%s, trace_id=%s)"
-    args = (r.get("method"), r.get("service"), r.get("endpoint"), outcome, r.get("duration_ms") or 0.0, attempts, "" if attempts == 1 else "s", r.get("trace_id"))
+    via = f", provider={r['provider']}" if r.get("provider") is not None else ""
+    msg = "%s %s %s -> %s in %.1f ms (%s attempt%s%s, trace_id=%s)"
+    args = (r.get("method"), r.get("service"), r.get("endpoint"), outcome, r.get("duration_ms") or 0.0, attempts, "" if attempts == 1 else "s", via, r.get("trace_id"))
     if r.get("error_message"):
         msg += ": %s"
         args += (r["error_message"],)

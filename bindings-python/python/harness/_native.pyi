@@ -2,7 +2,7 @@
 
 import asyncio
 from os import PathLike
-from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 __version__: str
 ERROR_NAMES: List[str]
@@ -11,7 +11,13 @@ def shut_down() -> None:
     """At interpreter exit: waits for listener calls in progress and skips later ones."""
 
 _Pairs = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], None]
-_Reply = Tuple[int, List[Tuple[str, str]], bytes, float, int, str]
+_Reply = Tuple[int, List[Tuple[str, str]], bytes, float, int, str, Optional[Dict[str, Any]]]
+"""(status, headers, content, elapsed_ms, attempts, trace_id, routed): ``routed`` has ``route``,
+``provider``, ``model``, ``attempts_by_provider``, ``fallback``, ``usage`` (a 3-tuple or None) and
+``cost`` for a request that named a route."""
+_Usage = Tuple[int, int, int]
+_ChatChunk = Tuple[str, str, Optional[str], Optional[str], Optional[str], Optional[_Usage], Optional[float], Optional[str]]
+"""(kind, content, provider, model, finish_reason, usage, cost, reason)"""
 
 class Client:
     """The native client: one core client shared by the sync and async wrappers."""
@@ -94,6 +100,54 @@ class Client:
         traceparent: Optional[str] = None,
     ) -> Pending:
         """Opens a streamed response; ``future`` resolves to the stream through ``bridge``."""
+    def chat(
+        self,
+        route: str,
+        messages: Any,
+        params: Optional[Mapping[str, Any]] = None,
+        headers: _Pairs = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """One chat answer, blocking this thread (not the GIL); a dict of ``harness.ChatResponse`` fields."""
+    def chat_async(
+        self,
+        bridge: Bridge,
+        future: "asyncio.Future[Dict[str, Any]]",
+        route: str,
+        messages: Any,
+        params: Optional[Mapping[str, Any]] = None,
+        headers: _Pairs = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> Pending:
+        """Starts one chat call whose answer resolves ``future`` through ``bridge``."""
+    def chat_stream(
+        self,
+        route: str,
+        messages: Any,
+        params: Optional[Mapping[str, Any]] = None,
+        headers: _Pairs = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> ChatStream:
+        """Opens a streamed chat answer, blocking this thread (not the GIL) until a provider answered."""
+    def chat_stream_async(
+        self,
+        bridge: Bridge,
+        future: "asyncio.Future[ChatStream]",
+        route: str,
+        messages: Any,
+        params: Optional[Mapping[str, Any]] = None,
+        headers: _Pairs = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+    ) -> Pending:
+        """Opens a streamed chat answer; ``future`` resolves to the stream through ``bridge``."""
+    def routing_state(self, route: str) -> Dict[str, Any]:
+        """The state of a route as a dict."""
+    def set_weight(self, route: str, provider: str, weight: int) -> str:
+        """Sets a provider's weight; returns the new config version."""
     def metrics(self) -> str:
         """The Prometheus text exposition of this client's metrics."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
@@ -141,3 +195,17 @@ class Stream:
         """Reads the next chunk on the runtime; ``future`` resolves through ``bridge``."""
     def cancel(self) -> None:
         """Stops reading; frees the connection and the permit."""
+
+class ChatStream:
+    """A streamed chat answer (the core's ChatStreamHandle)."""
+
+    @property
+    def route(self) -> str: ...
+    @property
+    def trace_id(self) -> str: ...
+    def next(self) -> Optional[_ChatChunk]:
+        """The next chunk (``None`` after ``done``), blocking this thread (not the GIL)."""
+    def next_async(self, bridge: Bridge, future: "asyncio.Future[Optional[_ChatChunk]]") -> None:
+        """Reads the next chunk on the runtime; ``future`` resolves through ``bridge``."""
+    def cancel(self) -> None:
+        """Stops the answer; frees the connection and the permits."""
