@@ -115,7 +115,8 @@ pub enum Event {
 
 impl Event {
     /// The event's name: `request_finished`, `retry_scheduled`, `breaker_state_changed`,
-    /// `bulkhead_rejected`, `config_reloaded`, `config_rejected`.
+    /// `bulkhead_rejected`, `config_reloaded`, `config_rejected`, `shared_state_unavailable`,
+    /// `provider_failover`, `stream_restarted`, `stream_chunk_skipped`, `fallback_served`.
     pub fn kind(&self) -> &'static str {
         match self {
             Event::RequestFinished(_) => "request_finished",

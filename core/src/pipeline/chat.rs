@@ -173,7 +173,8 @@ impl std::fmt::Debug for ChatStream {
 }
 
 impl ChatStream {
-    /// The next chunk; `Ok(None)` after `done`. After an error or a cancel, `Ok(None)`.
+    /// The next chunk; `Ok(None)` after `done`, and after an error or `cancel` (a shared
+    /// `ChatStreamHandle` says `CancelledError` instead once cancelled).
     pub async fn next(&mut self) -> Result<Option<ChatChunk>, HarnessError> {
         let Some(live) = self.live.as_mut() else { return Ok(None) };
         match live.next().await {
@@ -517,7 +518,7 @@ impl Live {
                 kind: ChatChunkKind::Restart,
                 content: String::new(),
                 provider: Some(to_id.clone()),
-                model: None,
+                model: rt.providers[to].config.model.clone(),
                 finish_reason: None,
                 usage: None,
                 cost: None,

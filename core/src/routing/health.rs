@@ -75,7 +75,8 @@ impl ProviderHealth {
         self.inner.lock().last_error = Some(error);
     }
 
-    /// Success rate over the window, 1.0 without enough evidence.
+    /// Success rate over the window, 1.0 without enough evidence (fewer than `MIN_EVIDENCE`
+    /// decayed outcomes: one failure does not make a provider unhealthy; `last_error` shows it).
     pub fn success_rate(&self, window: Duration) -> f64 {
         let mut s = self.inner.lock();
         s.decay(window, Instant::now());
