@@ -28,9 +28,18 @@ pub struct NativeRequestRecord {
     pub error_kind: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// Routed requests only: the route, the provider and model that answered, the cost,
+    /// and `cache` or `static` when no provider answered.
+    pub route: Option<String>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub cost: Option<f64>,
+    pub fallback: Option<String>,
 }
 
 /// The core's `Event`, field for field (the facade maps it to its public `HarnessEvent`).
+// UniFFI enums carry their records by value (no Box); one event per request is small next to its I/O.
+#[allow(clippy::large_enum_variant)]
 #[derive(uniffi::Enum, Debug, Clone)]
 pub enum NativeEvent {
     RequestFinished {
@@ -73,6 +82,34 @@ pub enum NativeEvent {
         what: String,
         error: String,
     },
+    ProviderFailover {
+        route: String,
+        from: String,
+        to: String,
+        trace_id: String,
+        reason: String,
+        status: Option<u16>,
+        code: Option<String>,
+    },
+    StreamRestarted {
+        route: String,
+        from: String,
+        to: String,
+        trace_id: String,
+        reason: String,
+        mode: String,
+    },
+    StreamChunkSkipped {
+        route: String,
+        provider: String,
+        trace_id: String,
+        reason: String,
+    },
+    FallbackServed {
+        route: String,
+        kind: String,
+        trace_id: String,
+    },
 }
 
 impl From<&RequestRecord> for NativeRequestRecord {
@@ -94,6 +131,11 @@ impl From<&RequestRecord> for NativeRequestRecord {
             error_kind: r.error_kind.map(str::to_string),
             error_code: r.error_code.clone(),
             error_message: r.error_message.clone(),
+            route: r.route.as_deref().map(str::to_string),
+            provider: r.provider.as_deref().map(str::to_string),
+            model: r.model.clone(),
+            cost: r.cost,
+            fallback: r.fallback.map(str::to_string),
         }
     }
 }
@@ -133,6 +175,32 @@ impl From<&Event> for NativeEvent {
             }
             Event::SharedStateUnavailable { service, what, error } => {
                 NativeEvent::SharedStateUnavailable { service: service.clone(), what: what.to_string(), error: error.clone() }
+            }
+            Event::ProviderFailover { route, from, to, trace_id, reason, status, code } => NativeEvent::ProviderFailover {
+                route: route.clone(),
+                from: from.clone(),
+                to: to.clone(),
+                trace_id: trace_id.clone(),
+                reason: reason.to_string(),
+                status: *status,
+                code: code.clone(),
+            },
+            Event::StreamRestarted { route, from, to, trace_id, reason, mode } => NativeEvent::StreamRestarted {
+                route: route.clone(),
+                from: from.clone(),
+                to: to.clone(),
+                trace_id: trace_id.clone(),
+                reason: reason.clone(),
+                mode: mode.to_string(),
+            },
+            Event::StreamChunkSkipped { route, provider, trace_id, reason } => NativeEvent::StreamChunkSkipped {
+                route: route.clone(),
+                provider: provider.clone(),
+                trace_id: trace_id.clone(),
+                reason: reason.clone(),
+            },
+            Event::FallbackServed { route, kind, trace_id } => {
+                NativeEvent::FallbackServed { route: route.clone(), kind: kind.to_string(), trace_id: trace_id.clone() }
             }
         }
     }
@@ -192,6 +260,21 @@ mod tests {
         assert!(
             matches!(NativeEvent::from(&e), NativeEvent::ConfigRejected { version, error, .. } if version == "v1" && error == "ConfigError: x")
         );
+        let e = Event::ProviderFailover {
+            route: "chat".into(),
+            from: "primary".into(),
+            to: "backup".into(),
+            trace_id: "t".into(),
+            reason: "HttpStatusError",
+            status: Some(503),
+            code: Some("overloaded".into()),
+        };
+        assert!(matches!(
+            NativeEvent::from(&e),
+            NativeEvent::ProviderFailover { from, to, status: Some(503), code: Some(code), .. } if from == "primary" && to == "backup" && code == "overloaded"
+        ));
+        let e = Event::FallbackServed { route: "chat".into(), kind: "cache", trace_id: "t".into() };
+        assert!(matches!(NativeEvent::from(&e), NativeEvent::FallbackServed { kind, .. } if kind == "cache"));
     }
 
     struct Failing;

@@ -12,6 +12,7 @@
 // HarnessFailure carries the full error context by value, as UniFFI's error enums must; errors are rare next to I/O.
 #![allow(clippy::result_large_err)]
 
+mod chat;
 mod credentials;
 mod events;
 mod handles;
@@ -22,6 +23,10 @@ use std::sync::Arc;
 use harness_core::{Body, Client, ClientOptions, Config, ErrorKind, HarnessError, Request, Response};
 
 use events::HostSink;
+pub use chat::{
+    NativeChatChunk, NativeChatRequest, NativeChatResponse, NativeChatStreamHead, NativeProviderAttempts, NativeProviderState,
+    NativeRouteState, NativeRouted, NativeUsage,
+};
 pub use credentials::{NativeCredentialState, NativeKeyStatus, NativeToken, NativeTokenProvider, TokenError};
 pub use events::{ListenerError, NativeEvent, NativeEventSink, NativeRequestRecord};
 
@@ -59,6 +64,8 @@ pub struct NativeResponse {
     pub elapsed_ms: f64,
     pub attempts: u32,
     pub trace_id: String,
+    /// Set when the request named a route: who answered, and how.
+    pub routed: Option<NativeRouted>,
 }
 
 /// An opened stream's head, and the handle its chunks are read with (`request_path`).
@@ -93,7 +100,19 @@ pub enum NativeError {
         trace_id: Option<String>,
         phase: Option<String>,
         body: Option<Vec<u8>>,
+        /// Routed requests: the provider whose answer this error is.
+        provider: Option<String>,
+        /// `NoHealthyProviderError`: each provider of the route and its last error (or why it
+        /// was not tried), in config order.
+        provider_errors: Vec<NativeProviderError>,
     },
+}
+
+/// One provider of a route and what went wrong with it.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeProviderError {
+    pub provider: String,
+    pub error: String,
 }
 
 impl std::fmt::Display for NativeError {
@@ -121,6 +140,8 @@ impl From<HarnessError> for NativeError {
             retry_after_ms: e.retry_after_ms,
             trace_id: e.trace_id,
             body: e.body.map(|b| b.to_vec()),
+            provider: e.provider,
+            provider_errors: e.provider_errors.into_iter().map(|(provider, error)| NativeProviderError { provider, error }).collect(),
         }
     }
 }
@@ -168,6 +189,7 @@ impl From<Response> for NativeResponse {
             elapsed_ms: r.elapsed_ms,
             attempts: r.attempts,
             trace_id: r.trace_id,
+            routed: r.routed.map(|r| (*r).into()),
         }
     }
 }
@@ -272,6 +294,18 @@ impl NativeClient {
     /// The token provider for a service with `auth.type: callback` (replaces any earlier one).
     pub fn set_token_provider(&self, service: String, provider: Arc<dyn NativeTokenProvider>) -> Result<(), NativeError> {
         Ok(self.client.set_token_provider(&service, Arc::new(credentials::HostProvider(provider)))?)
+    }
+
+    /// Per provider of `route`: configured and effective weight, health, breaker, in flight,
+    /// cooling and last error.
+    pub fn routing_state(&self, route: String) -> Result<NativeRouteState, NativeError> {
+        Ok(self.client.routing_state(&route)?.into())
+    }
+
+    /// Sets a provider's weight at runtime (as a reload: validated, versioned, with an event);
+    /// the new config version.
+    pub fn set_weight(&self, route: String, provider: String, weight: u32) -> Result<String, NativeError> {
+        Ok(self.client.set_weight(&route, &provider, weight)?)
     }
 
     /// Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret.

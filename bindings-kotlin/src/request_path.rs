@@ -1,11 +1,12 @@
-//! The request path: one downcall starts a request (or opens a stream, or reads one of its
-//! chunks), one upcall delivers the outcome.
+//! The request path: one downcall starts a request or a chat call (or opens a stream or a
+//! chat stream, or reads one of its chunks), one upcall delivers the outcome.
 //!
 //! UniFFI's async protocol costs several JNA calls per request, each with by-value
 //! structures the JVM must allocate and clean up (measured: most of the binding's CPU).
 //! These C functions take and return only integers and one byte array; a request and its
 //! outcome travel in UniFFI's own serialisation of `NativeRequest`, `NativeResponse`,
-//! `NativeStreamHead` and `NativeError`, so both sides use the generated converters.
+//! `NativeStreamHead`, `NativeChatRequest`, `NativeChatResponse`, `NativeChatStreamHead`,
+//! `NativeChatChunk` and `NativeError`, so both sides use the generated converters.
 //!
 //! One pattern, no addresses (README "How outcomes come back"):
 //! - the JVM names its waiting caller by a *ticket*, an id in its own registry of calls;
@@ -14,7 +15,8 @@
 //! - Rust objects are named by generation-checked *handles* (`handles.rs`): the client,
 //!   a running request's task, an open stream. A stale handle finds nothing.
 //!
-//! Ownership: `harness_kotlin_start` / `harness_kotlin_open` return a task handle (0 when
+//! Ownership: `harness_kotlin_start` / `harness_kotlin_open` (and `harness_kotlin_chat` /
+//! `harness_kotlin_chat_open`) return a task handle (0 when
 //! the outcome was already delivered); the JVM drops it once with `harness_kotlin_drop`,
 //! which aborts the work (freeing its permits) if it is still running. An opened stream is
 //! in `STREAMS` until its body ends or fails (removed here) or the JVM closes it with
@@ -28,11 +30,14 @@ use std::sync::RwLock;
 use std::task::{Context, Poll};
 
 use harness_core::runtime::{self, Task};
-use harness_core::{Client, ErrorKind, HarnessError, Request, StreamHandle};
+use harness_core::{ChatRequest, ChatStreamHandle, Client, ErrorKind, HarnessError, Request, StreamHandle};
 use uniffi::{Lift, Lower};
 
 use crate::handles::Handles;
-use crate::{NativeEntry, NativeError, NativeRequest, NativeResponse, NativeStreamHead, UniFfiTag};
+use crate::{
+    NativeChatChunk, NativeChatRequest, NativeChatResponse, NativeChatStreamHead, NativeEntry, NativeError, NativeRequest, NativeResponse,
+    NativeStreamHead, UniFfiTag,
+};
 
 /// The JVM's completion function: (ticket, tag, bytes, length). The bytes are valid only
 /// during the call; what they hold depends on the tag.
@@ -46,8 +51,15 @@ const ERROR: i32 = 1;
 const STREAM: i32 = 2;
 /// One body chunk, as raw bytes, from `harness_kotlin_next`.
 const CHUNK: i32 = 3;
-/// The body ended completely (no bytes), from `harness_kotlin_next`.
+/// The body ended completely (no bytes), from `harness_kotlin_next`; for a chat stream,
+/// after its `done` chunk.
 const END: i32 = 4;
+/// `NativeChatResponse`, the outcome of `harness_kotlin_chat`.
+const CHAT: i32 = 5;
+/// `NativeChatStreamHead`, the outcome of `harness_kotlin_chat_open`.
+const CHAT_STREAM: i32 = 6;
+/// One `NativeChatChunk` of a chat stream, from `harness_kotlin_next`.
+const CHAT_CHUNK: i32 = 7;
 
 static COMPLETION: RwLock<Option<Completion>> = RwLock::new(None);
 
@@ -55,8 +67,24 @@ static COMPLETION: RwLock<Option<Completion>> = RwLock::new(None);
 pub(crate) static CLIENTS: Handles<Client> = Handles::new();
 /// Started requests and stream opens, until the JVM drops them.
 static TASKS: Handles<Task<()>> = Handles::new();
-/// Open streams, until they end or the JVM closes them.
-static STREAMS: Handles<StreamHandle> = Handles::new();
+/// Open streams (bodies and chat streams), until they end or the JVM closes them.
+static STREAMS: Handles<OpenStream> = Handles::new();
+
+/// What an open stream's handle names: one table, so a handle never means two things.
+#[derive(Clone)]
+enum OpenStream {
+    Body(StreamHandle),
+    Chat(ChatStreamHandle),
+}
+
+impl OpenStream {
+    fn cancel(&self) {
+        match self {
+            OpenStream::Body(s) => s.cancel(),
+            OpenStream::Chat(s) => s.cancel(),
+        }
+    }
+}
 
 /// Registers the JVM's completion function (once per class load of the facade).
 #[no_mangle]
@@ -89,6 +117,30 @@ pub unsafe extern "C" fn harness_kotlin_open(client: u64, ticket: i64, request: 
     guarded(ticket, || start(client, ticket, bytes, Mode::Stream))
 }
 
+/// Starts a chat call (serialised `NativeChatRequest`) on `client`: the outcome is `CHAT`
+/// (`NativeChatResponse`) or `ERROR`, with `ticket`; returns the task as `harness_kotlin_start` does.
+///
+/// # Safety
+/// `request` must point to `len` readable bytes (or `len` be 0).
+#[no_mangle]
+pub unsafe extern "C" fn harness_kotlin_chat(client: u64, ticket: i64, request: *const u8, len: u64) -> u64 {
+    // SAFETY: the caller's contract above.
+    let bytes = unsafe { bytes(request, len) };
+    guarded(ticket, || start_chat(client, ticket, bytes, Mode::Buffered))
+}
+
+/// Opens a chat stream: the outcome is `CHAT_STREAM` (the stream's handle, route and trace
+/// id) once a provider answered, or `ERROR`; its chunks are read with `harness_kotlin_next`.
+///
+/// # Safety
+/// `request` must point to `len` readable bytes (or `len` be 0).
+#[no_mangle]
+pub unsafe extern "C" fn harness_kotlin_chat_open(client: u64, ticket: i64, request: *const u8, len: u64) -> u64 {
+    // SAFETY: the caller's contract above.
+    let bytes = unsafe { bytes(request, len) };
+    guarded(ticket, || start_chat(client, ticket, bytes, Mode::Stream))
+}
+
 /// Drops a task from `harness_kotlin_start` or `harness_kotlin_open`: aborts it if still
 /// running. A stale handle (dropped before) is a no-op.
 #[no_mangle]
@@ -96,8 +148,9 @@ pub extern "C" fn harness_kotlin_drop(task: u64) {
     let _ = catch_unwind(AssertUnwindSafe(|| drop(TASKS.remove(task))));
 }
 
-/// Reads the next chunk of `stream`; the outcome is `CHUNK`, `END` or `ERROR`, with `ticket`.
-/// After `END` or `ERROR` the stream is gone (its handle finds nothing).
+/// Reads the next chunk of `stream`; the outcome is `CHUNK` (a body) or `CHAT_CHUNK` (a chat
+/// stream), `END` or `ERROR`, with `ticket`. After `END` or `ERROR` the stream is gone (its
+/// handle finds nothing).
 #[no_mangle]
 pub extern "C" fn harness_kotlin_next(stream: u64, ticket: i64) {
     let read = catch_unwind(AssertUnwindSafe(|| {
@@ -107,15 +160,31 @@ pub extern "C" fn harness_kotlin_next(stream: u64, ticket: i64) {
         let spawned = runtime::handle().map(|rt| {
             // Detached: a waiting read ends when the stream does, and `harness_kotlin_close` ends it.
             drop(rt.spawn(async move {
-                let outcome = CatchUnwind(handle.next()).await;
-                if !matches!(outcome, Ok(Ok(Some(_)))) {
-                    drop(STREAMS.remove(stream));
-                }
-                match outcome {
-                    Ok(Ok(Some(chunk))) => deliver(ticket, CHUNK, &chunk),
-                    Ok(Ok(None)) => deliver(ticket, END, &[]),
-                    Ok(Err(e)) => deliver_error(ticket, e.into()),
-                    Err(_) => deliver_error(ticket, bug("reading the stream panicked (a bug in Harness)")),
+                match handle {
+                    OpenStream::Body(body) => {
+                        let outcome = CatchUnwind(body.next()).await;
+                        if !matches!(outcome, Ok(Ok(Some(_)))) {
+                            drop(STREAMS.remove(stream));
+                        }
+                        match outcome {
+                            Ok(Ok(Some(chunk))) => deliver(ticket, CHUNK, &chunk),
+                            Ok(Ok(None)) => deliver(ticket, END, &[]),
+                            Ok(Err(e)) => deliver_error(ticket, e.into()),
+                            Err(_) => deliver_error(ticket, bug("reading the stream panicked (a bug in Harness)")),
+                        }
+                    }
+                    OpenStream::Chat(chat) => {
+                        let outcome = CatchUnwind(chat.next()).await;
+                        if !matches!(outcome, Ok(Ok(Some(_)))) {
+                            drop(STREAMS.remove(stream));
+                        }
+                        match outcome {
+                            Ok(Ok(Some(chunk))) => deliver_value(ticket, CHAT_CHUNK, NativeChatChunk::from(chunk)),
+                            Ok(Ok(None)) => deliver(ticket, END, &[]),
+                            Ok(Err(e)) => deliver_error(ticket, e.into()),
+                            Err(_) => deliver_error(ticket, bug("reading the chat stream panicked (a bug in Harness)")),
+                        }
+                    }
                 }
             }))
         });
@@ -175,7 +244,7 @@ fn start(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
         Ok(r) => r,
         Err(e) => return fail(ticket, e),
     };
-    let spawned = runtime::spawn(async move {
+    spawn_task(ticket, async move {
         match mode {
             Mode::Buffered => match CatchUnwind(client.request(request)).await {
                 Ok(Ok(response)) => deliver_value(ticket, RESPONSE, NativeResponse::from(response)),
@@ -188,8 +257,42 @@ fn start(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
                 Err(_) => deliver_error(ticket, bug("opening the stream panicked (a bug in Harness)")),
             },
         }
-    });
-    let task = match spawned {
+    })
+}
+
+/// `start` for a chat call (`Buffered`) or a chat stream (`Stream`).
+fn start_chat(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
+    let Some(client) = CLIENTS.get(client) else {
+        return fail(ticket, HarnessError::new(ErrorKind::Harness, "the client is closed").into());
+    };
+    let request = match <NativeChatRequest as Lift<UniFfiTag>>::try_read(&mut bytes) {
+        Ok(r) => r,
+        Err(e) => return fail(ticket, bug(&format!("the chat request did not decode: {e}"))),
+    };
+    let (route, chat) = match <(String, ChatRequest)>::try_from(request) {
+        Ok(r) => r,
+        Err(e) => return fail(ticket, e),
+    };
+    spawn_task(ticket, async move {
+        match mode {
+            Mode::Buffered => match CatchUnwind(client.chat(&route, chat)).await {
+                Ok(Ok(answer)) => deliver_value(ticket, CHAT, NativeChatResponse::from(answer)),
+                Ok(Err(e)) => deliver_error(ticket, e.into()),
+                Err(_) => deliver_error(ticket, bug("the chat task panicked (a bug in Harness)")),
+            },
+            Mode::Stream => match CatchUnwind(client.chat_stream(&route, chat)).await {
+                Ok(Ok(stream)) => chat_opened(ticket, ChatStreamHandle::new(stream)),
+                Ok(Err(e)) => deliver_error(ticket, e.into()),
+                Err(_) => deliver_error(ticket, bug("opening the chat stream panicked (a bug in Harness)")),
+            },
+        }
+    })
+}
+
+/// Spawns a started call on the core's runtime and keeps its task under a handle for the JVM
+/// to drop; 0 once the outcome was delivered (it could not be spawned).
+fn spawn_task(ticket: i64, work: impl Future<Output = ()> + Send + 'static) -> u64 {
+    let task = match runtime::spawn(work) {
         Ok(task) => task,
         Err(e) => return fail(ticket, e.into()),
     };
@@ -213,10 +316,25 @@ fn opened(ticket: i64, handle: StreamHandle) {
         attempts: handle.attempts(),
         trace_id: handle.trace_id().to_string(),
     };
-    match STREAMS.insert(handle) {
+    match STREAMS.insert(OpenStream::Body(handle)) {
         Ok(stream) => {
             head.stream = stream;
             deliver_value(ticket, STREAM, head);
+        }
+        Err(handle) => {
+            handle.cancel();
+            deliver_error(ticket, HarnessError::new(ErrorKind::Harness, "too many open streams").into());
+        }
+    }
+}
+
+/// `opened` for a chat stream.
+fn chat_opened(ticket: i64, handle: ChatStreamHandle) {
+    let mut head = NativeChatStreamHead { stream: 0, route: handle.route().to_string(), trace_id: handle.trace_id().to_string() };
+    match STREAMS.insert(OpenStream::Chat(handle)) {
+        Ok(stream) => {
+            head.stream = stream;
+            deliver_value(ticket, CHAT_STREAM, head);
         }
         Err(handle) => {
             handle.cancel();
@@ -398,6 +516,43 @@ mod tests {
         let (tag, outcome) = wait(t);
         assert_eq!(tag, ERROR);
         assert!(contains(&outcome, "CancelledError"), "{}", String::from_utf8_lossy(&outcome));
+    }
+
+    fn chat_request(route: &str, params: Option<&str>) -> Vec<u8> {
+        let r = NativeChatRequest {
+            route: route.into(),
+            messages: r#"[{"role":"user","content":"hi"}]"#.into(),
+            params: params.map(str::to_string),
+            headers: vec![],
+            timeout_ms: None,
+            traceparent: None,
+        };
+        let mut buf = Vec::new();
+        <NativeChatRequest as Lower<UniFfiTag>>::write(r, &mut buf);
+        buf
+    }
+
+    #[test]
+    fn a_chat_call_with_bad_params_is_delivered_at_once_as_a_config_error() {
+        let c = client();
+        let ticket = ticket();
+        let req = chat_request("chat", Some("[1]"));
+        let task = unsafe { harness_kotlin_chat(c.handle(), ticket, req.as_ptr(), req.len() as u64) };
+        let (tag, outcome) = wait(ticket);
+        assert_eq!((task, tag), (0, ERROR));
+        assert!(contains(&outcome, "params: expected an object"), "{}", String::from_utf8_lossy(&outcome));
+    }
+
+    #[test]
+    fn a_chat_stream_on_an_unknown_route_is_a_config_error_naming_the_route() {
+        let c = client();
+        let ticket = ticket();
+        let req = chat_request("nowhere", None);
+        let task = unsafe { harness_kotlin_chat_open(c.handle(), ticket, req.as_ptr(), req.len() as u64) };
+        let (tag, outcome) = wait(ticket);
+        harness_kotlin_drop(task);
+        assert_eq!(tag, ERROR);
+        assert!(contains(&outcome, "ConfigError") && contains(&outcome, "nowhere"), "{}", String::from_utf8_lossy(&outcome));
     }
 
     #[test]

@@ -96,6 +96,7 @@ internal object Slf4jLog : NativeEventSink {
     private fun message(r: NativeRequestRecord): String {
         val outcome = if (r.errorKind == null) "${r.status}" else "${r.errorKind}: ${r.errorMessage}"
         val attempts = if (r.attempts == 1u) "1 attempt" else "${r.attempts} attempts"
-        return "${r.method} ${r.service} ${r.endpoint} -> $outcome (${r.durationMs} ms, $attempts)"
+        val via = r.provider?.let { " via $it" } ?: r.fallback?.let { " from the $it fallback" } ?: ""
+        return "${r.method} ${r.service} ${r.endpoint} -> $outcome$via (${r.durationMs} ms, $attempts)"
     }
 }

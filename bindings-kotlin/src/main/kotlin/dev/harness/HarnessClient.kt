@@ -8,6 +8,8 @@ import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.asExecutor
 import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.emitAll
+import kotlinx.coroutines.flow.flow
 import kotlinx.coroutines.suspendCancellableCoroutine
 import java.nio.charset.CharacterCodingException
 import java.nio.file.Path
@@ -179,6 +181,131 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     ): HarnessResponse = request(service, "DELETE", path, endpoint, query, headers, null, null, idempotencyKey, timeoutMs, traceparent)
 
     /**
+     * One chat answer on [route] (a route with `adapter: openai-compatible`): the route picks a
+     * provider, fails over, retries, degrades to a cached or static answer, and prices the
+     * answer; [ChatResponse] says who answered ([ChatResponse.provider], [ChatResponse.model]),
+     * the [ChatResponse.usage] and [ChatResponse.cost]. Cancelling the calling coroutine cancels
+     * the call in the engine. No provider able to answer is a [HarnessException.NoHealthyProvider]
+     * listing each provider's error ([HarnessException.providerErrors]).
+     *
+     * ```kotlin
+     * val r = harness.chat("chat", listOf(mapOf("role" to "user", "content" to "Hi")), params = mapOf("temperature" to 0.2))
+     * println("${r.content} (${r.provider}/${r.model}, ${r.usage?.totalTokens} tokens, cost ${r.cost})")
+     * ```
+     */
+    suspend fun chat(
+        route: String,
+        messages: List<Map<String, Any?>>,
+        params: Map<String, Any?> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+    ): ChatResponse = chat(ChatRequest(route, messages, params, headers, timeoutMs, traceparent))
+
+    /** [chat] with a [ChatRequest]. */
+    suspend fun chat(request: ChatRequest): ChatResponse {
+        val encoded = RequestPath.encode(request.toNative())
+        var call: RequestPath.Call<*>? = null
+        try {
+            return suspendCancellableCoroutine { cont ->
+                val c = ContinuationCall(cont)
+                call = c
+                RequestPath.chat(native, handle, encoded, c)
+                cont.invokeOnCancellation { RequestPath.cancel(c) }
+            }
+        } finally {
+            call?.release()
+        }
+    }
+
+    /**
+     * A streamed chat answer on [route], as a cold Flow: collecting it opens the stream (a
+     * provider is chosen; before the first chunk, a failure or no chunk within the route's
+     * `ttft_ms` fails over), each chunk comes as the provider sends it, and the last is
+     * [ChatChunkKind.DONE] with the finish reason, usage and cost. A provider failing
+     * mid-answer is handled per the route's `stream.mid_stream`: `hold` (default) restarts
+     * elsewhere unseen, `restart` gives a [ChatChunkKind.RESTART] chunk (the answer so far is
+     * void) and then the new answer, `error` throws. Cancelling the collector (or `take`,
+     * `first`, an exception) cancels the stream in the engine.
+     *
+     * ```kotlin
+     * harness.chatStream("chat", listOf(mapOf("role" to "user", "content" to "Hi"))).collect { c ->
+     *     when (c.kind) {
+     *         ChatChunkKind.DELTA -> print(c.content)
+     *         ChatChunkKind.RESTART -> println("\n[answer restarted on ${c.provider}]")
+     *         ChatChunkKind.DONE -> println("\n${c.usage?.totalTokens} tokens, cost ${c.cost}")
+     *     }
+     * }
+     * ```
+     */
+    fun chatStream(
+        route: String,
+        messages: List<Map<String, Any?>>,
+        params: Map<String, Any?> = emptyMap(),
+        headers: Map<String, String> = emptyMap(),
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+    ): Flow<ChatChunk> = chatStream(ChatRequest(route, messages, params, headers, timeoutMs, traceparent))
+
+    /** [chatStream] with a [ChatRequest]. */
+    fun chatStream(request: ChatRequest): Flow<ChatChunk> = flow {
+        openChatStream(request).use { emitAll(it.chunks) }
+    }
+
+    /**
+     * Opens a streamed chat answer and returns it once a provider has answered (errors before
+     * that throw here); read its [ChatStream.chunks] and close it. [chatStream] does both.
+     */
+    suspend fun openChatStream(request: ChatRequest): ChatStream {
+        val encoded = RequestPath.encode(request.toNative())
+        var call: RequestPath.Call<*>? = null
+        try {
+            val head = suspendCancellableCoroutine { cont ->
+                val c = ChatOpenCall(cont)
+                call = c
+                RequestPath.openChat(native, handle, encoded, c)
+                cont.invokeOnCancellation { RequestPath.cancel(c) }
+            }
+            return ChatStream(head)
+        } finally {
+            call?.release()
+        }
+    }
+
+    /**
+     * For Java: [chat] as a [CompletableFuture]; it completes exceptionally with the
+     * [HarnessException], and `cancel(true)` cancels the call in the engine.
+     */
+    fun chatAsync(request: ChatRequest): CompletableFuture<ChatResponse> {
+        val encoded = try {
+            RequestPath.encode(request.toNative())
+        } catch (e: Exception) {
+            return CompletableFuture<ChatResponse>().apply { completeExceptionally(e) }
+        }
+        val call = FutureCall<ChatResponse>()
+        RequestPath.chat(native, handle, encoded, call)
+        call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
+        return call.future
+    }
+
+    /**
+     * For Java: [openChatStream] as a [CompletableFuture]; read the chunks with
+     * [ChatStream.read] (null after the `done` chunk) and close the stream (try-with-resources).
+     * `cancel(true)` before a provider answers cancels the call in the engine.
+     */
+    fun chatStreamAsync(request: ChatRequest): CompletableFuture<ChatStream> {
+        val encoded = try {
+            RequestPath.encode(request.toNative())
+        } catch (e: Exception) {
+            return CompletableFuture<ChatStream>().apply { completeExceptionally(e) }
+        }
+        val call = FutureChatOpenCall()
+        RequestPath.openChat(native, handle, encoded, call)
+        call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
+        return call.future
+    }
+
+    /**
      * For Java: the same call as a [CompletableFuture]. It completes exceptionally with a
      * [HarnessException] (wrapped in a `CompletionException` by `join()`); `cancel(true)`
      * cancels the request in the engine.
@@ -189,7 +316,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         } catch (e: Exception) {
             return CompletableFuture<HarnessResponse>().apply { completeExceptionally(e) }
         }
-        val call = FutureCall()
+        val call = FutureCall<HarnessResponse>()
         RequestPath.start(native, handle, encoded, call)
         // Any completion not ours (cancel(true), complete(x)) gives the request up; after ours it is a no-op.
         call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
@@ -321,6 +448,27 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     }
 
     /**
+     * Each provider of [route] now: configured and effective weight, health, success rate,
+     * latency, breaker state, requests in flight, cooling after a 429, last error. A
+     * [HarnessException.Config] for an unknown route.
+     */
+    fun routingState(route: String): RouteState {
+        requireUnicode("route" to route)
+        return call { native.routingState(route).toState() }
+    }
+
+    /**
+     * Sets the weight of [provider] on [route] at runtime, as a reload would (validated, with a
+     * [HarnessEvent.ConfigReloaded]); returns the new [configVersion]. 0 takes the provider out
+     * of rotation. A [HarnessException.Config] for an unknown route or provider.
+     */
+    fun setWeight(route: String, provider: String, weight: Int): String {
+        requireUnicode("route" to route, "provider" to provider)
+        if (weight < 0) throw HarnessException.config("weight: must not be negative, got $weight")
+        return call { native.setWeight(route, provider, weight.toUInt()) }
+    }
+
+    /**
      * Each service with `auth`, by name: status (`valid`, `refreshing`, `expired`, `dead`),
      * expiry, last refresh and error, and a key pool's per-key status. Never a secret.
      */
@@ -421,9 +569,20 @@ private fun HarnessRequest.toNative(): NativeRequest {
 }
 
 /** A suspended caller: resumed from the engine's thread (the continuation dispatches to its own dispatcher). */
-private class ContinuationCall(private val cont: CancellableContinuation<HarnessResponse>) : RequestPath.Call<HarnessResponse>() {
-    override fun complete(value: HarnessResponse?, error: HarnessException?) {
+private class ContinuationCall<T : Any>(private val cont: CancellableContinuation<T>) : RequestPath.Call<T>() {
+    override fun complete(value: T?, error: HarnessException?) {
         if (error == null) cont.resume(value!!) else cont.resumeWithException(error)
+    }
+}
+
+/** A suspended [HarnessClient.openChatStream]: a stream that opens for a caller cancelled meanwhile is closed. */
+private class ChatOpenCall(private val cont: CancellableContinuation<ChatStreamHead>) : RequestPath.Call<ChatStreamHead>() {
+    override fun complete(value: ChatStreamHead?, error: HarnessException?) {
+        if (error != null) {
+            cont.resumeWithException(error)
+        } else {
+            cont.resume(value!!) { _, head, _ -> RequestPath.close(head.stream) }
+        }
     }
 }
 
@@ -441,10 +600,10 @@ private class OpenCall(private val cont: CancellableContinuation<StreamHead>) : 
 // Futures for Java callers complete off the engine's threads, so dependent stages never run on them.
 private val futureExecutor: Executor = Dispatchers.Default.asExecutor()
 
-private class FutureCall : RequestPath.Call<HarnessResponse>() {
-    val future = CompletableFuture<HarnessResponse>()
+private class FutureCall<T> : RequestPath.Call<T>() {
+    val future = CompletableFuture<T>()
 
-    override fun complete(value: HarnessResponse?, error: HarnessException?) {
+    override fun complete(value: T?, error: HarnessException?) {
         futureExecutor.execute {
             release()
             if (error == null) future.complete(value) else future.completeExceptionally(error)
@@ -463,6 +622,22 @@ private class FutureOpenCall : RequestPath.Call<StreamHead>() {
             } else {
                 val stream = HarnessStream(value!!)
                 // Cancelled meanwhile: nobody will read it.
+                if (!future.complete(stream)) stream.close()
+            }
+        }
+    }
+}
+
+private class FutureChatOpenCall : RequestPath.Call<ChatStreamHead>() {
+    val future = CompletableFuture<ChatStream>()
+
+    override fun complete(value: ChatStreamHead?, error: HarnessException?) {
+        futureExecutor.execute {
+            release()
+            if (error != null) {
+                future.completeExceptionally(error)
+            } else {
+                val stream = ChatStream(value!!)
                 if (!future.complete(stream)) stream.close()
             }
         }

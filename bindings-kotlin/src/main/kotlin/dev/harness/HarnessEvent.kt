@@ -15,7 +15,11 @@ sealed class HarnessEvent {
     /** Every field under its cross-language (snake_case) name, in a fixed order; `type` first. */
     abstract fun fields(): Map<String, Any?>
 
-    /** One per request (a stream: when it ends), with every field of the log line. */
+    /**
+     * One per request (a stream: when it ends), with every field of the log line. A routed
+     * request (or chat) also has [route], [provider], [model], [cost] and [fallback]; they are
+     * null otherwise, and [fields] leaves out the null ones, as the log line does.
+     */
     data class RequestFinished(
         /** Unix time in milliseconds when the request ended. */
         val tsMs: Long,
@@ -38,15 +42,29 @@ sealed class HarnessEvent {
         val errorKind: String?,
         val errorCode: String?,
         val errorMessage: String?,
+        /** The route the request named. */
+        val route: String? = null,
+        /** The provider that answered (or, for an error, the last one tried). */
+        val provider: String? = null,
+        val model: String? = null,
+        val cost: Double? = null,
+        /** `cache` or `static` when no provider answered. */
+        val fallback: String? = null,
     ) : HarnessEvent() {
         override val type: String get() = "request_finished"
 
-        override fun fields(): Map<String, Any?> = linkedMapOf(
+        override fun fields(): Map<String, Any?> = linkedMapOf<String, Any?>(
             "type" to type, "ts_ms" to tsMs, "client" to client, "trace_id" to traceId, "span_id" to spanId,
             "service" to service, "endpoint" to endpoint, "method" to method, "status" to status,
             "duration_ms" to durationMs, "attempts" to attempts, "retry_count" to retryCount, "breaker" to breaker,
             "streamed" to streamed, "error_kind" to errorKind, "error_code" to errorCode, "error_message" to errorMessage,
-        )
+        ).also { m ->
+            route?.let { m["route"] = it }
+            provider?.let { m["provider"] = it }
+            model?.let { m["model"] = it }
+            cost?.let { m["cost"] = it }
+            fallback?.let { m["fallback"] = it }
+        }
     }
 
     /** A retry will be sent after [delayMs]. */
@@ -107,6 +125,63 @@ sealed class HarnessEvent {
 
         override fun fields(): Map<String, Any?> = linkedMapOf("type" to type, "service" to service, "what" to what, "error" to error)
     }
+
+    /**
+     * A routed request moves from provider [from] to provider [to]; [reason] is the error kind
+     * that made it move (`HttpStatusError`, `TimeoutError`, ...), with the provider's [status]
+     * and error [code] (`context_length_exceeded`, ...) when it gave them.
+     */
+    data class ProviderFailover(
+        val route: String,
+        val from: String,
+        val to: String,
+        val traceId: String,
+        val reason: String,
+        val status: Int?,
+        val code: String?,
+    ) : HarnessEvent() {
+        override val type: String get() = "provider_failover"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf(
+            "type" to type, "route" to route, "from" to from, "to" to to, "trace_id" to traceId,
+            "reason" to reason, "status" to status, "code" to code,
+        )
+    }
+
+    /**
+     * A streamed chat answer broke after it began and starts again on provider [to]. [mode] is
+     * `hidden` (nothing had reached the caller), `restart` (the caller got a restart chunk) or
+     * `continue` (the new provider continues the partial answer); [reason] is the first failure.
+     */
+    data class StreamRestarted(
+        val route: String,
+        val from: String,
+        val to: String,
+        val traceId: String,
+        val reason: String,
+        val mode: String,
+    ) : HarnessEvent() {
+        override val type: String get() = "stream_restarted"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf(
+            "type" to type, "route" to route, "from" to from, "to" to to, "trace_id" to traceId, "reason" to reason, "mode" to mode,
+        )
+    }
+
+    /** A malformed streamed chunk from [provider] was skipped ([reason] says why); the stream goes on. */
+    data class StreamChunkSkipped(val route: String, val provider: String, val traceId: String, val reason: String) : HarnessEvent() {
+        override val type: String get() = "stream_chunk_skipped"
+
+        override fun fields(): Map<String, Any?> =
+            linkedMapOf("type" to type, "route" to route, "provider" to provider, "trace_id" to traceId, "reason" to reason)
+    }
+
+    /** No provider of [route] could answer; a degraded answer was served ([kind]: `cache` or `static`). */
+    data class FallbackServed(val route: String, val kind: String, val traceId: String) : HarnessEvent() {
+        override val type: String get() = "fallback_served"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf("type" to type, "route" to route, "kind" to kind, "trace_id" to traceId)
+    }
 }
 
 internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = HarnessEvent.RequestFinished(
@@ -126,6 +201,11 @@ internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = Harne
     errorKind = errorKind,
     errorCode = errorCode,
     errorMessage = errorMessage,
+    route = route,
+    provider = provider,
+    model = model,
+    cost = cost,
+    fallback = fallback,
 )
 
 /** The one place an engine event becomes a [HarnessEvent]. */
@@ -138,4 +218,8 @@ internal fun NativeEvent.toEvent(): HarnessEvent = when (this) {
     is NativeEvent.ConfigReloaded -> HarnessEvent.ConfigReloaded(version, source)
     is NativeEvent.ConfigRejected -> HarnessEvent.ConfigRejected(version, source, error)
     is NativeEvent.SharedStateUnavailable -> HarnessEvent.SharedStateUnavailable(service, what, error)
+    is NativeEvent.ProviderFailover -> HarnessEvent.ProviderFailover(route, from, to, traceId, reason, status?.toInt(), code)
+    is NativeEvent.StreamRestarted -> HarnessEvent.StreamRestarted(route, from, to, traceId, reason, mode)
+    is NativeEvent.StreamChunkSkipped -> HarnessEvent.StreamChunkSkipped(route, provider, traceId, reason)
+    is NativeEvent.FallbackServed -> HarnessEvent.FallbackServed(route, kind, traceId)
 }

@@ -46,10 +46,20 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
     val code: String? get() = info.code
     val retryAfterMs: Long? get() = info.retryAfterMs
     val traceId: String? get() = info.traceId
-    /** For [Timeout]: `connect`, `response`, `idle` (no body bytes for `timeouts.idle_ms`) or `total`. */
+    /**
+     * For [Timeout]: `connect`, `response`, `idle` (no body bytes for `timeouts.idle_ms`),
+     * `ttft` (a streamed chat answer's first chunk not within the route's `ttft_ms`) or `total`.
+     */
     val phase: String? get() = info.phase
     /** The raw downstream body, when there was one. */
     val body: ByteArray? get() = info.body
+    /** Routed requests: the provider whose answer this error is. */
+    val provider: String? get() = info.provider
+    /**
+     * For [NoHealthyProvider]: each provider of the route (in config order) and its last
+     * error, or why it was not tried. Empty otherwise.
+     */
+    val providerErrors: List<Pair<String, String>> get() = info.providerErrors
 
     class Timeout(info: HarnessErrorInfo) : HarnessException(info)
     class CircuitOpen(info: HarnessErrorInfo) : HarnessException(info)
@@ -60,6 +70,7 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
     class Schema(info: HarnessErrorInfo) : HarnessException(info)
     class Connect(info: HarnessErrorInfo) : HarnessException(info)
     class Cancelled(info: HarnessErrorInfo) : HarnessException(info)
+    /** No provider of the route could answer: [providerErrors] says why, provider by provider. */
     class NoHealthyProvider(info: HarnessErrorInfo) : HarnessException(info)
     class Config(info: HarnessErrorInfo) : HarnessException(info)
     /** The server answered, but not with valid HTTP (bad status line, conflicting lengths, too many headers, a final 1xx). */
@@ -105,6 +116,8 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
                     traceId = e.traceId,
                     phase = e.phase,
                     body = e.body,
+                    provider = e.provider,
+                    providerErrors = e.providerErrors.map { it.provider to it.error },
                 ),
             )
         }
@@ -156,6 +169,8 @@ class HarnessErrorInfo @JvmOverloads constructor(
     val body: ByteArray? = null,
     /** The engine's message alone; by default [message] without its leading `Kind: `. */
     reason: String? = null,
+    val provider: String? = null,
+    val providerErrors: List<Pair<String, String>> = emptyList(),
 ) {
     val reason: String = reason ?: message.removePrefix("$kind: ")
 

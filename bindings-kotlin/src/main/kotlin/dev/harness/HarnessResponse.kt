@@ -2,8 +2,14 @@ package dev.harness
 
 import java.nio.charset.Charset
 
-/** A successful response (any status the engine did not turn into a [HarnessException]). */
-data class HarnessResponse(
+/**
+ * A successful response (any status the engine did not turn into a [HarnessException]).
+ *
+ * A request that named a route (`request("chat", "POST", "/v1/chat/completions", ...)`) also
+ * says who answered and how: [route], [provider], [model], [attemptsByProvider], [fallback]
+ * ([stale]), [usage] and [cost]; all null (or empty) when the request was not routed.
+ */
+data class HarnessResponse @JvmOverloads constructor(
     val status: Int,
     /** Lower-case header names in the order received, each with every value in order ([HarnessHeaders.values]). */
     val headers: HarnessHeaders,
@@ -13,9 +19,26 @@ data class HarnessResponse(
     /** Attempts made, 1 when the first one succeeded. */
     val attempts: Int,
     val traceId: String,
+    /** The route the request named, or null when it named a service. */
+    val route: String? = null,
+    /** The provider that answered (null for a static fallback, or when not routed). */
+    val provider: String? = null,
+    /** The model that answered (the provider's report, else its configured model). */
+    val model: String? = null,
+    /** Attempts each provider got, in the order they were first tried. */
+    val attemptsByProvider: List<Pair<String, Int>> = emptyList(),
+    /** `cache` or `static` when no provider could answer; see [stale]. */
+    val fallback: String? = null,
+    /** Token counts, for a route with the `openai-compatible` adapter. */
+    val usage: Usage? = null,
+    /** From the answering provider's configured prices and [usage]. */
+    val cost: Double? = null,
 ) {
     constructor(status: Int, headers: Map<String, List<String>>, body: ByteArray, elapsedMs: Double, attempts: Int, traceId: String) :
         this(status, HarnessHeaders(headers), body, elapsedMs, attempts, traceId)
+
+    /** A cached answer, served because no provider of the route could answer now. */
+    val stale: Boolean get() = fallback == "cache"
 
     /** The body decoded as text (UTF-8 unless told). */
     @JvmOverloads
@@ -30,12 +53,15 @@ data class HarnessResponse(
     override fun equals(other: Any?): Boolean =
         other is HarnessResponse && status == other.status && headers == other.headers &&
             body.contentEquals(other.body) && elapsedMs == other.elapsedMs &&
-            attempts == other.attempts && traceId == other.traceId
+            attempts == other.attempts && traceId == other.traceId && route == other.route &&
+            provider == other.provider && model == other.model && attemptsByProvider == other.attemptsByProvider &&
+            fallback == other.fallback && usage == other.usage && cost == other.cost
 
     override fun hashCode(): Int = ((status * 31 + headers.hashCode()) * 31 + body.contentHashCode()) * 31 + traceId.hashCode()
 
     override fun toString(): String =
-        "HarnessResponse(status=$status, body=${body.size} bytes, elapsedMs=$elapsedMs, attempts=$attempts, traceId=$traceId)"
+        "HarnessResponse(status=$status, body=${body.size} bytes, elapsedMs=$elapsedMs, attempts=$attempts, traceId=$traceId" +
+            (if (route == null) ")" else ", route=$route, provider=$provider, model=$model, fallback=$fallback, cost=$cost)")
 }
 
 /**

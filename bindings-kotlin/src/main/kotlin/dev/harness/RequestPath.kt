@@ -4,10 +4,15 @@ import com.sun.jna.Callback
 import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
 import com.sun.jna.Pointer
+import dev.harness.ffi.FfiConverterTypeNativeChatChunk
+import dev.harness.ffi.FfiConverterTypeNativeChatRequest
+import dev.harness.ffi.FfiConverterTypeNativeChatResponse
+import dev.harness.ffi.FfiConverterTypeNativeChatStreamHead
 import dev.harness.ffi.FfiConverterTypeNativeError
 import dev.harness.ffi.FfiConverterTypeNativeRequest
 import dev.harness.ffi.FfiConverterTypeNativeResponse
 import dev.harness.ffi.FfiConverterTypeNativeStreamHead
+import dev.harness.ffi.NativeChatRequest
 import dev.harness.ffi.NativeClient
 import dev.harness.ffi.NativeRequest
 import dev.harness.ffi.NativeResponse
@@ -20,9 +25,9 @@ import java.util.concurrent.atomic.AtomicLong
 
 /**
  * The request path (Rust side: `src/request_path.rs`; the pattern is in the README, "How
- * outcomes come back"): one downcall starts a request, opens a stream or asks for a stream's
- * next chunk; one upcall from the engine's thread delivers the outcome; one downcall drops
- * the engine task (or closes the stream).
+ * outcomes come back"): one downcall starts a request or a chat call, opens a stream or a
+ * chat stream, or asks for a stream's next chunk; one upcall from the engine's thread
+ * delivers the outcome; one downcall drops the engine task (or closes the stream).
  *
  * Nothing crosses as an address. The JVM names each waiting caller by a *ticket*, its key in
  * [calls]; Rust objects (the client, a running task, an open stream) are named by
@@ -40,10 +45,15 @@ internal object RequestPath {
     private const val STREAM = 2
     private const val CHUNK = 3
     private const val END = 4
+    private const val CHAT = 5
+    private const val CHAT_STREAM = 6
+    private const val CHAT_CHUNK = 7
 
     /**
      * One waiting caller: where its outcome goes, and the engine task to drop once. The value
-     * is a [HarnessResponse] (request), a [StreamHead] (open), a [ByteArray] (chunk) or null (end).
+     * is a [HarnessResponse] (request), a [StreamHead] (open), a [ByteArray] (chunk), a
+     * [ChatResponse] (chat), a [ChatStreamHead] (chat open), a [ChatChunk] (chat chunk) or
+     * null (end).
      */
     abstract class Call<T> {
         internal val ticket: Long = tickets.incrementAndGet()
@@ -80,7 +90,7 @@ internal object RequestPath {
             val call = calls.remove(ticket) as Call<Any>?
             if (call == null) {
                 // Its caller has gone (cancelled): an opened stream is closed at once.
-                if (tag == STREAM && data != null && len >= 8) {
+                if ((tag == STREAM || tag == CHAT_STREAM) && data != null && len >= 8) {
                     harness_kotlin_close(data.getByteBuffer(0, 8).order(ByteOrder.BIG_ENDIAN).getLong()) // `stream` comes first
                 }
                 return
@@ -101,6 +111,9 @@ internal object RequestPath {
         return when (tag) {
             RESPONSE -> FfiConverterTypeNativeResponse.read(buf).toResponse() to null
             STREAM -> FfiConverterTypeNativeStreamHead.read(buf).toHead() to null
+            CHAT -> FfiConverterTypeNativeChatResponse.read(buf).toChatResponse() to null
+            CHAT_STREAM -> FfiConverterTypeNativeChatStreamHead.read(buf).let { ChatStreamHead(it.stream.toLong(), it.route, it.traceId) } to null
+            CHAT_CHUNK -> FfiConverterTypeNativeChatChunk.read(buf).toChunk() to null
             else -> null to HarnessException.from(FfiConverterTypeNativeError.read(buf))
         }
     }
@@ -120,22 +133,39 @@ internal object RequestPath {
         return buf
     }
 
+    /** The chat request in UniFFI's encoding. */
+    fun encode(request: NativeChatRequest): ByteBuffer {
+        val buf = ByteBuffer.allocate(FfiConverterTypeNativeChatRequest.allocationSize(request).toInt())
+        FfiConverterTypeNativeChatRequest.write(request, buf)
+        return buf
+    }
+
     /** Starts [encoded] on [client]; the [HarnessResponse] reaches [call] (possibly before this returns). */
     fun start(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<HarnessResponse>) =
-        begin(client, handle, encoded, call, stream = false)
+        begin(client, handle, encoded, call, ::harness_kotlin_start)
 
     /** Opens [encoded] as a stream on [client]; the [StreamHead] reaches [call]. */
     fun open(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<StreamHead>) =
-        begin(client, handle, encoded, call, stream = true)
+        begin(client, handle, encoded, call, ::harness_kotlin_open)
 
-    private fun begin(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<*>, stream: Boolean) {
+    /** Starts the chat call [encoded] on [client]; the [ChatResponse] reaches [call]. */
+    fun chat(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<ChatResponse>) =
+        begin(client, handle, encoded, call, ::harness_kotlin_chat)
+
+    /** Opens the chat stream [encoded] on [client]; the [ChatStreamHead] reaches [call]. */
+    fun openChat(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<ChatStreamHead>) =
+        begin(client, handle, encoded, call, ::harness_kotlin_chat_open)
+
+    private inline fun begin(
+        client: NativeClient,
+        handle: Long,
+        encoded: ByteBuffer,
+        call: Call<*>,
+        entry: (Long, Long, ByteArray, Long) -> Long,
+    ) {
         calls[call.ticket] = call
         val task = try {
-            if (stream) {
-                harness_kotlin_open(handle, call.ticket, encoded.array(), encoded.position().toLong())
-            } else {
-                harness_kotlin_start(handle, call.ticket, encoded.array(), encoded.position().toLong())
-            }
+            entry(handle, call.ticket, encoded.array(), encoded.position().toLong())
         } catch (e: Throwable) {
             calls.remove(call.ticket)
             throw e
@@ -145,8 +175,11 @@ internal object RequestPath {
         if (!call.attach(task)) calls.remove(call.ticket)
     }
 
-    /** Asks for the next chunk of [stream]: a [ByteArray], or null at the end, reaches [call]. */
-    fun next(stream: Long, call: Call<ByteArray>) {
+    /**
+     * Asks for the next chunk of [stream]: a [ByteArray] (a body) or a [ChatChunk] (a chat
+     * stream), or null at the end, reaches [call].
+     */
+    fun next(stream: Long, call: Call<*>) {
         calls[call.ticket] = call
         try {
             harness_kotlin_next(stream, call.ticket)
@@ -168,6 +201,8 @@ internal object RequestPath {
     private external fun harness_kotlin_set_completion(completion: Completion)
     private external fun harness_kotlin_start(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
+    private external fun harness_kotlin_chat(client: Long, ticket: Long, request: ByteArray, len: Long): Long
+    private external fun harness_kotlin_chat_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_drop(task: Long)
     private external fun harness_kotlin_next(stream: Long, ticket: Long)
     private external fun harness_kotlin_close(stream: Long)
@@ -176,9 +211,23 @@ internal object RequestPath {
 /** An opened stream's head and the engine's handle for reading it. */
 internal class StreamHead(val stream: Long, val status: Int, val headers: HarnessHeaders, val attempts: Int, val traceId: String)
 
+/** An opened chat stream's handle, route and trace id. */
+internal class ChatStreamHead(val stream: Long, val route: String, val traceId: String)
+
 /** Every value of a repeated header is kept, in order (the engine gives lower-case names). */
-internal fun NativeResponse.toResponse(): HarnessResponse =
-    HarnessResponse(status.toInt(), grouped(headers), body, elapsedMs, attempts.toInt(), traceId)
+internal fun NativeResponse.toResponse(): HarnessResponse {
+    val r = routed
+    return HarnessResponse(
+        status.toInt(), grouped(headers), body, elapsedMs, attempts.toInt(), traceId,
+        route = r?.route,
+        provider = r?.provider,
+        model = r?.model,
+        attemptsByProvider = r?.attemptsByProvider?.toPairs() ?: emptyList(),
+        fallback = r?.fallback,
+        usage = r?.usage?.toUsage(),
+        cost = r?.cost,
+    )
+}
 
 private fun NativeStreamHead.toHead(): StreamHead =
     StreamHead(stream.toLong(), status.toInt(), grouped(headers), attempts.toInt(), traceId)

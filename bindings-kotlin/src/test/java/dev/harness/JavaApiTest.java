@@ -204,4 +204,47 @@ class JavaApiTest {
             }
         }
     }
+
+    @Test
+    void javaCallersChatAndReadChatStreams() throws Exception {
+        TestUpstream.INSTANCE.putProvider("java_chat-p", Map.of("reset", true, "content", "hi from java", "prompt_tokens", 3));
+        Map<String, Object> cfg = Map.of(
+                "log", Map.of("enabled", false),
+                "services", Map.of("p", Map.of("base_url", TestUpstream.INSTANCE.llm("java_chat-p"))),
+                "routes", Map.of("chat", Map.of(
+                        "adapter", "openai-compatible",
+                        "providers", List.of(Map.of("id", "p", "service", "p", "model", "m-j", "weight", 1)))));
+        try (HarnessClient client = new HarnessClient(cfg)) {
+            ChatRequest req = new ChatRequest("chat", List.of(Map.of("role", "user", "content", "hello")))
+                    .withParam("temperature", 0.5);
+            ChatResponse r = client.chatAsync(req).get(10, TimeUnit.SECONDS);
+            assertEquals("hi from java", r.getContent());
+            assertEquals("p", r.getProvider());
+            assertEquals("m-j", r.getModel());
+            assertEquals(new Usage(3, 3, 6), r.getUsage());
+            assertEquals(List.of(new kotlin.Pair<>("p", 1)), r.getAttemptsByProvider());
+
+            StringBuilder text = new StringBuilder();
+            ChatChunk last = null;
+            try (ChatStream s = client.chatStreamAsync(req).get(10, TimeUnit.SECONDS)) {
+                for (ChatChunk c = s.read(); c != null; c = s.read()) {
+                    if (c.getKind() == ChatChunkKind.DELTA) text.append(c.getContent());
+                    last = c;
+                }
+                assertEquals(null, s.read(), "after done, read() keeps giving null");
+            }
+            assertEquals("hi from java", text.toString());
+            assertEquals(ChatChunkKind.DONE, last.getKind());
+            assertEquals(6L, last.getUsage().getTotalTokens());
+
+            assertEquals("p", client.routingState("chat").getProviders().get(0).getId());
+            String version = client.setWeight("chat", "p", 5);
+            assertEquals(version, client.getConfigVersion());
+            assertEquals(5, client.routingState("chat").getProviders().get(0).getWeight());
+
+            CompletionException e = assertThrows(CompletionException.class,
+                    () -> client.chatAsync(new ChatRequest("nowhere", req.getMessages())).join());
+            assertInstanceOf(HarnessException.Config.class, e.getCause());
+        }
+    }
 }

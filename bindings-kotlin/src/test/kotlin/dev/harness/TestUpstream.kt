@@ -50,6 +50,28 @@ object TestUpstream {
 
     fun log(name: String): JSONObject = JSONObject(logText(name))
 
+    /**
+     * Sets how simulated provider [name] answers `POST {url}/llm/{name}/...` (a spec of
+     * tests/upstream/src/provider.rs as a Map, or JSON text).
+     */
+    fun putProvider(name: String, spec: Any) {
+        val body = if (spec is String) spec else JSONObject(spec as Map<*, *>).toString()
+        val r = admin.send(
+            HttpRequest.newBuilder(URI("$url/__admin/provider/$name")).POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+            HttpResponse.BodyHandlers.ofString(),
+        )
+        check(r.statusCode() in 200..299) { "upstream refused provider $name: ${r.body()}" }
+    }
+
+    /** Provider [name]'s log as JSON text: `{"count", "requests": [{"n", "model", "stream", "body", "at_ms", "outcome"}]}`. */
+    fun providerLogText(name: String): String =
+        admin.send(HttpRequest.newBuilder(URI("$url/__admin/provider-log/$name")).GET().build(), HttpResponse.BodyHandlers.ofString()).body()
+
+    fun providerLog(name: String): JSONObject = JSONObject(providerLogText(name))
+
+    /** The base URL a service uses to reach simulated provider [name]. */
+    fun llm(name: String): String = "$url/llm/$name"
+
     /** The script's log as JSON text (for a parser that keeps key order). */
     fun logText(name: String): String =
         admin.send(HttpRequest.newBuilder(URI("$url/__admin/log/$name")).GET().build(), HttpResponse.BodyHandlers.ofString()).body()

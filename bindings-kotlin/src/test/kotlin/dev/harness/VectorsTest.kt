@@ -14,16 +14,28 @@ import java.io.File
 
 /**
  * Runs every scenario of tests/vectors/scenarios.json through the Kotlin API, one JUnit test each
- * (keys: tests/README.md). The file is read with [OrderedJson], so a `json` body keeps its key
+ * (keys: tests/README.md; routing scenarios use simulated model providers, chat and chat streams). The file is read with [OrderedJson], so a `json` body keeps its key
  * order and integers their exact value, as a caller's LinkedHashMap would.
  */
 class VectorsTest {
     private val base = """{"client":{"name":"vectors"},"log":{"enabled":false},"services":{"svc":{"base_url":"{upstream}"}}}"""
 
-    /** A call's outcome: the response or the exception, and the wall time it took. */
-    private class Outcome(val response: HarnessResponse?, val error: HarnessException?, val cancelled: Boolean, val ms: Double) {
-        val label: String get() = response?.status?.toString() ?: if (cancelled) "CancelledError" else error!!.kind
+    /**
+     * A call's outcome: the response (or chat answer, or chat chunks) or the exception, and the
+     * wall time it took. A chat stream that failed keeps the chunks it gave before.
+     */
+    private class Outcome(
+        val response: HarnessResponse?,
+        val error: HarnessException?,
+        val cancelled: Boolean,
+        val ms: Double,
+        val chat: ChatResponse? = null,
+        val chunks: List<ChatChunk>? = null,
+    ) {
+        val label: String get() = response?.status?.toString() ?: if (chat != null || (chunks != null && error == null)) "200" else if (cancelled) "CancelledError" else error!!.kind
         val errorKind: String? get() = if (cancelled) "CancelledError" else error?.kind
+        val done: ChatChunk? get() = chunks?.lastOrNull()?.takeIf { it.kind == ChatChunkKind.DONE }
+        val succeeded: Boolean get() = error == null && !cancelled && (response != null || chat != null || done != null)
     }
 
     @TestFactory
@@ -39,7 +51,9 @@ class VectorsTest {
 
     private fun runScenario(scenario: Map<String, Any?>) = runBlocking {
         val name = scenario.str("name")!!
-        TestUpstream.putScript(name, scenario["steps"]!!)
+        TestUpstream.putScript(name, scenario["steps"] ?: emptyList<Any>())
+        // Simulated model providers, `{name}-{id}` on the upstream (`{llm}` in the config).
+        scenario.obj("providers")?.forEach { (id, spec) -> TestUpstream.putProvider("$name-$id", spec!!) }
         // The OAuth2 token endpoint `{token_url}` points at.
         scenario["token_steps"]?.let { TestUpstream.putScript("$name-token", it) }
         val config = obj(OrderedJson.parse(base)).toMutableDeep()
@@ -76,19 +90,33 @@ class VectorsTest {
                         reload(i, client, substitute(cfg, name) as Map<String, Any?>, call.obj("expect")!!, errors)
                         continue
                     }
-                    val req = buildRequest(name, call)
-                    if (call["stream"] == true) {
-                        check(i, name, call, client, runStream(client, req, call.long("read_chunks")), errors)
+                    call.str("routing_state")?.let { route ->
+                        routingState(i, client, route, call.obj("expect")!!, errors)
                         continue
                     }
-                    val cancelAfter = call.long("cancel_after_ms")
+                    call.list("set_weight")?.let { args ->
+                        setWeight(i, client, args, call.obj("expect")!!, errors)
+                        continue
+                    }
+                    // A chat call (`route` and `chat`, a chat stream with `stream`), or a request.
+                    val run: suspend () -> Outcome = when {
+                        call.containsKey("chat") -> ({ runChat(client, call) })
+                        call["stream"] == true -> {
+                            val req = buildRequest(name, call)
+                            ({ runStream(client, req, call.long("read_chunks")) })
+                        }
+                        else -> {
+                            val req = buildRequest(name, call)
+                            ({ runOne(client, req, call.long("cancel_after_ms")) })
+                        }
+                    }
                     if (call["background"] == true) {
-                        background += Triple(i, call, async { runOne(client, req, cancelAfter) })
+                        background += Triple(i, call, async { run() })
                         continue
                     }
                     val parallel = call.long("parallel")
                     if (parallel != null) {
-                        val outcomes = (0 until parallel).map { async { runOne(client, req, cancelAfter) } }.awaitAll()
+                        val outcomes = (0 until parallel).map { async { run() } }.awaitAll()
                         val counts = outcomes.groupingBy { it.label }.eachCount().toSortedMap()
                         call.obj("expect")!!.obj("outcomes")?.let { want ->
                             val wanted = want.mapValues { (_, v) -> (v as Number).toInt() }.toSortedMap()
@@ -96,7 +124,7 @@ class VectorsTest {
                         }
                         checkState(i, name, call, client, errors)
                     } else {
-                        check(i, name, call, client, runOne(client, req, cancelAfter), errors)
+                        check(i, name, call, client, run(), errors)
                     }
                 }
                 for ((i, call, d) in background) check(i, name, call, client, d.await(), errors)
@@ -104,6 +132,7 @@ class VectorsTest {
         }
         scenario.obj("upstream")?.let { checkUpstream(name, it, errors) }
         scenario.obj("token_upstream")?.let { checkUpstream("$name-token", it, errors, "token upstream") }
+        scenario.obj("provider_upstream")?.let { checkProviders(name, it, errors) }
         assertTrue(errors.isEmpty(), "$name:\n" + errors.joinToString("\n"))
     }
 
@@ -138,6 +167,85 @@ class VectorsTest {
         }
     }
 
+    /** A chat call: `chat.messages` and `chat.params` on `route`; with `stream`, the chat stream read to its end. */
+    private suspend fun runChat(client: HarnessClient, call: Map<String, Any?>): Outcome {
+        val chat = call.obj("chat")!!
+        @Suppress("UNCHECKED_CAST")
+        val request = ChatRequest(
+            route = call.str("route")!!,
+            messages = chat.list("messages")!! as List<Map<String, Any?>>,
+            params = chat.obj("params") ?: emptyMap(),
+            headers = call.obj("headers")?.mapValues { (_, v) -> v as String } ?: emptyMap(),
+            timeoutMs = call.long("timeout_ms"),
+            traceparent = call.str("traceparent"),
+        )
+        val start = System.nanoTime()
+        fun ms() = (System.nanoTime() - start) / 1e6
+        if (call["stream"] != true) {
+            return try {
+                Outcome(null, null, false, ms(), chat = client.chat(request))
+            } catch (e: HarnessException) {
+                Outcome(null, e, false, ms())
+            }
+        }
+        val chunks = mutableListOf<ChatChunk>()
+        return try {
+            client.chatStream(request).collect { chunks += it }
+            Outcome(null, null, false, ms(), chunks = chunks)
+        } catch (e: HarnessException) {
+            Outcome(null, e, false, ms(), chunks = chunks)
+        }
+    }
+
+    private fun routingState(i: Int, client: HarnessClient, route: String, exp: Map<String, Any?>, errors: MutableList<String>) {
+        fun fail(what: String) { errors += "call $i: routing_state($route): $what" }
+        val state = try {
+            client.routingState(route)
+        } catch (e: HarnessException) {
+            if (exp.str("error") != e.kind) fail("expected ${exp.str("error") ?: "a state"}, got $e")
+            exp.str("message")?.let { if (!e.message!!.contains(it)) fail("error ${e.message} lacks \"$it\"") }
+            return
+        }
+        exp.str("error")?.let { fail("expected $it, got $state") }
+        exp.str("strategy")?.let { if (state.strategy != it) fail("expected strategy $it, got ${state.strategy}") }
+        exp.obj("providers")?.forEach { (id, want) ->
+            val p = state.provider(id)
+            if (p == null) {
+                fail("no provider $id in ${state.providers.map { it.id }}")
+                return@forEach
+            }
+            // The provider as the core's `RouteState::to_value()` names its fields.
+            val got = mapOf(
+                "id" to p.id, "service" to p.service, "model" to p.model, "weight" to p.weight,
+                "effective_weight" to p.effectiveWeight, "health" to p.health, "success_rate" to p.successRate,
+                "latency_ewma_ms" to p.latencyEwmaMs, "breaker" to p.breaker, "in_flight" to p.inFlight,
+                "cooling_ms" to p.coolingMs, "last_error" to p.lastError,
+            )
+            for ((k, v) in obj(want)) {
+                when (k) {
+                    "last_error_contains" -> if (p.lastError?.contains(v as String) != true) fail("$id: last_error ${p.lastError} lacks \"$v\"")
+                    else -> if (k !in got) fail("$id: unknown field $k") else if (!jsonEquals(got[k], v)) fail("$id: expected $k $v, got ${got[k]}")
+                }
+            }
+        }
+    }
+
+    private fun setWeight(i: Int, client: HarnessClient, args: List<Any?>, exp: Map<String, Any?>, errors: MutableList<String>) {
+        val (route, provider, weight) = Triple(args[0] as String, args[1] as String, (args[2] as Number).toInt())
+        val before = client.configVersion
+        val want = exp.str("error")
+        try {
+            val version = client.setWeight(route, provider, weight)
+            if (want != null) errors += "call $i: set_weight expected $want, it succeeded"
+            if (version != client.configVersion) errors += "call $i: set_weight returned $version, configVersion is ${client.configVersion}"
+        } catch (e: HarnessException) {
+            if (want == null) errors += "call $i: set_weight expected to succeed, got $e"
+            if (want != null && e.kind != want) errors += "call $i: set_weight expected $want, got $e"
+            exp.str("message")?.let { if (!e.message!!.contains(it)) errors += "call $i: set_weight error ${e.message} lacks \"$it\"" }
+            if (client.configVersion != before) errors += "call $i: a failed set_weight changed the config version"
+        }
+    }
+
     private suspend fun runOne(client: HarnessClient, req: HarnessRequest, cancelAfterMs: Long?): Outcome {
         val start = System.nanoTime()
         fun ms() = (System.nanoTime() - start) / 1e6
@@ -167,10 +275,12 @@ class VectorsTest {
             }
             else -> call["json"]
         }
+        // A call naming a `route` sends to the route as it would to a service; its path is the provider's.
+        val route = call.str("route")
         return HarnessRequest(
-            service = call.str("service") ?: "svc",
+            service = route ?: call.str("service") ?: "svc",
             method = call.str("method")!!,
-            path = "/s/$scenario" + call.str("path"),
+            path = if (route != null) call.str("path")!! else "/s/$scenario" + call.str("path"),
             endpoint = call.str("endpoint"),
             headers = headers,
             json = json,
@@ -215,12 +325,107 @@ class VectorsTest {
         exp.long("retry_after_ms")?.let { if (e?.retryAfterMs != it) fail("expected retry_after_ms $it, got ${e?.retryAfterMs}") }
         exp.str("trace_id")?.let { if (o.response?.traceId != it) fail("expected trace id $it, got ${o.response?.traceId}") }
         exp.long("attempts")?.let {
-            val got = o.response?.attempts ?: e?.attempts
+            val got = o.response?.attempts ?: o.chat?.attempts ?: e?.attempts
             if (got?.toLong() != it) fail("expected $it attempts, got $got (${e?.message})")
         }
         exp.double("min_ms")?.let { if (o.ms < it) fail("took ${"%.1f".format(o.ms)} ms, expected at least $it") }
         exp.double("max_ms")?.let { if (o.ms > it) fail("took ${"%.1f".format(o.ms)} ms, expected at most $it") }
+        checkRouted(exp, o, ::fail)
         checkState(i, name, call, client, errors)
+    }
+
+    /**
+     * The routing `expect` keys (tests/README.md, "Routing scenarios"): who answered and how, from
+     * a routed response, a chat answer or a chat stream's `done` chunk.
+     */
+    private fun checkRouted(exp: Map<String, Any?>, o: Outcome, fail: (String) -> Unit) {
+        val r = o.response
+        val c = o.chat
+        val done = o.done
+        val e = o.error
+        fun answered(key: String): Boolean {
+            if (!o.succeeded) fail("expected $key ${exp[key]}, got ${o.errorKind}: ${e?.message}")
+            return o.succeeded
+        }
+        if (exp.containsKey("provider") && answered("provider")) {
+            val got = r?.provider ?: c?.provider ?: done?.provider
+            if (got != exp["provider"]) fail("expected provider ${exp["provider"]}, got $got")
+        }
+        if (exp.containsKey("model") && answered("model")) {
+            val got = r?.model ?: c?.model ?: done?.model
+            if (got != exp["model"]) fail("expected model ${exp["model"]}, got $got")
+        }
+        if (exp.containsKey("content") && answered("content")) {
+            // A stream's answer is the deltas after its last restart.
+            val got = c?.content ?: o.chunks?.let { all ->
+                all.drop(all.indexOfLast { it.kind == ChatChunkKind.RESTART } + 1).filter { it.kind == ChatChunkKind.DELTA }.joinToString("") { it.content }
+            } ?: r?.text()
+            if (got != exp["content"]) fail("expected content ${(exp["content"] as String).quoted()}, got ${got?.quoted()}")
+        }
+        if (exp.containsKey("fallback") && answered("fallback")) {
+            val got = r?.fallback ?: c?.fallback
+            if (got != exp["fallback"]) fail("expected fallback ${exp["fallback"]}, got $got")
+        }
+        if (exp.containsKey("finish_reason") && answered("finish_reason")) {
+            val got = c?.finishReason ?: done?.finishReason
+            if (got != exp["finish_reason"]) fail("expected finish_reason ${exp["finish_reason"]}, got $got")
+        }
+        exp.obj("usage")?.let { want ->
+            if (!answered("usage")) return@let
+            val u = r?.usage ?: c?.usage ?: done?.usage
+            val got = u?.let { mapOf("prompt_tokens" to it.promptTokens, "completion_tokens" to it.completionTokens, "total_tokens" to it.totalTokens) }
+            for ((k, v) in want) if (got == null || !jsonEquals(got[k], v)) fail("expected usage.$k $v, got ${got?.get(k)} ($u)")
+        }
+        if (exp.containsKey("cost") && answered("cost")) {
+            val got = r?.cost ?: c?.cost ?: done?.cost
+            val want = (exp["cost"] as Number?)?.toDouble()
+            if ((got == null) != (want == null) || (got != null && Math.abs(got - want!!) > 1e-9)) fail("expected cost $want, got $got")
+        }
+        exp.list("attempts_by_provider")?.let { want ->
+            if (!answered("attempts_by_provider")) return@let
+            val got = (r?.attemptsByProvider ?: c?.attemptsByProvider ?: emptyList()).map { listOf(it.first, it.second.toLong()) }
+            if (!jsonEquals(got, want)) fail("expected attempts_by_provider $want, got $got")
+        }
+        exp.list("provider_errors")?.let { want ->
+            val got = e?.providerErrors?.map { it.first }
+            if (got != want) fail("expected provider_errors for $want, got ${e?.providerErrors ?: o.label}")
+        }
+        if (exp.containsKey("error_provider")) {
+            if (e?.provider != exp["error_provider"]) fail("expected the error's provider ${exp["error_provider"]}, got ${e?.provider} ($e)")
+        }
+        exp.list("chunk_kinds")?.let { want ->
+            val kinds = mutableListOf<String>()
+            for (k in o.chunks.orEmpty().map { it.kind.value }) if (!(k == "delta" && kinds.lastOrNull() == "delta")) kinds += k
+            if (kinds != want) fail("expected chunk kinds $want, got $kinds")
+        }
+    }
+
+    /** `provider_upstream`: each simulated provider's log, `{name}-{id}` on the upstream. */
+    private fun checkProviders(name: String, exp: Map<String, Any?>, errors: MutableList<String>) {
+        for ((id, w) in exp) {
+            val want = obj(w)
+            fun fail(what: String) { errors += "provider $id: $what" }
+            val log = obj(OrderedJson.parse(TestUpstream.providerLogText("$name-$id")))
+            val requests = log.list("requests")!!.map(::obj)
+            want.long("requests")?.let { if (log.long("count") != it) fail("expected $it requests, got ${log.long("count")}") }
+            val first = requests.firstOrNull()?.obj("body")
+            want.obj("first_body")?.let { fields ->
+                if (first == null) return@let fail("no request to check first_body against")
+                for ((k, v) in fields) if (!jsonEquals(first[k], v)) fail("first request's $k: expected $v, got ${first[k]}")
+            }
+            want.obj("first_last_message")?.let { m ->
+                val last = first?.list("messages")?.lastOrNull()
+                if (!jsonEquals(last, m)) fail("first request's last message: expected $m, got $last")
+            }
+        }
+    }
+
+    /** JSON equality: numbers by value (1 == 1.0), objects regardless of key order. */
+    private fun jsonEquals(a: Any?, b: Any?): Boolean = when {
+        a is Number && b is Number -> java.math.BigDecimal(a.toString()).compareTo(java.math.BigDecimal(b.toString())) == 0
+        a is Map<*, *> && b is Map<*, *> -> a.keys == b.keys && a.keys.all { jsonEquals(a[it], b[it]) }
+        a is List<*> && b is List<*> -> a.size == b.size && a.indices.all { jsonEquals(a[it], b[it]) }
+        else -> a == b
     }
 
     private suspend fun checkState(i: Int, name: String, call: Map<String, Any?>, client: HarnessClient, errors: MutableList<String>) {
@@ -294,9 +499,9 @@ class VectorsTest {
     private fun Map<String, Any?>.toMutableDeep(): MutableMap<String, Any?> =
         mapValuesTo(LinkedHashMap()) { (_, v) -> if (v is Map<*, *>) (v as Map<String, Any?>).toMutableDeep() else v }
 
-    /** `{token_url}` first (it holds `{upstream}` and `{name}`), then the upstream's addresses and `{name}`. */
+    /** `{token_url}` and `{llm}` first (they hold `{upstream}` and `{name}`), then the upstream's addresses and `{name}`. */
     private fun substitute(v: Any?, name: String): Any? = when (v) {
-        is String -> v.replace("{token_url}", "{upstream}/s/{name}-token/oauth/token")
+        is String -> v.replace("{token_url}", "{upstream}/s/{name}-token/oauth/token").replace("{llm}", "{upstream}/llm/{name}-")
             .replace("{upstream}", TestUpstream.url).replace("{blackhole}", TestUpstream.blackholeUrl).replace("{closed}", TestUpstream.closedUrl)
             .replace("{name}", name)
         is Map<*, *> -> v.entries.associateTo(LinkedHashMap()) { (k, x) -> k as String to substitute(x, name) }

@@ -1,0 +1,272 @@
+//! Routing and chat, flattened for UniFFI: the chat request in (messages and params as JSON
+//! text the facade wrote, checked by the core's JSON rules), the chat answer, streamed chunks,
+//! what routing did for a request (`NativeRouted`) and `routing_state` out. Translation only:
+//! choosing, failing over and pricing are the core's.
+
+use harness_core::json;
+use harness_core::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, HarnessError, ProviderState, RouteState, Routed, Usage};
+
+use crate::{pairs, NativeEntry, NativeError};
+
+/// A chat call as the facade passes it. `messages` and `params` are JSON text (a list of
+/// message objects, an object of chat-completions parameters); the core validates both.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeChatRequest {
+    pub route: String,
+    pub messages: String,
+    pub params: Option<String>,
+    pub headers: Vec<NativeEntry>,
+    pub timeout_ms: Option<u64>,
+    pub traceparent: Option<String>,
+}
+
+/// Token counts as the provider reported them.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// Attempts one provider got, in the order providers were first tried.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeProviderAttempts {
+    pub provider: String,
+    pub attempts: u32,
+}
+
+/// What routing did for one request (`harness_core::Routed`).
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeRouted {
+    pub route: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub attempts_by_provider: Vec<NativeProviderAttempts>,
+    /// `cache` or `static` when no provider answered.
+    pub fallback: Option<String>,
+    pub usage: Option<NativeUsage>,
+    pub cost: Option<f64>,
+}
+
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeChatResponse {
+    pub content: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<NativeUsage>,
+    pub route: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub cost: Option<f64>,
+    pub fallback: Option<String>,
+    pub attempts: u32,
+    pub attempts_by_provider: Vec<NativeProviderAttempts>,
+    pub trace_id: String,
+    pub elapsed_ms: f64,
+    /// The provider's whole answer.
+    pub raw: Vec<u8>,
+}
+
+#[derive(uniffi::Enum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NativeChatChunkKind {
+    Delta,
+    Restart,
+    Done,
+}
+
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeChatChunk {
+    pub kind: NativeChatChunkKind,
+    pub content: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<NativeUsage>,
+    pub cost: Option<f64>,
+    pub reason: Option<String>,
+}
+
+/// An opened chat stream: the handle its chunks are read with (`request_path`), then its route and trace.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeChatStreamHead {
+    /// First, so the facade can close a stream whose caller has gone without decoding the rest.
+    pub stream: u64,
+    pub route: String,
+    pub trace_id: String,
+}
+
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeProviderState {
+    pub id: String,
+    pub service: String,
+    pub model: Option<String>,
+    pub weight: u32,
+    pub effective_weight: f64,
+    pub health: f64,
+    pub success_rate: f64,
+    pub latency_ewma_ms: Option<f64>,
+    pub breaker: String,
+    pub in_flight: u32,
+    pub cooling_ms: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeRouteState {
+    pub route: String,
+    pub strategy: String,
+    pub providers: Vec<NativeProviderState>,
+}
+
+/// JSON text the facade wrote, checked as the core checks every body (depth, NaN, lone
+/// surrogates) before it is parsed, so no text can overflow a stack.
+fn parse(field: &str, text: &str) -> Result<serde_json::Value, HarnessError> {
+    json::check_text(field, text.as_bytes())?;
+    json::parse_checked(text).map_err(|e| HarnessError::config(format!("{field}: not JSON: {e}")))
+}
+
+impl TryFrom<NativeChatRequest> for (String, ChatRequest) {
+    type Error = NativeError;
+
+    fn try_from(r: NativeChatRequest) -> Result<(String, ChatRequest), NativeError> {
+        let messages = parse("messages", &r.messages)?;
+        let params = match r.params.as_deref().map(|p| parse("params", p)).transpose()? {
+            None => serde_json::Map::new(),
+            Some(serde_json::Value::Object(o)) => o,
+            Some(_) => return Err(HarnessError::config("params: expected an object of chat parameters").into()),
+        };
+        let chat = ChatRequest { messages, params, headers: pairs(r.headers), timeout_ms: r.timeout_ms, traceparent: r.traceparent };
+        Ok((r.route, chat))
+    }
+}
+
+impl From<Usage> for NativeUsage {
+    fn from(u: Usage) -> Self {
+        NativeUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens }
+    }
+}
+
+fn attempts(list: Vec<(String, u32)>) -> Vec<NativeProviderAttempts> {
+    list.into_iter().map(|(provider, attempts)| NativeProviderAttempts { provider, attempts }).collect()
+}
+
+impl From<Routed> for NativeRouted {
+    fn from(r: Routed) -> Self {
+        NativeRouted {
+            route: r.route,
+            provider: r.provider,
+            model: r.model,
+            attempts_by_provider: attempts(r.attempts_by_provider),
+            fallback: r.fallback.map(str::to_string),
+            usage: r.usage.map(Into::into),
+            cost: r.cost,
+        }
+    }
+}
+
+impl From<ChatResponse> for NativeChatResponse {
+    fn from(r: ChatResponse) -> Self {
+        NativeChatResponse {
+            content: r.content,
+            finish_reason: r.finish_reason,
+            usage: r.usage.map(Into::into),
+            route: r.route,
+            provider: r.provider,
+            model: r.model,
+            cost: r.cost,
+            fallback: r.fallback.map(str::to_string),
+            attempts: r.attempts,
+            attempts_by_provider: attempts(r.attempts_by_provider),
+            trace_id: r.trace_id,
+            elapsed_ms: r.elapsed_ms,
+            raw: r.raw.to_vec(),
+        }
+    }
+}
+
+impl From<ChatChunk> for NativeChatChunk {
+    fn from(c: ChatChunk) -> Self {
+        NativeChatChunk {
+            kind: match c.kind {
+                ChatChunkKind::Delta => NativeChatChunkKind::Delta,
+                ChatChunkKind::Restart => NativeChatChunkKind::Restart,
+                ChatChunkKind::Done => NativeChatChunkKind::Done,
+            },
+            content: c.content,
+            provider: c.provider,
+            model: c.model,
+            finish_reason: c.finish_reason,
+            usage: c.usage.map(Into::into),
+            cost: c.cost,
+            reason: c.reason,
+        }
+    }
+}
+
+impl From<ProviderState> for NativeProviderState {
+    fn from(p: ProviderState) -> Self {
+        NativeProviderState {
+            id: p.id,
+            service: p.service,
+            model: p.model,
+            weight: p.weight,
+            effective_weight: p.effective_weight,
+            health: p.health,
+            success_rate: p.success_rate,
+            latency_ewma_ms: p.latency_ewma_ms,
+            breaker: p.breaker.to_string(),
+            in_flight: p.in_flight,
+            cooling_ms: p.cooling_ms,
+            last_error: p.last_error,
+        }
+    }
+}
+
+impl From<RouteState> for NativeRouteState {
+    fn from(r: RouteState) -> Self {
+        NativeRouteState { route: r.route, strategy: r.strategy.to_string(), providers: r.providers.into_iter().map(Into::into).collect() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(messages: &str, params: Option<&str>) -> NativeChatRequest {
+        NativeChatRequest {
+            route: "chat".into(),
+            messages: messages.into(),
+            params: params.map(str::to_string),
+            headers: vec![],
+            timeout_ms: None,
+            traceparent: None,
+        }
+    }
+
+    fn reason(e: NativeError) -> String {
+        let NativeError::Failure { kind, reason, .. } = e;
+        assert_eq!(kind, "ConfigError");
+        reason
+    }
+
+    #[test]
+    fn messages_and_params_keep_their_order_and_values() {
+        let (route, chat) =
+            <(String, ChatRequest)>::try_from(req(r#"[{"role":"user","content":"hi"}]"#, Some(r#"{"z":1,"a":0.5}"#))).unwrap();
+        assert_eq!(route, "chat");
+        assert_eq!(chat.messages[0]["content"], "hi");
+        assert_eq!(chat.params.keys().collect::<Vec<_>>(), ["z", "a"]);
+    }
+
+    #[test]
+    fn params_that_are_not_an_object_are_a_config_error_naming_params() {
+        let e = <(String, ChatRequest)>::try_from(req("[]", Some("[1]"))).unwrap_err();
+        assert!(reason(e).starts_with("params:"));
+    }
+
+    #[test]
+    fn messages_nested_too_deep_are_a_config_error_not_a_crash() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let e = <(String, ChatRequest)>::try_from(req(&deep, None)).unwrap_err();
+        assert!(reason(e).contains("messages: nested deeper than 512"));
+    }
+}
