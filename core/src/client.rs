@@ -163,6 +163,7 @@ impl Client {
     /// Per provider of `route`: configured and effective weight, health, breaker state,
     /// in-flight count, cooling and last error.
     pub fn routing_state(&self, route: &str) -> Result<RouteState, HarnessError> {
+        self.engine.check_usable()?;
         let snapshot = self.engine.snapshot();
         let Some(rt) = snapshot.routes.get(route) else {
             return Err(HarnessError::config(format!("route: unknown route `{}`", crate::redact::escape_control(route))));
@@ -201,6 +202,7 @@ impl Client {
     /// Sets a provider's weight at runtime, as a reload would (validated, versioned, with
     /// a `config_reloaded` event); returns the new `config_version`.
     pub fn set_weight(&self, route: &str, provider: &str, weight: u32) -> Result<String, HarnessError> {
+        self.engine.check_usable()?;
         let mut config = (*self.engine.snapshot().config).clone();
         let Some(r) = config.routes.get_mut(route) else {
             return Err(HarnessError::config(format!("route: unknown route `{}`", crate::redact::escape_control(route))));
