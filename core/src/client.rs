@@ -281,6 +281,10 @@ impl Client {
     /// The Prometheus text exposition of this client's metrics.
     pub fn metrics_text(&self) -> String {
         self.engine.registry.maybe_sweep();
+        for l in self.engine.registry.limiters() {
+            let labels = crate::observability::metrics::ServiceLabels { service: l.service.as_ref().into() };
+            self.engine.metrics.rate_limit_paused.get_or_create(&labels).set(l.paused_ms() as i64);
+        }
         self.engine.metrics.encode()
     }
 

@@ -68,6 +68,8 @@ pub struct ServiceConfig {
     pub limits: LimitsConfig,
     /// Credentials: a token, a key pool, OAuth2 client credentials or a host provider.
     pub auth: Option<crate::credentials::AuthConfig>,
+    /// Client-side rate limit (GCRA), local or shared by a fleet; the 429 pause.
+    pub rate_limit: Option<crate::ratelimit::RateLimitConfig>,
 }
 
 impl fmt::Debug for ServiceConfig {
@@ -83,6 +85,7 @@ impl fmt::Debug for ServiceConfig {
             .field("redirects", &self.redirects)
             .field("limits", &self.limits)
             .field("auth", &self.auth)
+            .field("rate_limit", &self.rate_limit.as_ref().map(|r| (r.rps, r.burst, r.shared.as_ref().map(|s| redact_url(&s.redis_url).into_owned()))))
             .finish()
     }
 }
@@ -159,6 +162,16 @@ pub struct RetryConfig {
     pub budget_min_per_sec: u32,
     /// Full jitter on backoff; off only for deterministic tests.
     pub jitter: bool,
+    /// Count the budget across a fleet through Redis (local when Redis is down).
+    pub budget_shared: Option<SharedBudgetConfig>,
+}
+
+/// `retry.budget_shared`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SharedBudgetConfig {
+    pub redis_url: String,
+    pub key: String,
 }
 
 impl Default for RetryConfig {
@@ -172,6 +185,7 @@ impl Default for RetryConfig {
             budget_ratio: 0.2,
             budget_min_per_sec: 10,
             jitter: true,
+            budget_shared: None,
         }
     }
 }
@@ -242,7 +256,7 @@ impl Config {
         json::check_value("config", &value)?;
         let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            HarnessError::config(describe(&path, &e.into_inner().to_string()))
+            HarnessError::config(describe_error(&path, &e.into_inner().to_string()))
         })?;
         config.validate()?;
         Ok(config)
@@ -321,6 +335,21 @@ impl Config {
             if let Some(auth) = &s.auth {
                 auth.validate(&p("auth"))?;
             }
+            if let Some(rl) = &s.rate_limit {
+                rl.validate(&p("rate_limit"))?;
+            }
+            if let Some(b) = &s.retry.budget_shared {
+                match url::Url::parse(&b.redis_url) {
+                    Ok(u) if u.scheme() == "redis" || u.scheme() == "rediss" => {}
+                    _ => {
+                        let shown = redact_url(&b.redis_url);
+                        return Err(bad(p("retry.budget_shared.redis_url"), format!("expected a redis:// URL, got {:?}", escape_control(&shown))));
+                    }
+                }
+                if b.key.is_empty() || b.key.chars().any(char::is_control) || b.key.len() > 256 {
+                    return Err(bad(p("retry.budget_shared.key"), "required: printable text of at most 256 characters"));
+                }
+            }
             if !(1..=20).contains(&s.redirects.max) {
                 return Err(bad(p("redirects.max"), format!("expected an integer from 1 to 20, got {}", s.redirects.max)));
             }
@@ -350,7 +379,7 @@ impl Config {
 }
 
 /// Turns serde's message into `path: expected ..., got ...`.
-fn describe(path: &str, serde_msg: &str) -> String {
+pub(crate) fn describe_error(path: &str, serde_msg: &str) -> String {
     let path = if path == "." { "config".to_string() } else { path.to_string() };
     if let Some(rest) = serde_msg.strip_prefix("unknown field `") {
         let key = rest.split('`').next().unwrap_or("");

@@ -57,6 +57,8 @@ pub enum ErrorKind {
     Protocol,
     /// The response body is larger than `limits.max_response_bytes`.
     ResponseTooLarge,
+    /// The idempotent receiver: another delivery of this message is being processed.
+    DuplicateInFlight,
     /// Anything else (a used-after-fork runtime, a closed client, a broken body).
     Harness,
 }
@@ -77,12 +79,13 @@ impl ErrorKind {
             ErrorKind::Config => "ConfigError",
             ErrorKind::Protocol => "ProtocolError",
             ErrorKind::ResponseTooLarge => "ResponseTooLargeError",
+            ErrorKind::DuplicateInFlight => "DuplicateInFlightError",
             ErrorKind::Harness => "HarnessError",
         }
     }
 
     /// Every kind name, base first; bindings build their class trees from this.
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "HarnessError",
         "TimeoutError",
         "CircuitOpenError",
@@ -97,6 +100,7 @@ impl ErrorKind {
         "ConfigError",
         "ProtocolError",
         "ResponseTooLargeError",
+        "DuplicateInFlightError",
     ];
 }
 

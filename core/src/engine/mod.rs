@@ -81,7 +81,8 @@ impl Engine {
             events.set_log_sink(sink);
         }
         check_log_sink(&config, host_log_name)?;
-        let registry = Registry::new(metrics.clone(), events.clone());
+        let budgets: Arc<dyn RetryBudgetStore> = options.budgets.unwrap_or_else(|| Arc::new(MemoryState::new()));
+        let registry = Registry::new(metrics.clone(), events.clone(), budgets.clone());
         let providers = Providers::default();
         let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref(), &providers)?;
         let rng = match options.jitter_seed {
@@ -94,7 +95,7 @@ impl Engine {
             metrics,
             events,
             log: LogWriter::default(),
-            budgets: options.budgets.unwrap_or_else(|| Arc::new(MemoryState::new())),
+            budgets,
             providers,
             fixed_transport: options.transport,
             host_log_name,

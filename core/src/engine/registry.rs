@@ -20,7 +20,12 @@ use crate::bulkhead::Bulkhead;
 use crate::endpoint;
 use crate::host::Event;
 use crate::observability::events::EventHub;
+use crate::config::SharedBudgetConfig;
+use crate::error::HarnessError;
+use crate::ratelimit::{RateLimitConfig, ServiceLimiter};
 use crate::routing::fallback::FallbackCache;
+use crate::state::redis::{RedisConn, RedisRateLimits, SharedBudget, SharedBudgetStore};
+use crate::state::{RateLimitStore, RetryBudgetStore};
 use crate::routing::health::ProviderHealth;
 use crate::observability::metrics::{EndpointLabels, Metrics, RequestLabels, ServiceLabels, TransitionLabels};
 
@@ -89,6 +94,14 @@ pub(crate) struct Registry {
     providers: Mutex<HashMap<(String, String), Arc<ProviderHealth>>>,
     /// Fallback answers by route.
     route_caches: Mutex<HashMap<String, Arc<FallbackCache>>>,
+    /// One Redis connection per URL, shared by every store on it.
+    redis: Mutex<HashMap<String, Arc<RedisConn>>>,
+    /// Rate limiters by service (or `route:<name>`), kept while their settings hold.
+    limiters: Mutex<HashMap<String, Arc<ServiceLimiter>>>,
+    /// Fleet-wide retry budgets by (redis_url, key).
+    shared_budgets: Mutex<HashMap<(String, String), Arc<dyn RetryBudgetStore>>>,
+    /// The process-local retry budget (the default, and the fallback of a shared one).
+    pub budgets: Arc<dyn RetryBudgetStore>,
     endpoints: RwLock<Endpoints>,
     metrics: Arc<Metrics>,
     events: Arc<EventHub>,
@@ -96,8 +109,12 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub fn new(metrics: Arc<Metrics>, events: Arc<EventHub>) -> Self {
+    pub fn new(metrics: Arc<Metrics>, events: Arc<EventHub>, budgets: Arc<dyn RetryBudgetStore>) -> Self {
         Registry {
+            redis: Mutex::new(HashMap::new()),
+            limiters: Mutex::new(HashMap::new()),
+            shared_budgets: Mutex::new(HashMap::new()),
+            budgets,
             services: Mutex::new(HashMap::new()),
             providers: Mutex::new(HashMap::new()),
             route_caches: Mutex::new(HashMap::new()),
@@ -131,6 +148,52 @@ impl Registry {
         let cache = self.route_caches.lock().entry(route.to_string()).or_insert_with(|| Arc::new(FallbackCache::new(capacity))).clone();
         cache.resize(capacity);
         cache
+    }
+
+    /// The connection for `url` (created on first use; it connects lazily).
+    pub fn redis(&self, url: &str, path: &str) -> Result<Arc<RedisConn>, HarnessError> {
+        if let Some(c) = self.redis.lock().get(url) {
+            return Ok(c.clone());
+        }
+        let conn = RedisConn::new(url, path)?;
+        Ok(self.redis.lock().entry(url.to_string()).or_insert(conn).clone())
+    }
+
+    /// The limiter for `name` under `config`: the previous one while its settings hold
+    /// (its cells and pause carry over a reload), else a new one.
+    pub fn limiter(&self, name: &str, config: &RateLimitConfig, path: &str) -> Result<Arc<ServiceLimiter>, HarnessError> {
+        if let Some(l) = self.limiters.lock().get(name).filter(|l| l.same_settings(config)) {
+            return Ok(l.clone());
+        }
+        let store: Option<Arc<dyn RateLimitStore>> = match &config.shared {
+            Some(s) => Some(Arc::new(RedisRateLimits::new(self.redis(&s.redis_url, &format!("{path}.shared.redis_url"))?))),
+            None => None,
+        };
+        let limiter = Arc::new(ServiceLimiter::new(name, config, store, self.events.clone(), self.metrics.clone()));
+        self.limiters.lock().insert(name.to_string(), limiter.clone());
+        Ok(limiter)
+    }
+
+    /// The limiters in use, for the pause gauge.
+    pub fn limiters(&self) -> Vec<Arc<ServiceLimiter>> {
+        self.limiters.lock().values().cloned().collect()
+    }
+
+    /// The retry budget of `service`: shared through Redis when `shared` is set, else local.
+    pub fn budget_store(&self, service: &str, shared: Option<&SharedBudgetConfig>) -> Result<Arc<dyn RetryBudgetStore>, HarnessError> {
+        let Some(s) = shared else { return Ok(self.budgets.clone()) };
+        let id = (s.redis_url.clone(), s.key.clone());
+        if let Some(b) = self.shared_budgets.lock().get(&id) {
+            return Ok(b.clone());
+        }
+        let conn = self.redis(&s.redis_url, &format!("services.{service}.retry.budget_shared.redis_url"))?;
+        let events = self.events.clone();
+        let name = service.to_string();
+        let on_outage = Box::new(move |why: String| {
+            events.emit(Event::SharedStateUnavailable { service: name.clone(), what: "retry_budget", error: why });
+        });
+        let store: Arc<dyn RetryBudgetStore> = Arc::new(SharedBudgetStore(SharedBudget::new(conn, &s.key, self.budgets.clone(), on_outage)));
+        Ok(self.shared_budgets.lock().entry(id).or_insert(store).clone())
     }
 
     pub fn events(&self) -> &Arc<EventHub> {

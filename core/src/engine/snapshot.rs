@@ -15,8 +15,9 @@ use crate::config::{Config, ServiceConfig};
 use crate::credentials::{Credential, Providers};
 use crate::error::HarnessError;
 use crate::redact::{redact_url, Secrets};
+use crate::ratelimit::ServiceLimiter;
 use crate::routing::RouteRuntime;
-use crate::state::BudgetPolicy;
+use crate::state::{BudgetPolicy, RetryBudgetStore};
 use crate::transport::reqwest::ReqwestTransport;
 use crate::transport::Transport;
 
@@ -51,6 +52,10 @@ pub(crate) struct ServiceRuntime {
     pub shared: Arc<ServiceShared>,
     /// The service's credential; kept from the previous snapshot when unchanged.
     pub credential: Option<Arc<Credential>>,
+    /// The client-side rate limit (and 429 pause), when configured.
+    pub limiter: Option<Arc<ServiceLimiter>>,
+    /// Where this service's retry budget is counted: this process, or the fleet.
+    pub budgets: Arc<dyn RetryBudgetStore>,
 }
 
 impl ServiceRuntime {
@@ -124,14 +129,16 @@ impl Snapshot {
                     },
                     shared: registry.service(name, svc.bulkhead.max_concurrency),
                     credential,
+                    limiter: svc.rate_limit.as_ref().map(|rl| registry.limiter(name, rl, &format!("services.{name}.rate_limit"))).transpose()?,
+                    budgets: registry.budget_store(name, svc.retry.budget_shared.as_ref())?,
                 }),
             );
         }
         let routes = config
             .routes
             .iter()
-            .map(|(name, r)| (name.clone(), Arc::new(RouteRuntime::build(name, r, &services, registry))))
-            .collect();
+            .map(|(name, r)| RouteRuntime::build(name, r, &services, registry).map(|rt| (name.clone(), Arc::new(rt))))
+            .collect::<Result<_, _>>()?;
         let version = config.version();
         let client_name = config.client.name.as_str().into();
         Ok(Snapshot { config: Arc::new(config), version, client_name, services, routes })

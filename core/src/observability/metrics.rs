@@ -148,6 +148,9 @@ pub struct Metrics {
     pub failed_cost: Family<CostLabels, CostCounter>,
     pub failovers: Family<FailoverLabels, Counter>,
     pub fallbacks: Family<FallbackLabels, Counter>,
+    pub rate_limited: Family<ServiceLabels, Counter>,
+    pub rate_limit_wait: Family<ServiceLabels, Histogram, fn() -> Histogram>,
+    pub rate_limit_paused: Family<ServiceLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -191,8 +194,17 @@ impl Metrics {
         registry.register("failed_attempt_cost", "Cost reported by attempts that did not become the answer", failed_cost.clone());
         registry.register("route_failovers", "Moves from one provider to another within a request", failovers.clone());
         registry.register("route_fallbacks", "Requests served a degraded answer (cache or static)", fallbacks.clone());
+        let rate_limited = Family::<ServiceLabels, Counter>::default();
+        let rate_limit_wait = Family::<ServiceLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        let rate_limit_paused = Family::<ServiceLabels, Gauge>::default();
+        registry.register("rate_limited", "Requests refused by a client-side rate limit (nothing was sent)", rate_limited.clone());
+        registry.register("rate_limit_wait_seconds", "Time requests waited for rate-limit capacity or a pause", rate_limit_wait.clone());
+        registry.register("rate_limit_paused_ms", "Milliseconds left of a 429 pause, per service (0: not paused)", rate_limit_paused.clone());
         Metrics {
             registry: Mutex::new(registry),
+            rate_limited,
+            rate_limit_wait,
+            rate_limit_paused,
             route_attempts,
             cost,
             failed_cost,

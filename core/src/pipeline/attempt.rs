@@ -82,7 +82,7 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
         }
         let delay = retry::delay_for(call.attempts, &cfg.retry, classified.retry_after, engine.jitter());
         // Never sleep past the deadline: when the wait cannot fit, fail now.
-        if !call.deadline.fits(delay) || !engine.budgets.withdraw(&svc.name, &svc.budget).await.unwrap_or(false) {
+        if !call.deadline.fits(delay) || !svc.budgets.withdraw(&svc.name, &svc.budget).await.unwrap_or(false) {
             return Err(classified.error);
         }
         call.ep.retries.inc();
@@ -114,6 +114,13 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
     let cfg = &svc.config;
     let response_timeout = Duration::from_millis(cfg.timeouts.response_ms);
     let idle = Duration::from_millis(cfg.timeouts.idle_ms);
+    // The rate limit (and a downstream's 429 pause) before anything else: a refusal sends nothing.
+    if let Some(limiter) = &svc.limiter {
+        let (_, endpoint, method) = &ep.names;
+        if let Err(e) = limiter.acquire(method, endpoint, &call.deadline).await {
+            return Once::Refused(e);
+        }
+    }
     // Breaker before every attempt.
     let breaker = match ep.breaker.acquire(&cfg.breaker) {
         Ok(p) => p,
@@ -215,6 +222,12 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
                 if matches!(status, 401 | 403 | 429) && !call.auth_replayed && cred.answer(a, status, c.retry_after) {
                     call.auth_replayed = true;
                     return Once::Replay;
+                }
+            }
+            // Adaptive 429: the whole service (the fleet, when shared) pauses for its Retry-After.
+            if status == 429 {
+                if let Some(limiter) = &svc.limiter {
+                    limiter.pause(c.retry_after).await;
                 }
             }
             Once::Failed(c)

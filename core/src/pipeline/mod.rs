@@ -124,7 +124,7 @@ impl Call {
         let first = build_request(&svc, &req, &req.body, &method, &trace)?;
         let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc.config.timeouts.request_ms));
         let deadline = Deadline::after(timeout);
-        engine.budgets.deposit(&svc.name, &svc.budget);
+        svc.budgets.deposit(&svc.name, &svc.budget);
         Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, auth_replayed: false, first: Some(first), route: None })
     }
 

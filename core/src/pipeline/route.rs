@@ -307,6 +307,13 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
         || call.req.idempotency_key.is_some();
     let mut forced: Option<usize> = None;
     let mut last_error: Option<HarnessError> = None;
+    // The route's own limit, once per request (each provider's service applies its own per attempt).
+    if call.attempts == 0 {
+        if let Some(limiter) = &rt.limiter {
+            let (_, endpoint, method) = &call.ep.names;
+            limiter.acquire(method, endpoint, &call.deadline).await?;
+        }
+    }
     loop {
         if call.deadline.expired() {
             return Err(last_error.unwrap_or_else(|| HarnessError::new(ErrorKind::Timeout(crate::error::TimeoutPhase::Total), "request deadline expired before the next attempt")));

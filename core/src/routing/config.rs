@@ -95,6 +95,8 @@ pub struct RouteConfig {
     /// A non-retryable provider error code (e.g. `context_length_exceeded`) sent to another provider.
     pub on_error: BTreeMap<String, OnError>,
     pub fallback: FallbackConfig,
+    /// A limit on the route's requests, before any provider's own.
+    pub rate_limit: Option<crate::ratelimit::RateLimitConfig>,
 }
 
 impl Default for RouteConfig {
@@ -116,6 +118,7 @@ impl Default for RouteConfig {
             providers: Vec::new(),
             on_error: BTreeMap::new(),
             fallback: FallbackConfig::default(),
+            rate_limit: None,
         }
     }
 }
@@ -290,6 +293,9 @@ pub(crate) fn validate(name: &str, r: &RouteConfig, services: &BTreeMap<String, 
     }
     if r.fallback.static_answer.as_ref().is_some_and(|v| !v.is_null()) && r.criticality == Criticality::Core {
         return Err(bad("fallback.static", "only for criticality non-core: a core route never gets a synthetic answer".into()));
+    }
+    if let Some(rl) = &r.rate_limit {
+        rl.validate(&format!("routes.{name}.rate_limit"))?;
     }
     if r.fallback.cache_entries == 0 {
         return Err(bad("fallback.cache_entries", "expected an integer >= 1, got 0".into()));

@@ -38,6 +38,8 @@ pub(crate) struct RouteRuntime {
     pub window: Duration,
     /// Answers kept for degradation; outlives snapshots.
     pub fallback: Arc<fallback::FallbackCache>,
+    /// `rate_limit` on the route's requests, before any provider's own.
+    pub limiter: Option<Arc<crate::ratelimit::ServiceLimiter>>,
 }
 
 pub(crate) struct ProviderRuntime {
@@ -53,7 +55,7 @@ impl RouteRuntime {
         config: &RouteConfig,
         services: &std::collections::HashMap<String, Arc<ServiceRuntime>>,
         registry: &Registry,
-    ) -> RouteRuntime {
+    ) -> Result<RouteRuntime, crate::error::HarnessError> {
         let providers: Vec<ProviderRuntime> = config
             .providers
             .iter()
@@ -67,7 +69,13 @@ impl RouteRuntime {
         let request_ms = config
             .request_ms
             .unwrap_or_else(|| providers.iter().map(|p| p.svc.config.timeouts.request_ms).max().unwrap_or(15000));
-        RouteRuntime {
+        let limiter = config
+            .rate_limit
+            .as_ref()
+            .map(|rl| registry.limiter(&format!("route:{name}"), rl, &format!("routes.{name}.rate_limit")))
+            .transpose()?;
+        Ok(RouteRuntime {
+            limiter,
             name: name.into(),
             budget: BudgetPolicy { ratio: config.budget_ratio, min_per_sec: config.budget_min_per_sec, ttl: BUDGET_TTL },
             budget_key: format!("route:{name}"),
@@ -76,7 +84,7 @@ impl RouteRuntime {
             config: config.clone(),
             providers,
             request_ms,
-        }
+        })
     }
 
     pub fn provider_index(&self, id: &str) -> Option<usize> {

@@ -1,4 +1,5 @@
-//! The in-memory backend of every state trait: one process, no I/O, tokio's clock.
+//! The in-memory backend of the state traits: one process, no I/O, tokio's clock.
+//! (Local rate limits are `governor`'s, in `ratelimit/`; only a fleet needs a store.)
 //!
 //! Guarantees: every operation is atomic under one short lock and never awaits
 //! while holding it; expired entries are dropped lazily when touched and in a
@@ -20,10 +21,7 @@ const SLICES: usize = 10;
 #[derive(Default)]
 pub struct MemoryState {
     tokens: Mutex<HashMap<String, CachedToken>>,
-    /// GCRA: the theoretical arrival time per key.
-    tats: Mutex<HashMap<String, Instant>>,
     budgets: Mutex<HashMap<String, Budget>>,
-    idempotency: Mutex<HashMap<String, (IdempotencyState, Instant)>>,
 }
 
 impl MemoryState {
@@ -63,24 +61,6 @@ impl TokenCache for MemoryState {
     }
 }
 
-impl RateLimitStore for MemoryState {
-    fn check<'a>(&'a self, key: &'a str, rate: Rate) -> BoxFuture<'a, Result<RateDecision, StateError>> {
-        let now = Instant::now();
-        let interval = Duration::from_secs_f64(1.0 / rate.per_second.max(1e-9));
-        let tolerance = interval * rate.burst;
-        let mut tats = self.tats.lock();
-        if tats.len() >= SWEEP_AT {
-            tats.retain(|_, tat| *tat > now);
-        }
-        let tat = tats.get(key).copied().unwrap_or(now).max(now);
-        let allow_at = tat.checked_sub(tolerance).unwrap_or(now);
-        if allow_at > now {
-            return ready(Ok(RateDecision::Wait(allow_at - now)));
-        }
-        tats.insert(key.to_string(), tat + interval);
-        ready(Ok(RateDecision::Allowed))
-    }
-}
 
 /// Deposits in time slices (so they expire), and the floor's own bucket.
 struct Budget {
@@ -148,39 +128,74 @@ impl RetryBudgetStore for MemoryState {
     }
 }
 
-impl IdempotencyStore for MemoryState {
-    fn begin<'a>(&'a self, key: &'a str, ttl: Duration) -> BoxFuture<'a, Result<IdempotencyState, StateError>> {
+
+enum Receipt {
+    Pending { lease_until: Instant },
+    Processed(Vec<u8>),
+    Failed,
+}
+
+struct Record {
+    state: Receipt,
+    fence: u64,
+    expires: Instant,
+}
+
+#[derive(Default)]
+/// The idempotent receiver's state in this process (its own map and fence counter).
+pub struct MemoryReceiver {
+    inner: Mutex<(HashMap<String, Record>, u64)>,
+}
+
+
+impl IdempotencyStore for MemoryReceiver {
+    fn claim<'a>(&'a self, key: &'a str, lease: Duration, ttl: Duration, retry_failed: bool) -> BoxFuture<'a, Result<ClaimState, Option<String>>> {
         let now = Instant::now();
-        let mut map = self.idempotency.lock();
+        let mut g = self.inner.lock();
+        let (map, fences) = &mut *g;
         if map.len() >= SWEEP_AT {
-            map.retain(|_, (_, until)| *until > now);
+            map.retain(|_, r| r.expires > now);
         }
-        match map.get(key) {
-            Some((state, until)) if *until > now => {
-                let seen = match state {
-                    IdempotencyState::Done(r) => IdempotencyState::Done(r.clone()),
-                    _ => IdempotencyState::InFlight,
-                };
-                ready(Ok(seen))
-            }
-            _ => {
-                map.insert(key.to_string(), (IdempotencyState::InFlight, now + ttl));
-                ready(Ok(IdempotencyState::Claimed))
+        if let Some(r) = map.get(key).filter(|r| r.expires > now) {
+            match &r.state {
+                Receipt::Processed(result) => return ready(Ok(ClaimState::Processed(result.clone()))),
+                Receipt::Pending { lease_until } if *lease_until > now => {
+                    return ready(Ok(ClaimState::InFlight { lease_left: *lease_until - now }));
+                }
+                Receipt::Failed if !retry_failed => return ready(Ok(ClaimState::Failed)),
+                _ => {}
             }
         }
+        *fences += 1;
+        let fence = *fences;
+        map.insert(key.to_string(), Record { state: Receipt::Pending { lease_until: now + lease }, fence, expires: now + ttl });
+        ready(Ok(ClaimState::Claimed { fence }))
     }
 
-    fn complete<'a>(&'a self, key: &'a str, result: Vec<u8>, ttl: Duration) -> BoxFuture<'a, Result<(), StateError>> {
-        self.idempotency.lock().insert(key.to_string(), (IdempotencyState::Done(result), Instant::now() + ttl));
-        ready(Ok(()))
+    fn complete<'a>(&'a self, key: &'a str, fence: u64, result: &'a [u8], ttl: Duration) -> BoxFuture<'a, Result<bool, Option<String>>> {
+        let mut g = self.inner.lock();
+        let ok = match g.0.get_mut(key) {
+            Some(r) if r.fence == fence && matches!(r.state, Receipt::Pending { .. }) => {
+                r.state = Receipt::Processed(result.to_vec());
+                r.expires = Instant::now() + ttl;
+                true
+            }
+            _ => false,
+        };
+        ready(Ok(ok))
     }
 
-    fn release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StateError>> {
-        let mut map = self.idempotency.lock();
-        if matches!(map.get(key), Some((IdempotencyState::InFlight, _))) {
-            map.remove(key);
-        }
-        ready(Ok(()))
+    fn fail<'a>(&'a self, key: &'a str, fence: u64, ttl: Duration) -> BoxFuture<'a, Result<bool, Option<String>>> {
+        let mut g = self.inner.lock();
+        let ok = match g.0.get_mut(key) {
+            Some(r) if r.fence == fence && matches!(r.state, Receipt::Pending { .. }) => {
+                r.state = Receipt::Failed;
+                r.expires = Instant::now() + ttl;
+                true
+            }
+            _ => false,
+        };
+        ready(Ok(ok))
     }
 }
 
@@ -216,36 +231,6 @@ mod tests {
         assert!(!s.withdraw("a", &p).await.unwrap());
         tokio::time::advance(Duration::from_millis(500)).await;
         assert!(s.withdraw("a", &p).await.unwrap());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn gcra_allows_burst_then_paces() {
-        let s = MemoryState::new();
-        let rate = Rate { per_second: 10.0, burst: 2 };
-        for _ in 0..3 {
-            assert_eq!(s.check("k", rate).await.unwrap(), RateDecision::Allowed);
-        }
-        match s.check("k", rate).await.unwrap() {
-            RateDecision::Wait(d) => assert!(d > Duration::ZERO && d <= Duration::from_millis(100), "{d:?}"),
-            other => panic!("{other:?}"),
-        }
-        tokio::time::advance(Duration::from_millis(100)).await;
-        assert_eq!(s.check("k", rate).await.unwrap(), RateDecision::Allowed);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn idempotency_claims_once_and_replays_the_result() {
-        let s = MemoryState::new();
-        let ttl = Duration::from_secs(60);
-        assert_eq!(s.begin("k", ttl).await.unwrap(), IdempotencyState::Claimed);
-        assert_eq!(s.begin("k", ttl).await.unwrap(), IdempotencyState::InFlight);
-        s.complete("k", b"ok".to_vec(), ttl).await.unwrap();
-        assert_eq!(s.begin("k", ttl).await.unwrap(), IdempotencyState::Done(b"ok".to_vec()));
-        assert_eq!(s.begin("j", ttl).await.unwrap(), IdempotencyState::Claimed);
-        s.release("j").await.unwrap();
-        assert_eq!(s.begin("j", ttl).await.unwrap(), IdempotencyState::Claimed);
-        tokio::time::advance(Duration::from_secs(61)).await;
-        assert_eq!(s.begin("k", ttl).await.unwrap(), IdempotencyState::Claimed);
     }
 
     #[tokio::test]

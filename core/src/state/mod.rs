@@ -7,6 +7,7 @@
 //! open or closed); keys are opaque strings chosen by the caller.
 
 pub mod memory;
+pub mod redis;
 
 use std::time::{Duration, SystemTime};
 
@@ -54,11 +55,19 @@ pub enum RateDecision {
     Allowed,
     /// Not now; the earliest a request would conform.
     Wait(Duration),
+    /// A downstream asked for a pause (a 429): this long is left.
+    Paused(Duration),
 }
 
+/// A store could not answer: `Some(why)` the first time in an outage (report it), `None` after.
+pub type Unavailable = Option<String>;
+
+/// Fleet-wide rate limits (GCRA) and pauses; a process's own limits need no store.
 pub trait RateLimitStore: Send + Sync {
-    /// Takes one cell for `key` if it conforms to `rate`, atomically.
-    fn check<'a>(&'a self, key: &'a str, rate: Rate) -> BoxFuture<'a, Result<RateDecision, StateError>>;
+    /// Takes one cell for `key` if it conforms to `rate` and `key` is not paused, atomically.
+    fn check<'a>(&'a self, key: &'a str, rate: Rate) -> BoxFuture<'a, Result<RateDecision, Unavailable>>;
+    /// Pauses `key` for `pause` (a longer pause already set stays).
+    fn pause<'a>(&'a self, key: &'a str, pause: Duration) -> BoxFuture<'a, Result<(), Unavailable>>;
 }
 
 /// How deposits become retries: each request deposits `ratio` of a retry; `min_per_sec`
@@ -77,22 +86,22 @@ pub trait RetryBudgetStore: Send + Sync {
     fn withdraw<'a>(&'a self, key: &'a str, policy: &'a BudgetPolicy) -> BoxFuture<'a, Result<bool, StateError>>;
 }
 
-/// What a receiver knows about an idempotency key.
+/// What the store says about a key when a delivery claims it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IdempotencyState {
-    /// Never seen (now claimed by this caller).
-    Claimed,
-    /// Another delivery is processing it.
-    InFlight,
-    /// Done; the stored result.
-    Done(Vec<u8>),
+pub enum ClaimState {
+    /// This delivery may run the handler, holding `fence`.
+    Claimed { fence: u64 },
+    Processed(Vec<u8>),
+    InFlight { lease_left: Duration },
+    /// Failed before, and `retry_failed` is off.
+    Failed,
 }
 
+/// Where the idempotent receiver's state lives. `Err(Some(why))` is the first failure of an
+/// outage, `Err(None)` a later one (see `redis::RedisConn`).
 pub trait IdempotencyStore: Send + Sync {
-    /// Claims `key` for `ttl` unless it is in flight or done.
-    fn begin<'a>(&'a self, key: &'a str, ttl: Duration) -> BoxFuture<'a, Result<IdempotencyState, StateError>>;
-    /// Stores the result of a claimed key for `ttl`.
-    fn complete<'a>(&'a self, key: &'a str, result: Vec<u8>, ttl: Duration) -> BoxFuture<'a, Result<(), StateError>>;
-    /// Gives a claimed key back (the work failed; a redelivery may try again).
-    fn release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StateError>>;
+    fn claim<'a>(&'a self, key: &'a str, lease: Duration, ttl: Duration, retry_failed: bool) -> BoxFuture<'a, Result<ClaimState, Unavailable>>;
+    /// Stores the result if `fence` still holds the key; false when the lease was lost.
+    fn complete<'a>(&'a self, key: &'a str, fence: u64, result: &'a [u8], ttl: Duration) -> BoxFuture<'a, Result<bool, Unavailable>>;
+    fn fail<'a>(&'a self, key: &'a str, fence: u64, ttl: Duration) -> BoxFuture<'a, Result<bool, Unavailable>>;
 }

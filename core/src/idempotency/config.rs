@@ -1,0 +1,98 @@
+//! The receiver's config (its own object, apart from a client's).
+
+use serde::{Deserialize, Serialize};
+
+use crate::credentials::secret::SecretRef;
+use crate::error::HarnessError;
+use crate::redact::{escape_control, redact_url};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStoreDown {
+    /// The caller gets an error; the sender retries later.
+    #[default]
+    Reject,
+    /// The handler runs without dedup (counted in `harness_idempotency_total`).
+    Process,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdempotencyConfig {
+    /// Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}`.
+    pub prefix: String,
+    /// How long a processed (or failed) key is remembered; cover the sender's retry window.
+    pub ttl_ms: u64,
+    /// How long a claim holds before another delivery may take the key over.
+    pub lease_ms: u64,
+    /// A failed key may be claimed again.
+    pub retry_failed: bool,
+    /// The Redis backend (a fleet); without it, state is in this process's memory.
+    pub redis_url: Option<String>,
+    pub on_store_down: OnStoreDown,
+    /// Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret.
+    pub signature: Option<SignatureConfig>,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        IdempotencyConfig {
+            prefix: "harness:idem:".into(),
+            ttl_ms: 24 * 3600 * 1000,
+            lease_ms: 30_000,
+            retry_failed: true,
+            redis_url: None,
+            on_store_down: OnStoreDown::Reject,
+            signature: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureConfig {
+    pub secret: SecretRef,
+    #[serde(default = "default_skew")]
+    pub max_skew_ms: u64,
+}
+
+fn default_skew() -> u64 {
+    300_000
+}
+
+impl IdempotencyConfig {
+    pub fn from_value(value: serde_json::Value) -> Result<Self, HarnessError> {
+        let value = if value.is_null() { serde_json::Value::Object(Default::default()) } else { value };
+        crate::json::check_value("config", &value)?;
+        let c: IdempotencyConfig = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            HarnessError::config(crate::config::describe_error(&path, &e.into_inner().to_string()))
+        })?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn validate(&self) -> Result<(), HarnessError> {
+        if self.prefix.chars().any(char::is_control) || self.prefix.len() > 256 {
+            return Err(HarnessError::config(format!("prefix: expected printable text of at most 256 bytes, got {:?}", escape_control(&self.prefix))));
+        }
+        for (field, v) in [("ttl_ms", self.ttl_ms), ("lease_ms", self.lease_ms)] {
+            if v == 0 {
+                return Err(HarnessError::config(format!("{field}: expected an integer >= 1, got 0")));
+            }
+        }
+        if let Some(url) = &self.redis_url {
+            match url::Url::parse(url) {
+                Ok(u) if u.scheme() == "redis" || u.scheme() == "rediss" => {}
+                _ => return Err(HarnessError::config(format!("redis_url: expected a redis:// URL, got {:?}", escape_control(&redact_url(url))))),
+            }
+        }
+        if let Some(s) = &self.signature {
+            s.secret.validate("signature.secret")?;
+            if s.max_skew_ms == 0 {
+                return Err(HarnessError::config("signature.max_skew_ms: expected an integer >= 1, got 0"));
+            }
+        }
+        Ok(())
+    }
+}
