@@ -106,11 +106,12 @@ impl ServiceLimiter {
     pub async fn acquire(&self, method: &str, endpoint: &str, deadline: &Deadline) -> Result<(), HarnessError> {
         let started = Instant::now();
         let max_wait = Duration::from_millis(self.config.max_wait_ms);
+        let mut slept = false;
         loop {
             let wait = self.next_wait(method, endpoint).await;
             let Some(wait) = wait else {
                 let waited = started.elapsed();
-                if !waited.is_zero() {
+                if slept {
                     self.metrics.rate_limit_wait.get_or_create(&ServiceLabels { service: self.service.as_ref().into() }).observe(waited.as_secs_f64());
                 }
                 return Ok(());
@@ -127,6 +128,7 @@ impl ServiceLimiter {
                 return Err(e);
             }
             tokio::time::sleep(wait).await;
+            slept = true;
         }
     }
 
