@@ -32,6 +32,8 @@ export interface ServiceConfig {
     budget_ratio?: number
     budget_min_per_sec?: number
     jitter?: boolean
+    /** Count the retry budget across a fleet through Redis (the local budget while Redis is down). */
+    budget_shared?: { redis_url: string; key: string }
   }
   /** Circuit breaker per (service, endpoint template, method). */
   breaker?: { failure_threshold?: number; open_ms?: number; half_open_probes?: number }
@@ -45,7 +47,26 @@ export interface ServiceConfig {
   limits?: { max_response_bytes?: number; max_endpoints?: number }
   /** Credentials: a token, a key pool, OAuth2 client credentials, or a JS provider (`type: 'callback'`). */
   auth?: AuthConfig
+  /** A client-side rate limit (GCRA); past it a request waits up to `max_wait_ms`, then `RateLimitedError`. */
+  rate_limit?: RateLimitConfig
   [key: string]: unknown
+}
+
+/**
+ * `services.<name>.rate_limit` (and `routes.<name>.rate_limit`): `rps` sustained with `burst` at
+ * once; a request over it waits up to `max_wait_ms` (within its deadline), then fails with
+ * `RateLimitedError` (`errorCode` `client_rate_limited`) and nothing is sent. A 429 pauses the
+ * service for its `Retry-After` (at most `max_pause_ms`). `shared` makes one limit for a fleet
+ * through Redis (while Redis is down each instance takes `rps / expected_instances`).
+ */
+export interface RateLimitConfig {
+  rps: number
+  burst?: number
+  max_wait_ms?: number
+  max_pause_ms?: number
+  shared?: { redis_url: string; key: string; expected_instances?: number }
+  /** Tighter limits nested under the service's, by endpoint (`GET /orders/{id}` or `/orders/{id}`). */
+  endpoints?: Record<string, { rps: number; burst?: number }>
 }
 
 /** `routes.<name>`: which providers serve a route, how one is chosen, and what happens when they fail. */
@@ -77,6 +98,8 @@ export interface RouteConfig {
   on_error?: Record<string, { provider: string }>
   /** Degraded answers: a cached one (`cache_ttl_ms`), or for `non-core` routes a static one. */
   fallback?: { cache_ttl_ms?: number; cache_entries?: number; version?: string; static?: unknown }
+  /** A client-side rate limit on the route, under its providers' service limits. */
+  rate_limit?: RateLimitConfig
   [key: string]: unknown
 }
 
@@ -514,7 +537,8 @@ export interface ConfigRejectedEvent {
 export interface SharedStateUnavailableEvent {
   type: 'shared_state_unavailable'
   service: string
-  what: string
+  /** Which state: `credentials`, `rate_limit` or `retry_budget`. */
+  what: 'credentials' | 'rate_limit' | 'retry_budget' | (string & {})
   error: string
 }
 
@@ -752,7 +776,10 @@ export declare class TimeoutError extends HarnessError {}
 export declare class CircuitOpenError extends HarnessError {}
 /** The service's bulkhead had no free permit. */
 export declare class BulkheadFullError extends HarnessError {}
-/** Rate limited (locally or by the upstream); see `retryAfterMs`. */
+/**
+ * Rate limited; see `retryAfterMs`. By the client's own `rate_limit` (`errorCode`
+ * `client_rate_limited`, no `status`: nothing was sent) or by the upstream (a 429).
+ */
 export declare class RateLimitedError extends HarnessError {}
 /** The upstream answered with an error status; see `status`, `errorCode` and `body`. */
 export declare class HttpStatusError extends HarnessError {}
@@ -772,6 +799,75 @@ export declare class ConfigError extends HarnessError {}
 export declare class ProtocolError extends HarnessError {}
 /** The response was larger than the service's `limits.max_response_bytes`. */
 export declare class ResponseTooLargeError extends HarnessError {}
+/** The receiver: another delivery of this message is being processed; `retryAfterMs` is its lease left. */
+export declare class DuplicateInFlightError extends HarnessError {}
 
 /** Every error class name, base first. */
 export declare const ERROR_NAMES: readonly string[]
+
+/** The receiver's config (its own object, apart from a client's); every key is optional. */
+export interface IdempotencyConfig {
+  /** Prepended to every key (default `harness:idem:`). */
+  prefix?: string
+  /** How long a processed (or failed) key is remembered (default 24 h); cover the sender's retry window. */
+  ttl_ms?: number
+  /** How long a claim holds before another delivery may take the key over (default 30 s). */
+  lease_ms?: number
+  /** A failed key may be claimed again (default true). */
+  retry_failed?: boolean
+  /** The Redis store shared by a fleet; without it, state is in this process's memory. */
+  redis_url?: string
+  /** When the store cannot answer: `reject` (default: an error, the sender retries) or `process` (run without dedup). */
+  on_store_down?: 'reject' | 'process'
+  /** Signed deliveries: HMAC-SHA256 of `${timestamp}.${body}` with this secret, within `max_skew_ms` (default 5 min). */
+  signature?: { secret: SecretRef; max_skew_ms?: number }
+}
+
+/** A claim of an already processed key: its stored result (JSON, parsed); do not run the handler. */
+export interface ProcessedClaim {
+  readonly done: true
+  readonly result: unknown
+}
+
+/** A claim to run the handler: finish it once, with `complete(value)` or `fail()`. */
+export declare class Lease {
+  private constructor()
+  readonly done: false
+  /** The claimed key. */
+  readonly key: string
+  /** False when the store was down and `on_store_down: 'process'` let it run without dedup. */
+  readonly deduplicated: boolean
+  /**
+   * Stores the result (as JSON; `undefined` as `null`). Rejects with `errorCode` `lease_lost` when
+   * the lease expired and another delivery took the key over (this result is not stored).
+   */
+  complete(value: unknown): Promise<void>
+  /** Marks the key failed (with `retry_failed` a redelivery runs the handler again). */
+  fail(): Promise<void>
+}
+
+/**
+ * The idempotent receiver: a handler runs at most once per key across every process sharing its
+ * store. Keys are `{prefix}{tenant}:{eventType}:{msgId}`.
+ */
+export declare class Idempotency {
+  /** @throws ConfigError naming the bad field. */
+  constructor(config?: IdempotencyConfig)
+  /** `{prefix}{tenant}:{eventType}:{msgId}`; @throws ConfigError naming a bad part. */
+  key(tenant: string, eventType: string, msgId: string): string
+  /**
+   * Runs `handler` at most once for `key` and resolves to its value; a duplicate of a processed key
+   * resolves to the stored value (JSON round-tripped) without running it. Rejects with
+   * `DuplicateInFlightError` while another delivery holds the key; a handler that throws marks the
+   * key failed and its error is re-thrown.
+   */
+  run<T>(key: string, handler: () => T | PromiseLike<T>): Promise<T>
+  /** The lower-level form of `run`: a `Lease` to run the handler, or the stored result. */
+  claim(key: string): Promise<Lease | ProcessedClaim>
+  /** @throws AuthError (`errorCode` `bad_signature` or `stale_signature`), ConfigError when no signature is configured. */
+  verify(timestamp: string, body: Buffer | Uint8Array | ArrayBuffer | string, signature: string): void
+  /** The hex signature `verify` expects. */
+  sign(timestamp: string, body: Buffer | Uint8Array | ArrayBuffer | string): string
+  /** `harness_idempotency_total{outcome}`, Prometheus text. */
+  metricsText(): string
+}

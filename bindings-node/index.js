@@ -56,7 +56,10 @@ class TimeoutError extends HarnessError {}
 class CircuitOpenError extends HarnessError {}
 /** The service's bulkhead had no free permit. */
 class BulkheadFullError extends HarnessError {}
-/** Rate limited (locally or by the upstream); see `retryAfterMs`. */
+/**
+ * Rate limited; see `retryAfterMs`. By the client's own `rate_limit` (`errorCode` is
+ * `client_rate_limited`, `status` undefined: nothing was sent) or by the upstream (a 429).
+ */
 class RateLimitedError extends HarnessError {}
 /** The upstream answered with an error status; see `status`, `errorCode` and `body`. */
 class HttpStatusError extends HarnessError {}
@@ -76,6 +79,11 @@ class ConfigError extends HarnessError {}
 class ProtocolError extends HarnessError {}
 /** The response was larger than the service's `limits.max_response_bytes`. */
 class ResponseTooLargeError extends HarnessError {}
+/**
+ * The idempotent receiver: another delivery of this message is being processed now;
+ * `retryAfterMs` is the time left on its lease (answer the sender with a retry).
+ */
+class DuplicateInFlightError extends HarnessError {}
 
 const errorClasses = {
   HarnessError,
@@ -92,6 +100,7 @@ const errorClasses = {
   ConfigError,
   ProtocolError,
   ResponseTooLargeError,
+  DuplicateInFlightError,
 }
 
 function errorFrom(raw, cause) {
@@ -666,15 +675,15 @@ function nestedDeeperThan(root, max) {
   return false
 }
 
-function bodyBytes(b) {
+function bodyBytes(b, field = 'request.body') {
   if (typeof b === 'string') {
-    if (!isWellFormed(b)) throw hostInputError('lone_surrogate', 'request.body')
+    if (!isWellFormed(b)) throw hostInputError('lone_surrogate', field)
     return Buffer.from(b, 'utf8')
   }
   if (Buffer.isBuffer(b)) return b
   if (ArrayBuffer.isView(b)) return Buffer.from(b.buffer, b.byteOffset, b.byteLength)
   if (b instanceof ArrayBuffer) return Buffer.from(b)
-  throw configError('request.body: expected a Buffer, Uint8Array, ArrayBuffer or string')
+  throw configError(`${field}: expected a Buffer, Uint8Array, ArrayBuffer or string`)
 }
 
 const NO_OPTIONS = Object.freeze({})
@@ -849,6 +858,9 @@ const BODY_STREAM = LAYOUT.bodyStream
 const STATUS_CHAT = LAYOUT.statusChat
 const STATUS_CHAT_STREAM = LAYOUT.statusChatStream
 const STATUS_CHAT_CHUNK = LAYOUT.statusChatChunk
+const STATUS_LEASE = LAYOUT.statusLease
+const STATUS_STORED = LAYOUT.statusStored
+const STATUS_RECORDED = LAYOUT.statusRecorded
 
 function flush() {
   flushQueued = false
@@ -864,7 +876,7 @@ function bodyFrom(bodies, start, len) {
 }
 
 function drain() {
-  const { meta, text, bodies, large, errors, streams, routed, chats, chatStreams, chatChunks, events } = queue.drain()
+  const { meta, text, bodies, large, errors, streams, routed, chats, chatStreams, chatChunks, leases, events } = queue.drain()
   let at = 0
   let bodyAt = 0
   let nLarge = 0
@@ -874,6 +886,7 @@ function drain() {
   let nChat = 0
   let nChatStream = 0
   let nChatChunk = 0
+  let nLease = 0
   for (let i = 0; i < meta.length; i += FIELDS) {
     const id = meta[i]
     const status = meta[i + 1]
@@ -896,6 +909,22 @@ function drain() {
         const stream = chatStreams[nChatStream++]
         if (call !== undefined) call.chatOpened(stream)
         else stream.cancel()
+      } else if (status === STATUS_LEASE) {
+        // Receiver rows: a claim to run, a processed key's stored result, a complete/fail recorded.
+        const lease = leases[nLease++]
+        if (call !== undefined) call.leased(lease)
+      } else if (status === STATUS_STORED) {
+        const bodyLen = meta[i + 6]
+        let stored
+        if (bodyLen === BODY_LARGE) {
+          stored = large[nLarge++]
+        } else {
+          stored = bodies.toString('utf8', bodyAt, bodyAt + bodyLen)
+          bodyAt += bodyLen
+        }
+        if (call !== undefined) call.stored(stored.toString('utf8'))
+      } else if (status === STATUS_RECORDED) {
+        if (call !== undefined) call.succeed(undefined)
       }
       continue
     }
@@ -1446,12 +1475,232 @@ class Client extends EventEmitter {
   }
 }
 
+// ---------------------------------------------------------------- the idempotent receiver
+
+// A handler's result as the text the core stores: the same JSON path as request bodies
+// (`undefined`, which JSON cannot carry, is stored as `null`).
+function resultText(value) {
+  return value === undefined ? 'null' : jsonText(value, 'result')
+}
+
+function receiverString(v, field) {
+  if (typeof v !== 'string') throw configError(`${field}: expected a string, got ${v === undefined ? 'nothing' : typeof v}`)
+  if (!isWellFormed(v)) throw hostInputError('lone_surrogate', field)
+  return v
+}
+
+const NATIVE = Symbol('native')
+
+/**
+ * The idempotent receiver: a handler runs at most once per message key, across every process
+ * sharing its store (Redis with `redis_url`, else this process's memory). Every decision
+ * (claims, leases, fencing, the TTL, what happens when the store is down) is the core's.
+ */
+class Idempotency {
+  #native
+
+  /**
+   * @param config `{ prefix, ttl_ms, lease_ms, retry_failed, redis_url, on_store_down, signature }`
+   * (every key optional; none at all keeps state in this process's memory).
+   */
+  constructor(config) {
+    if (config === undefined || config === null) config = {}
+    if (typeof config !== 'object' || Array.isArray(config)) throw configError('config: expected a receiver config object')
+    const r = native.idempotencyFromJson(jsonText(config, 'config'))
+    this.#native = unwrap(r, r instanceof native.NativeIdempotency)
+  }
+
+  /** `{prefix}{tenant}:{eventType}:{msgId}`; a ConfigError names a bad part. */
+  key(tenant, eventType, msgId) {
+    const r = this.#native.key(
+      receiverString(tenant, 'tenant'),
+      receiverString(eventType, 'event_type'),
+      receiverString(msgId, 'msg_id'),
+    )
+    return unwrap(r, typeof r === 'string')
+  }
+
+  /**
+   * Claims `key` for this delivery. Resolves to `{ done: true, result }` when the key was
+   * processed already (do not run the handler), or to a `Lease` (`done: false`): run the
+   * handler, then `await lease.complete(value)` or `await lease.fail()`. Rejects with
+   * `DuplicateInFlightError` while another delivery holds the key, or a `HarnessError` with
+   * `errorCode` `failed_before` (`retry_failed: false`) or `store_unavailable`.
+   */
+  claim(key) {
+    try {
+      key = receiverString(key, 'key')
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    const id = nextId()
+    this.#native.claim(queue, id, key)
+    return receipt(id, this)
+  }
+
+  /**
+   * Runs `handler` (sync or async) at most once for `key` and resolves to its value; a
+   * duplicate of a processed key resolves to the stored value (JSON, parsed) without running
+   * it. A handler that throws marks the key failed (a redelivery may run it again with
+   * `retry_failed`) and its error is re-thrown.
+   */
+  async run(key, handler) {
+    if (typeof handler !== 'function') throw configError('run: expected a handler function')
+    const claim = await this.claim(key)
+    if (claim.done) return claim.result
+    let value, text
+    try {
+      value = await handler()
+      text = resultText(value)
+    } catch (e) {
+      await claim.fail().catch(noop)
+      throw e
+    }
+    await claim[COMPLETE](text)
+    return value
+  }
+
+  /**
+   * Checks a signed delivery: `signature` is the hex HMAC-SHA256 of `${timestamp}.${body}`
+   * (optionally `sha256=`-prefixed), `timestamp` Unix seconds within `signature.max_skew_ms`.
+   * Throws `AuthError` (`errorCode` `bad_signature` or `stale_signature`); run nothing then.
+   */
+  verify(timestamp, body, signature) {
+    const error = this.#native.verify(
+      receiverString(timestamp, 'timestamp'),
+      bodyBytes(body, 'body'),
+      receiverString(signature, 'signature'),
+    )
+    if (error) throw errorFrom(error)
+  }
+
+  /** The hex signature `verify` expects for `timestamp` and `body` (for senders and tests). */
+  sign(timestamp, body) {
+    const r = this.#native.sign(receiverString(timestamp, 'timestamp'), bodyBytes(body, 'body'))
+    return unwrap(r, typeof r === 'string')
+  }
+
+  /** `harness_idempotency_total{outcome}`, Prometheus text. */
+  metricsText() {
+    return this.#native.metricsText()
+  }
+
+  toString() {
+    // The core's description: prefix and backend; a configured secret shows as `***`.
+    return `[${this.#native.describe()}]`
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')]() {
+    return this.toString()
+  }
+
+  get [NATIVE]() {
+    return this.#native
+  }
+}
+
+const COMPLETE = Symbol('complete')
+
+/** A claim to run the handler for `key`: finish it with `complete(value)` or `fail()`, once. */
+class Lease {
+  #idem
+  #native
+
+  constructor(idem, nativeLease) {
+    this.#idem = idem
+    this.#native = nativeLease
+    /** Always false: the handler should run (a processed key resolves to `{ done: true }`). */
+    this.done = false
+  }
+
+  /** The claimed key. */
+  get key() {
+    return this.#native.key
+  }
+
+  /** False when the store was down and `on_store_down: 'process'` let this run without dedup. */
+  get deduplicated() {
+    return this.#native.deduplicated
+  }
+
+  /**
+   * Stores the handler's result (serialised as JSON: duplicates get it parsed back). Rejects
+   * with `errorCode` `lease_lost` when the lease expired and another delivery took the key
+   * over (this result is not stored).
+   */
+  complete(value) {
+    let text
+    try {
+      text = resultText(value)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    return this[COMPLETE](text)
+  }
+
+  [COMPLETE](text) {
+    const id = nextId()
+    const error = this.#idem[NATIVE].complete(queue, id, this.#native, text)
+    if (error) return Promise.reject(errorFrom(error))
+    return receipt(id, this.#idem)
+  }
+
+  /** Marks the claim failed: with `retry_failed` (the default) a redelivery runs the handler again. */
+  fail() {
+    const id = nextId()
+    this.#idem[NATIVE].fail(queue, id, this.#native)
+    return receipt(id, this.#idem)
+  }
+
+  toString() {
+    return `[Lease ${this.key}]`
+  }
+}
+
+function receipt(id, idem) {
+  return new Promise((resolve, reject) => track(id, new PendingReceipt(resolve, reject, idem)))
+}
+
+// One receiver call in flight (claim, complete, fail).
+class PendingReceipt {
+  constructor(resolve, reject, idem) {
+    this.resolve = resolve
+    this.reject = reject
+    this.idem = idem
+  }
+
+  leased(nativeLease) {
+    this.resolve(new Lease(this.idem, nativeLease))
+  }
+
+  stored(text) {
+    let result
+    try {
+      result = JSON.parse(text)
+    } catch (e) {
+      this.reject(new HarnessError('the stored result is not JSON text', { cause: e }))
+      return
+    }
+    this.resolve({ done: true, result })
+  }
+
+  succeed(v) {
+    this.resolve(v)
+  }
+
+  fail(e) {
+    this.reject(errorFrom(e))
+  }
+}
+
 module.exports = {
   Client,
   Response,
   StreamResponse,
   ChatResponse,
   ChatStream,
+  Idempotency,
+  Lease,
   ...errorClasses,
   /** Every error class name, base first. */
   ERROR_NAMES: native.errorNames(),

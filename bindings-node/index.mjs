@@ -11,6 +11,8 @@ export const {
   StreamResponse,
   ChatResponse,
   ChatStream,
+  Idempotency,
+  Lease,
   HarnessError,
   TimeoutError,
   CircuitOpenError,
@@ -25,6 +27,7 @@ export const {
   ConfigError,
   ProtocolError,
   ResponseTooLargeError,
+  DuplicateInFlightError,
   ERROR_NAMES,
 } = sdk
 export default sdk

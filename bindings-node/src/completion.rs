@@ -1,7 +1,7 @@
 //! The one completion pattern: everything that comes back to JS (a finished
-//! request, an opened stream, a body chunk, an event) is pushed into this queue
-//! from any thread, and a single weak threadsafe function wakes the JS thread,
-//! at most once per batch, to `drain()` it all. Work goes the other way the same
+//! request, an opened stream, a body chunk, a receiver claim, an event) is pushed
+//! into this queue from any thread, and a single weak threadsafe function wakes the
+//! JS thread, at most once per batch, to `drain()` it all. Work goes the other way the same
 //! way: calls made in one JS tick are staged and start with one crossing into
 //! the core's runtime (`flush`). JS matches each completion to its promise by id.
 
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use harness_core::{ChatRequest, ChatResponse, ChatStreamHandle, ErrorKind, HarnessError, Request, Response, StreamHandle};
+use harness_core::{ChatRequest, ChatResponse, ChatStreamHandle, Claim, ErrorKind, HarnessError, Idempotency, Lease, Request, Response, StreamHandle};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 
 use crate::convert::utf16_len;
 use crate::errors::{native_error, NativeError};
+use crate::idempotency::NativeLease;
 use crate::routing::{chat_chunk, chat_response, routed, NativeChatChunk, NativeChatResponse, NativeChatStream, NativeRouted};
 use crate::stream::NativeStream;
 
@@ -34,6 +35,11 @@ const STATUS_END: f64 = -2.0;
 const STATUS_CHAT: f64 = -3.0;
 const STATUS_CHAT_STREAM: f64 = -4.0;
 const STATUS_CHAT_CHUNK: f64 = -5.0;
+/// The receiver: a claim to run (the next of `leases`), a claim of a processed key (its stored
+/// result, JSON text, is the row's body), and a `complete` or `fail` recorded.
+const STATUS_LEASE: f64 = -6.0;
+const STATUS_STORED: f64 = -7.0;
+const STATUS_RECORDED: f64 = -8.0;
 /// Body column: >= 0 = a length in `bodies`, -1 = the next of `large`, -2 = the next of `streams`.
 const BODY_LARGE: f64 = -1.0;
 const BODY_STREAM: f64 = -2.0;
@@ -52,6 +58,12 @@ pub struct CompletionLayout {
     pub status_chat_stream: i32,
     /// Status of a chat stream's chunk (the next of `chatChunks`).
     pub status_chat_chunk: i32,
+    /// Status of a receiver claim to run (the next of `leases`).
+    pub status_lease: i32,
+    /// Status of a receiver claim of a processed key (the stored result is the row's body).
+    pub status_stored: i32,
+    /// Status of a receiver `complete` or `fail` recorded.
+    pub status_recorded: i32,
     /// Body length meaning "the next of `large`".
     pub body_large: i32,
     /// Body length meaning "the next of `streams`" (an opened stream).
@@ -67,6 +79,9 @@ pub fn completion_layout() -> CompletionLayout {
         status_chat: STATUS_CHAT as i32,
         status_chat_stream: STATUS_CHAT_STREAM as i32,
         status_chat_chunk: STATUS_CHAT_CHUNK as i32,
+        status_lease: STATUS_LEASE as i32,
+        status_stored: STATUS_STORED as i32,
+        status_recorded: STATUS_RECORDED as i32,
         body_large: BODY_LARGE as i32,
         body_stream: BODY_STREAM as i32,
     }
@@ -91,6 +106,8 @@ pub struct CompletionBatch {
     pub chats: Vec<NativeChatResponse>,
     pub chat_streams: Vec<NativeChatStream>,
     pub chat_chunks: Vec<NativeChatChunk>,
+    /// Receiver claims to run.
+    pub leases: Vec<NativeLease>,
     /// Events for listening clients, `[key,{"type":...}]` entries joined with `,` (JS wraps them in
     /// `[...]` and parses once); empty when none.
     pub events: String,
@@ -109,6 +126,7 @@ struct Done {
     chats: Vec<NativeChatResponse>,
     chat_streams: Vec<ChatStreamHandle>,
     chat_chunks: Vec<NativeChatChunk>,
+    leases: Vec<Lease>,
 }
 
 impl Done {
@@ -186,6 +204,23 @@ impl Done {
         self.meta.extend_from_slice(&[f64::from(id), status, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
     }
 
+    fn claim(&mut self, id: u32, claim: Claim) {
+        match claim {
+            Claim::Run(lease) => {
+                self.leases.push(lease);
+                self.meta.extend_from_slice(&[f64::from(id), STATUS_LEASE, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+            }
+            Claim::Done(result) => {
+                let body = self.push_body(result);
+                self.meta.extend_from_slice(&[f64::from(id), STATUS_STORED, 0.0, 0.0, 0.0, 0.0, body, 0.0]);
+            }
+        }
+    }
+
+    fn recorded(&mut self, id: u32) {
+        self.meta.extend_from_slice(&[f64::from(id), STATUS_RECORDED, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+
     fn error(&mut self, id: u32, e: HarnessError) {
         self.errors.push(native_error(e));
         self.meta.extend_from_slice(&[f64::from(id), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
@@ -208,6 +243,12 @@ pub(crate) enum Work {
     ChatOpen(harness_core::Client, String, ChatRequest),
     /// The next chunk of a chat stream.
     ChatRead(ChatStreamHandle),
+    /// A receiver claim of a key.
+    Claim(Arc<Idempotency>, String),
+    /// Storing a handler's result (JSON text) for a lease.
+    Complete(Arc<Idempotency>, Lease, Vec<u8>),
+    /// Marking a lease failed.
+    Fail(Arc<Idempotency>, Lease),
 }
 
 /// A translated call waiting for `CompletionQueue::flush` to start it.
@@ -317,6 +358,18 @@ async fn run(s: Staged, queue: Arc<QueueInner>) {
             Ok(chunk) => queue.finish(|d| d.chat_chunk(id, chunk)),
             Err(e) => queue.finish(|d| d.error(id, e)),
         },
+        Work::Claim(idem, key) => match idem.claim(&key).await {
+            Ok(claim) => queue.finish(|d| d.claim(id, claim)),
+            Err(e) => queue.finish(|d| d.error(id, e)),
+        },
+        Work::Complete(idem, lease, result) => match idem.complete(&lease, &result).await {
+            Ok(()) => queue.finish(|d| d.recorded(id)),
+            Err(e) => queue.finish(|d| d.error(id, e)),
+        },
+        Work::Fail(idem, lease) => match idem.fail(&lease).await {
+            Ok(()) => queue.finish(|d| d.recorded(id)),
+            Err(e) => queue.finish(|d| d.error(id, e)),
+        },
     }
 }
 
@@ -386,6 +439,7 @@ impl CompletionQueue {
             chats: done.chats,
             chat_streams: done.chat_streams.into_iter().map(NativeChatStream::new).collect(),
             chat_chunks: done.chat_chunks,
+            leases: done.leases.into_iter().map(NativeLease::new).collect(),
             events,
         }
     }

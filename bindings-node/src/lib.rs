@@ -12,7 +12,8 @@
 //! Modules: `client` (the native client), `convert` (JS fields to a core request),
 //! `completion` (the queue), `stream` (streaming bodies), `events` (the event sink),
 //! `credentials` (JS token providers, the credential state), `routing` (chat calls and
-//! streams, routed responses, the route state), `errors`.
+//! streams, routed responses, the route state), `idempotency` (the idempotent receiver:
+//! claims, leases and results through the same queue; keys, signatures), `errors`.
 
 // The core's HarnessError is large by design (full call context); it crosses once per failed call.
 #![allow(clippy::result_large_err)]
@@ -23,6 +24,7 @@ mod convert;
 mod credentials;
 mod errors;
 mod events;
+mod idempotency;
 mod routing;
 mod stream;
 
