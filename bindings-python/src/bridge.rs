@@ -1,13 +1,14 @@
 //! The one way async results cross into asyncio: a runtime thread queues the result
 //! here (no GIL) and wakes the loop through a `Notifier`; the loop, watching the
 //! notifier's fd with `add_reader`, resolves the futures on its own thread (`drain`).
-//! Requests, stream opens and stream chunks (bodies and chat answers) all take this path.
+//! Requests, stream opens, stream chunks (bodies and chat answers) and the idempotent
+//! receiver's claim, complete and fail all take this path.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use harness_core::runtime::Task;
-use harness_core::{ChatChunk, ChatResponse, ChatStream, ChatStreamHandle, HarnessError, Response, StreamHandle, StreamResponse};
+use harness_core::{ChatChunk, ChatResponse, ChatStream, ChatStreamHandle, Claim, HarnessError, Response, StreamHandle, StreamResponse};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -15,6 +16,7 @@ use pyo3::types::PyBytes;
 use crate::chat::NativeChatStream;
 use crate::convert::{ChatReply, Chunk, Reply};
 use crate::errors::to_py;
+use crate::idempotency::claim_to_py;
 use crate::stream::NativeStream;
 
 /// What a finished piece of async work gives the loop; turned into Python objects there.
@@ -25,6 +27,10 @@ pub enum Completion {
     ChatReply(Result<ChatResponse, HarnessError>),
     ChatStream(Result<ChatStream, HarnessError>),
     ChatChunk(Result<Option<ChatChunk>, HarnessError>),
+    /// An idempotent receiver's claim: a `Lease` or the stored result.
+    Claimed(Result<Claim, HarnessError>),
+    /// A receiver's `complete` or `fail`: `None`.
+    Settled(Result<(), HarnessError>),
 }
 
 impl Completion {
@@ -38,12 +44,16 @@ impl Completion {
             Completion::ChatStream(Ok(s)) => Ok(Bound::new(py, NativeChatStream::new(ChatStreamHandle::new(s)))?.into_any()),
             Completion::ChatChunk(Ok(Some(c))) => Ok(Chunk(c).into_pyobject(py)?.into_any()),
             Completion::ChatChunk(Ok(None)) => Ok(py.None().into_bound(py)),
+            Completion::Claimed(Ok(c)) => claim_to_py(py, c),
+            Completion::Settled(Ok(())) => Ok(py.None().into_bound(py)),
             Completion::Reply(Err(e))
             | Completion::Stream(Err(e))
             | Completion::Chunk(Err(e))
             | Completion::ChatReply(Err(e))
             | Completion::ChatStream(Err(e))
-            | Completion::ChatChunk(Err(e)) => Err(to_py(py, e)),
+            | Completion::ChatChunk(Err(e))
+            | Completion::Claimed(Err(e))
+            | Completion::Settled(Err(e)) => Err(to_py(py, e)),
         }
     }
 }

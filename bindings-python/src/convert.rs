@@ -115,20 +115,23 @@ fn body(py: Python<'_>, json: Option<&Bound<'_, PyAny>>, content: Option<&Bound<
     match (present(json), present(content)) {
         (Some(_), Some(_)) => Err(config_error(py, "json: cannot be combined with content")),
         (Some(j), None) => json_text(j, JsonMode::Body).map(Body::JsonText),
-        (None, Some(c)) => {
-            if let Ok(b) = c.cast::<PyBytes>() {
-                Ok(Body::Bytes(Bytes::copy_from_slice(b.as_bytes())))
-            } else if let Ok(s) = c.cast::<PyString>() {
-                Ok(Body::Bytes(Bytes::copy_from_slice(text("content", s)?.as_bytes())))
-            } else if let Ok(b) = c.cast::<PyByteArray>() {
-                Ok(Body::Bytes(Bytes::from(b.to_vec())))
-            } else if let Ok(m) = c.call_method0("tobytes").and_then(|b| b.cast_into::<PyBytes>().map_err(Into::into)) {
-                Ok(Body::Bytes(Bytes::copy_from_slice(m.as_bytes())))
-            } else {
-                Err(config_error(py, format!("content: expected bytes or str, got {}", type_name(c))))
-            }
-        }
+        (None, Some(c)) => bytes_like("content", c).map(Body::Bytes),
         (None, None) => Ok(Body::Empty),
+    }
+}
+
+/// Bytes, a bytearray, a buffer with `tobytes()` (memoryview), or a str as UTF-8.
+pub fn bytes_like(field: &str, c: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    if let Ok(b) = c.cast::<PyBytes>() {
+        Ok(Bytes::copy_from_slice(b.as_bytes()))
+    } else if let Ok(s) = c.cast::<PyString>() {
+        Ok(Bytes::copy_from_slice(text(field, s)?.as_bytes()))
+    } else if let Ok(b) = c.cast::<PyByteArray>() {
+        Ok(Bytes::from(b.to_vec()))
+    } else if let Ok(m) = c.call_method0("tobytes").and_then(|b| b.cast_into::<PyBytes>().map_err(Into::into)) {
+        Ok(Bytes::copy_from_slice(m.as_bytes()))
+    } else {
+        Err(config_error(c.py(), format!("{field}: expected bytes or str, got {}", type_name(c))))
     }
 }
 
@@ -145,6 +148,8 @@ pub enum JsonMode {
     Params,
     /// A config dict: also any `Mapping`, `Sequence`, `set` and `frozenset` (as lists), as configs always took.
     Config,
+    /// An idempotent handler's result, stored as JSON text: accepted as a body is.
+    Result,
 }
 
 impl JsonMode {
@@ -154,6 +159,7 @@ impl JsonMode {
             JsonMode::Messages => "messages",
             JsonMode::Params => "params",
             JsonMode::Config => "config",
+            JsonMode::Result => "result",
         }
     }
 }

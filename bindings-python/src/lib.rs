@@ -13,6 +13,7 @@ mod client;
 mod convert;
 mod credentials;
 mod errors;
+mod idempotency;
 mod stream;
 
 use pyo3::prelude::*;
@@ -33,6 +34,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bridge::Pending>()?;
     m.add_class::<stream::NativeStream>()?;
     m.add_class::<chat::NativeChatStream>()?;
+    m.add_class::<idempotency::NativeIdempotency>()?;
+    m.add_class::<idempotency::NativeLease>()?;
     m.add("ERROR_NAMES", harness_core::ErrorKind::NAMES.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(shut_down, m)?)?;

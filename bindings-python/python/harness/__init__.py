@@ -29,6 +29,7 @@ from ._errors import (
     CircuitOpenError,
     ConfigError,
     ConnectError,
+    DuplicateInFlightError,
     HarnessError,
     HttpStatusError,
     NoHealthyProviderError,
@@ -68,6 +69,10 @@ __all__ = [
     "ConfigError",
     "ProtocolError",
     "ResponseTooLargeError",
+    "DuplicateInFlightError",
+    "Idempotency",
+    "AsyncIdempotency",
+    "Claim",
 ]
 
 
@@ -1193,3 +1198,11 @@ class AsyncClient(_Base):
 
     async def __aexit__(self, *exc: Any) -> None:
         self.close()
+
+
+# The idempotent receiver (imported last: its async calls use this module's `_bridge`).
+from ._idempotency import AsyncIdempotency, Claim, Idempotency  # noqa: E402
+
+for _cls in (Idempotency, AsyncIdempotency, Claim):
+    _cls.__module__ = __name__  # public as harness.Idempotency, ...
+del _cls

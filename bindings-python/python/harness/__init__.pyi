@@ -77,7 +77,8 @@ class BulkheadFullError(HarnessError):
     """The service's bulkhead has no free permit."""
 
 class RateLimitedError(HarnessError):
-    """Rate limited; ``retry_after_ms`` says when to try again."""
+    """Rate limited; ``retry_after_ms`` says when to try again. The client's own limit
+    (``code == "client_rate_limited"``, ``status`` None, nothing sent) or a downstream 429."""
 
 class HttpStatusError(HarnessError):
     """The upstream answered with an error status."""
@@ -109,6 +110,9 @@ class ProtocolError(HarnessError):
 
 class ResponseTooLargeError(HarnessError):
     """The response body is larger than ``limits.max_response_bytes``."""
+
+class DuplicateInFlightError(HarnessError):
+    """Another delivery of this message is being processed now; ``retry_after_ms`` is its lease left."""
 
 class Headers(Mapping[str, str]):
     """Response headers: a read-only mapping with case-insensitive names."""
@@ -533,3 +537,55 @@ class AsyncClient:
         """Whether ``close()`` was called."""
     async def __aenter__(self) -> "AsyncClient": ...
     async def __aexit__(self, *exc: Any) -> None: ...
+
+ReceiverConfig = Mapping[str, Any]
+"""``prefix``, ``ttl_ms``, ``lease_ms``, ``retry_failed``, ``redis_url``, ``on_store_down``
+(``reject``/``process``), ``signature: {secret: {env|file|value}, max_skew_ms}``."""
+_T = TypeVar("_T")
+Body = Union[bytes, bytearray, memoryview, str]
+
+class Claim:
+    """One delivery's claim of a key (``with idem.claim(key) as c:``)."""
+
+    key: str
+    """The claimed key."""
+    done: bool
+    """Whether the message was processed before this delivery (``result`` is the stored result)."""
+    result: Any
+    """The stored result when ``done``; otherwise set it to the handler's result inside the block."""
+    deduplicated: bool
+    """``False`` when the store was down and ``on_store_down: process`` let the handler run without dedup."""
+
+class Idempotency:
+    """The idempotent receiver: a handler runs at most once per key across the fleet."""
+
+    def __init__(self, config: Optional[ReceiverConfig] = None) -> None: ...
+    def key(self, tenant: str, event_type: str, msg_id: str) -> str:
+        """``{prefix}{tenant}:{event_type}:{msg_id}``; ``ConfigError`` naming a bad part."""
+    def claim(self, key: str) -> ContextManager[Claim]:
+        """A ``with`` block holding ``key``: stores ``c.result`` on leaving, marks the key failed on an exception."""
+    def run(self, key: str, fn: Callable[[], _T]) -> _T:
+        """Calls ``fn()`` at most once for ``key``; returns its result as stored, or the stored result."""
+    def verify(self, timestamp: Union[str, int], body: Body, signature: str) -> None:
+        """Checks a signed delivery; ``AuthError`` (``bad_signature``/``stale_signature``)."""
+    def sign(self, timestamp: Union[str, int], body: Body) -> str:
+        """The hex HMAC-SHA256 signature of ``{timestamp}.{body}``."""
+    def metrics_text(self) -> str:
+        """``harness_idempotency_total{outcome}`` in the Prometheus text format."""
+
+class AsyncIdempotency:
+    """The idempotent receiver for asyncio: ``await idem.run(key, async_fn)``, ``async with idem.claim(key)``."""
+
+    def __init__(self, config: Optional[ReceiverConfig] = None) -> None: ...
+    def key(self, tenant: str, event_type: str, msg_id: str) -> str:
+        """``{prefix}{tenant}:{event_type}:{msg_id}``; ``ConfigError`` naming a bad part."""
+    def claim(self, key: str) -> AsyncContextManager[Claim]:
+        """An ``async with`` block holding ``key``."""
+    async def run(self, key: str, fn: Callable[[], Union[Awaitable[_T], _T]]) -> _T:
+        """Awaits ``fn()`` at most once for ``key``; returns its result as stored, or the stored result."""
+    def verify(self, timestamp: Union[str, int], body: Body, signature: str) -> None:
+        """Checks a signed delivery; ``AuthError`` (``bad_signature``/``stale_signature``)."""
+    def sign(self, timestamp: Union[str, int], body: Body) -> str:
+        """The hex HMAC-SHA256 signature of ``{timestamp}.{body}``."""
+    def metrics_text(self) -> str:
+        """``harness_idempotency_total{outcome}`` in the Prometheus text format."""

@@ -22,6 +22,7 @@ __all__ = [
     "ConfigError",
     "ProtocolError",
     "ResponseTooLargeError",
+    "DuplicateInFlightError",
 ]
 
 
@@ -109,7 +110,9 @@ class BulkheadFullError(HarnessError):
 
 
 class RateLimitedError(HarnessError):
-    """Rate limited (locally or with 429); ``retry_after_ms`` says when to try again, if known."""
+    """Rate limited; ``retry_after_ms`` says when to try again, if known. Either the client's own
+    limit (``rate_limit:`` in the config; ``code == "client_rate_limited"``, ``status`` is ``None``,
+    nothing was sent) or the downstream's 429 (``status == 429``)."""
 
 
 class HttpStatusError(HarnessError):
@@ -152,6 +155,12 @@ class ProtocolError(HarnessError):
 
 class ResponseTooLargeError(HarnessError):
     """The response body is larger than the service's ``limits.max_response_bytes`` (64 MiB by default)."""
+
+
+class DuplicateInFlightError(HarnessError):
+    """Another delivery of this message is being processed now (the idempotent receiver): the
+    handler did not run. ``retry_after_ms`` is what is left of that delivery's lease; redeliver
+    after it (the sender's retry usually does)."""
 
 
 _NAMES = frozenset(__all__)

@@ -209,3 +209,40 @@ class ChatStream:
         """Reads the next chunk on the runtime; ``future`` resolves through ``bridge``."""
     def cancel(self) -> None:
         """Stops the answer; frees the connection and the permits."""
+
+class Idempotency:
+    """The idempotent receiver (the core's); ``harness._idempotency`` composes its calls."""
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None: ...
+    def key(self, tenant: str, event_type: str, msg_id: str) -> str:
+        """``{prefix}{tenant}:{event_type}:{msg_id}``."""
+    def encode(self, result: Any) -> bytes:
+        """The handler's result as the JSON text that is stored."""
+    def claim(self, key: str) -> Union[Lease, bytes]:
+        """Claims ``key``, blocking this thread (not the GIL): a ``Lease`` or the stored result."""
+    def complete(self, lease: Lease, result: bytes) -> None:
+        """Stores the result (JSON text), blocking this thread (not the GIL)."""
+    def fail(self, lease: Lease) -> None:
+        """Marks the claim failed, blocking this thread (not the GIL)."""
+    def claim_async(self, bridge: Bridge, future: "asyncio.Future[Union[Lease, bytes]]", key: str) -> Pending:
+        """``claim`` on the runtime; ``future`` resolves through ``bridge``."""
+    def complete_async(self, bridge: Bridge, future: "asyncio.Future[None]", lease: Lease, result: bytes) -> Pending:
+        """``complete`` on the runtime; ``future`` resolves through ``bridge``."""
+    def fail_async(self, bridge: Bridge, future: "asyncio.Future[None]", lease: Lease) -> Pending:
+        """``fail`` on the runtime; ``future`` resolves through ``bridge``."""
+    def verify(self, timestamp: str, body: Union[bytes, bytearray, memoryview, str], signature: str) -> None:
+        """Checks a signed delivery."""
+    def sign(self, timestamp: str, body: Union[bytes, bytearray, memoryview, str]) -> str:
+        """The hex signature of ``{timestamp}.{body}``."""
+    def metrics(self) -> str:
+        """``harness_idempotency_total{outcome}``, Prometheus text."""
+
+class Lease:
+    """A delivery's claim to run the handler (opaque: its fencing number cannot be forged)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def fence(self) -> int: ...
+    @property
+    def deduplicated(self) -> bool: ...
