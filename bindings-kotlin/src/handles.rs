@@ -1,4 +1,4 @@
-//! Handles: how the JVM names a Rust object (a client, a running request, an open stream)
+//! Handles: how the JVM names a Rust object (a client, a receiver, a running request, an open stream)
 //! across the C request path without ever holding its address.
 //!
 //! A handle is `generation << 32 | slot << SHARD_BITS | shard` and never 0 (0 means "none").

@@ -6,7 +6,9 @@
 //! leaner path in `request_path` (one downcall to start, one upcall with the outcome, Rust
 //! objects named by `handles`, never by address) and spawn on the core's own runtime;
 //! dropping the task (a cancelled coroutine or future) aborts the request and frees its
-//! permits. Events and log records reach Kotlin through one foreign trait (`events`).
+//! permits. Events and log records reach Kotlin through one foreign trait (`events`). The
+//! idempotent receiver (`receiver`) is its own object; its claim / complete / fail steps take
+//! the same request path.
 //! Nothing here panics on bad input: every bad value is a `ConfigError` naming the field.
 
 // HarnessFailure carries the full error context by value, as UniFFI's error enums must; errors are rare next to I/O.
@@ -16,6 +18,7 @@ mod chat;
 mod credentials;
 mod events;
 mod handles;
+mod receiver;
 mod request_path;
 
 use std::sync::Arc;
@@ -29,6 +32,7 @@ pub use chat::{
 };
 pub use credentials::{NativeCredentialState, NativeKeyStatus, NativeToken, NativeTokenProvider, TokenError};
 pub use events::{ListenerError, NativeEvent, NativeEventSink, NativeRequestRecord};
+pub use receiver::{NativeIdempotency, NativeLease, NativeReceiverCall};
 
 uniffi::setup_scaffolding!();
 

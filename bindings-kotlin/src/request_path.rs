@@ -6,17 +6,18 @@
 //! These C functions take and return only integers and one byte array; a request and its
 //! outcome travel in UniFFI's own serialisation of `NativeRequest`, `NativeResponse`,
 //! `NativeStreamHead`, `NativeChatRequest`, `NativeChatResponse`, `NativeChatStreamHead`,
-//! `NativeChatChunk` and `NativeError`, so both sides use the generated converters.
+//! `NativeChatChunk`, `NativeReceiverCall`, `NativeLease` and `NativeError`, so both sides
+//! use the generated converters.
 //!
 //! One pattern, no addresses (README "How outcomes come back"):
 //! - the JVM names its waiting caller by a *ticket*, an id in its own registry of calls;
 //!   every outcome comes back through the one completion function with that ticket and a
 //!   tag saying what the bytes are;
 //! - Rust objects are named by generation-checked *handles* (`handles.rs`): the client,
-//!   a running request's task, an open stream. A stale handle finds nothing.
+//!   a receiver, a running request's task, an open stream. A stale handle finds nothing.
 //!
 //! Ownership: `harness_kotlin_start` / `harness_kotlin_open` (and `harness_kotlin_chat` /
-//! `harness_kotlin_chat_open`) return a task handle (0 when
+//! `harness_kotlin_chat_open`, `harness_kotlin_receive`) return a task handle (0 when
 //! the outcome was already delivered); the JVM drops it once with `harness_kotlin_drop`,
 //! which aborts the work (freeing its permits) if it is still running. An opened stream is
 //! in `STREAMS` until its body ends or fails (removed here) or the JVM closes it with
@@ -26,14 +27,15 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
 use harness_core::runtime::{self, Task};
-use harness_core::{ChatRequest, ChatStreamHandle, Client, ErrorKind, HarnessError, Request, StreamHandle};
+use harness_core::{ChatRequest, ChatStreamHandle, Claim, Client, ErrorKind, HarnessError, Idempotency, Request, StreamHandle};
 use uniffi::{Lift, Lower};
 
 use crate::handles::Handles;
+use crate::receiver::{NativeLease, NativeReceiverCall};
 use crate::{
     NativeChatChunk, NativeChatRequest, NativeChatResponse, NativeChatStreamHead, NativeEntry, NativeError, NativeRequest, NativeResponse,
     NativeStreamHead, UniFfiTag,
@@ -60,11 +62,18 @@ const CHAT: i32 = 5;
 const CHAT_STREAM: i32 = 6;
 /// One `NativeChatChunk` of a chat stream, from `harness_kotlin_next`.
 const CHAT_CHUNK: i32 = 7;
+/// `NativeLease`: a claim from `harness_kotlin_receive` that lets the handler run.
+const LEASE: i32 = 8;
+/// The stored result (its JSON text, raw bytes): a claim from `harness_kotlin_receive` for a
+/// message already processed.
+const STORED: i32 = 9;
 
 static COMPLETION: RwLock<Option<Completion>> = RwLock::new(None);
 
 /// Live clients (`NativeClient::handle`).
 pub(crate) static CLIENTS: Handles<Client> = Handles::new();
+/// Live idempotent receivers (`NativeIdempotency::handle`).
+pub(crate) static RECEIVERS: Handles<Arc<Idempotency>> = Handles::new();
 /// Started requests and stream opens, until the JVM drops them.
 static TASKS: Handles<Task<()>> = Handles::new();
 /// Open streams (bodies and chat streams), until they end or the JVM closes them.
@@ -139,6 +148,20 @@ pub unsafe extern "C" fn harness_kotlin_chat_open(client: u64, ticket: i64, requ
     // SAFETY: the caller's contract above.
     let bytes = unsafe { bytes(request, len) };
     guarded(ticket, || start_chat(client, ticket, bytes, Mode::Stream))
+}
+
+/// Runs one step of a delivery (serialised `NativeReceiverCall`) on the receiver `receiver`
+/// (`NativeIdempotency::handle`). A claim's outcome is `LEASE` (run the handler), `STORED`
+/// (already processed: the stored result) or `ERROR` (`DuplicateInFlightError`, ...);
+/// `complete` and `fail` end with `END` or `ERROR`. Returns the task as `harness_kotlin_start` does.
+///
+/// # Safety
+/// `call` must point to `len` readable bytes (or `len` be 0).
+#[no_mangle]
+pub unsafe extern "C" fn harness_kotlin_receive(receiver: u64, ticket: i64, call: *const u8, len: u64) -> u64 {
+    // SAFETY: the caller's contract above.
+    let bytes = unsafe { bytes(call, len) };
+    guarded(ticket, || receive(receiver, ticket, bytes))
 }
 
 /// Drops a task from `harness_kotlin_start` or `harness_kotlin_open`: aborts it if still
@@ -285,6 +308,39 @@ fn start_chat(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
                 Ok(Err(e)) => deliver_error(ticket, e.into()),
                 Err(_) => deliver_error(ticket, bug("opening the chat stream panicked (a bug in Harness)")),
             },
+        }
+    })
+}
+
+/// `start` for a receiver's step: the core's `claim`, `complete` or `fail`, nothing more.
+fn receive(receiver: u64, ticket: i64, mut bytes: &[u8]) -> u64 {
+    let Some(receiver) = RECEIVERS.get(receiver) else {
+        return fail(ticket, HarnessError::new(ErrorKind::Harness, "the receiver is closed").into());
+    };
+    let call = match <NativeReceiverCall as Lift<UniFfiTag>>::try_read(&mut bytes) {
+        Ok(c) => c,
+        Err(e) => return fail(ticket, bug(&format!("the receiver call did not decode: {e}"))),
+    };
+    spawn_task(ticket, async move {
+        let step = async {
+            match call {
+                NativeReceiverCall::Claim { key } => match receiver.claim(&key).await {
+                    Ok(Claim::Run(lease)) => deliver_value(ticket, LEASE, NativeLease::from(lease)),
+                    Ok(Claim::Done(result)) => deliver(ticket, STORED, &result),
+                    Err(e) => deliver_error(ticket, e.into()),
+                },
+                NativeReceiverCall::Complete { lease, result } => match receiver.complete(&lease.into(), result.as_bytes()).await {
+                    Ok(()) => deliver(ticket, END, &[]),
+                    Err(e) => deliver_error(ticket, e.into()),
+                },
+                NativeReceiverCall::Fail { lease } => match receiver.fail(&lease.into()).await {
+                    Ok(()) => deliver(ticket, END, &[]),
+                    Err(e) => deliver_error(ticket, e.into()),
+                },
+            }
+        };
+        if CatchUnwind(step).await.is_err() {
+            deliver_error(ticket, bug("the receiver task panicked (a bug in Harness)"));
         }
     })
 }
@@ -570,5 +626,43 @@ mod tests {
         harness_kotlin_drop(task);
         assert_eq!(tag, ERROR);
         assert!(contains(&outcome, "ConnectError"), "{}", String::from_utf8_lossy(&outcome));
+    }
+
+    fn receive_step(receiver: u64, call: NativeReceiverCall) -> (i32, Vec<u8>) {
+        let mut buf = Vec::new();
+        <NativeReceiverCall as Lower<UniFfiTag>>::write(call, &mut buf);
+        let ticket = ticket();
+        let task = unsafe { harness_kotlin_receive(receiver, ticket, buf.as_ptr(), buf.len() as u64) };
+        let outcome = wait(ticket);
+        harness_kotlin_drop(task);
+        outcome
+    }
+
+    #[test]
+    fn a_delivery_claims_completes_and_a_duplicate_gets_the_stored_text() {
+        let r = crate::receiver::NativeIdempotency::from_json("{}".into()).unwrap();
+        let key = r.key("t".into(), "e".into(), "m1".into()).unwrap();
+        let (tag, bytes) = receive_step(r.handle(), NativeReceiverCall::Claim { key: key.clone() });
+        assert_eq!(tag, LEASE);
+        let lease = <NativeLease as Lift<UniFfiTag>>::try_read(&mut &bytes[..]).unwrap();
+        assert!(lease.deduplicated);
+        let (tag, _) = receive_step(r.handle(), NativeReceiverCall::Claim { key: key.clone() });
+        assert_eq!(tag, ERROR, "a duplicate while pending");
+        let (tag, _) = receive_step(r.handle(), NativeReceiverCall::Complete { lease, result: r#"{"ok":true}"#.into() });
+        assert_eq!(tag, END);
+        let (tag, stored) = receive_step(r.handle(), NativeReceiverCall::Claim { key });
+        assert_eq!((tag, &stored[..]), (STORED, &br#"{"ok":true}"#[..]));
+    }
+
+    #[test]
+    fn a_freed_or_made_up_receiver_handle_is_an_error_not_a_crash() {
+        let r = crate::receiver::NativeIdempotency::from_json("{}".into()).unwrap();
+        let h = r.handle();
+        drop(r);
+        for handle in [h, 0, 777] {
+            let (tag, outcome) = receive_step(handle, NativeReceiverCall::Claim { key: "k".into() });
+            assert_eq!(tag, ERROR);
+            assert!(contains(&outcome, "the receiver is closed"), "{}", String::from_utf8_lossy(&outcome));
+        }
     }
 }

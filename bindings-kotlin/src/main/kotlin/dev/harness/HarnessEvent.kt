@@ -117,8 +117,9 @@ sealed class HarnessEvent {
     }
 
     /**
-     * Shared state (Redis) for [service] could not be used ([what] says which, [error] why);
-     * the engine carries on with local state and keeps reconnecting. Once per outage.
+     * Shared state (Redis) for [service] could not be used ([what] says which: `credentials`,
+     * `rate_limit` or `retry_budget`; [error] why); the engine carries on with local state (a
+     * rate limit takes `rps / expected_instances`) and keeps reconnecting. Once per outage.
      */
     data class SharedStateUnavailable(val service: String, val what: String, val error: String) : HarnessEvent() {
         override val type: String get() = "shared_state_unavailable"

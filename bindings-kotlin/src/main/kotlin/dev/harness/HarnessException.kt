@@ -12,6 +12,7 @@ import dev.harness.ffi.NativeException
  * | `CircuitOpenError`       | [HarnessException.CircuitOpen]         |
  * | `BulkheadFullError`      | [HarnessException.BulkheadFull]        |
  * | `RateLimitedError`       | [HarnessException.RateLimited]         |
+ * | `DuplicateInFlightError` | [HarnessException.DuplicateInFlight]   |
  * | `HttpStatusError`        | [HarnessException.HttpStatus]          |
  * | `AuthError`              | [HarnessException.Auth]                |
  * | `SchemaError`            | [HarnessException.Schema]              |
@@ -64,7 +65,16 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
     class Timeout(info: HarnessErrorInfo) : HarnessException(info)
     class CircuitOpen(info: HarnessErrorInfo) : HarnessException(info)
     class BulkheadFull(info: HarnessErrorInfo) : HarnessException(info)
+    /**
+     * Too many requests: a downstream 429, or the client's own `rate_limit` (code
+     * `client_rate_limited`, no [status]: nothing was sent). [retryAfterMs] says when to try again.
+     */
     class RateLimited(info: HarnessErrorInfo) : HarnessException(info)
+    /**
+     * [Idempotency.run]: another delivery of this message is being processed now; [retryAfterMs]
+     * is the time left on its lease (code `duplicate_in_flight`). The handler did not run.
+     */
+    class DuplicateInFlight(info: HarnessErrorInfo) : HarnessException(info)
     class HttpStatus(info: HarnessErrorInfo) : HarnessException(info)
     class Auth(info: HarnessErrorInfo) : HarnessException(info)
     class Schema(info: HarnessErrorInfo) : HarnessException(info)
@@ -77,7 +87,11 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
     class Protocol(info: HarnessErrorInfo) : HarnessException(info)
     /** The response is larger than the service's `limits.max_response_bytes`. */
     class ResponseTooLarge(info: HarnessErrorInfo) : HarnessException(info)
-    /** The base kind `HarnessError`: a closed client, a runtime used after fork, a broken body. */
+    /**
+     * The base kind `HarnessError`: a closed client, a runtime used after fork, a broken body;
+     * from [Idempotency], the receiver's [code]d outcomes (`store_unavailable`, `lease_lost`,
+     * `failed_before`).
+     */
     class Other(info: HarnessErrorInfo) : HarnessException(info)
 
     companion object {
@@ -88,6 +102,7 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
             "CircuitOpenError" -> CircuitOpen(info)
             "BulkheadFullError" -> BulkheadFull(info)
             "RateLimitedError" -> RateLimited(info)
+            "DuplicateInFlightError" -> DuplicateInFlight(info)
             "HttpStatusError" -> HttpStatus(info)
             "AuthError" -> Auth(info)
             "SchemaError" -> Schema(info)

@@ -4,7 +4,8 @@ import java.math.BigDecimal
 import java.math.BigInteger
 
 /**
- * Writes a Map/List/scalar tree as JSON text, the form config and JSON bodies cross the FFI in;
+ * Writes a Map/List/scalar tree as JSON text, the form config, JSON bodies and receiver results
+ * cross the FFI in, and reads JSON text back ([decode], for a receiver's stored result);
  * the core sends a body byte for byte (after its own checks), so the text is what the caller gave:
  *
  * - a Map is an object, its keys (Strings only) in the map's iteration order (LinkedHashMap order);
@@ -136,5 +137,145 @@ internal object Json {
             if (f.isObject) f.key?.let { p.append('.').append(it) } else p.append('[').append(f.index).append(']')
         }
         return p.toString()
+    }
+
+    /**
+     * Reads JSON text (a receiver's stored result) back as the tree [encode] takes: an object
+     * is a `LinkedHashMap<String, Any?>` (key order kept), an array an `ArrayList<Any?>`, an
+     * integer a `Long` (a `BigInteger` past Long's range), a fraction or exponent a `Double`
+     * when a Double holds it exactly as written (else a `BigDecimal`), and strings, booleans
+     * and null as themselves. Iterative and capped at [maxDepth], like [encode]; text that is
+     * not JSON is an [IllegalArgumentException] saying where.
+     */
+    fun decode(text: String): Any? = Reader(text).document()
+
+    private class Reader(private val s: String) {
+        private var i = 0
+
+        @Suppress("UNCHECKED_CAST")
+        fun document(): Any? {
+            // Open arrays and objects, innermost last; `keys` holds each open object's current key.
+            val open = ArrayList<Any>()
+            val keys = ArrayList<String>()
+            while (true) {
+                var value: Any?
+                ws()
+                when (val c = peek()) {
+                    '{', '[' -> {
+                        if (open.size >= maxDepth) bad("nested deeper than $maxDepth levels")
+                        i++
+                        ws()
+                        val empty = peek() == (if (c == '{') '}' else ']')
+                        if (empty) {
+                            i++
+                            value = if (c == '{') LinkedHashMap<String, Any?>() else ArrayList<Any?>()
+                        } else {
+                            if (c == '{') {
+                                open.add(LinkedHashMap<String, Any?>())
+                                keys.add(key())
+                            } else {
+                                open.add(ArrayList<Any?>())
+                            }
+                            continue
+                        }
+                    }
+                    '"' -> value = string()
+                    't' -> value = literal("true", true)
+                    'f' -> value = literal("false", false)
+                    'n' -> value = literal("null", null)
+                    else -> value = if (c == '-' || c in '0'..'9') number() else bad("unexpected ${describe(c)}")
+                }
+                // A complete value: add it to its container, then close every container that ends here.
+                while (true) {
+                    if (open.isEmpty()) {
+                        ws()
+                        if (i < s.length) bad("unexpected text after the value")
+                        return value
+                    }
+                    val top = open[open.size - 1]
+                    if (top is LinkedHashMap<*, *>) (top as LinkedHashMap<String, Any?>)[keys[keys.size - 1]] = value else (top as ArrayList<Any?>).add(value)
+                    ws()
+                    val c = peek()
+                    i++
+                    if (c == ',') {
+                        if (top is LinkedHashMap<*, *>) keys[keys.size - 1] = key()
+                        break
+                    }
+                    if (c != (if (top is LinkedHashMap<*, *>) '}' else ']')) { i--; bad("unexpected ${describe(c)}") }
+                    value = open.removeAt(open.size - 1)
+                    if (top is LinkedHashMap<*, *>) keys.removeAt(keys.size - 1)
+                }
+            }
+        }
+
+        /** An object's key and its colon. */
+        private fun key(): String {
+            ws()
+            if (peek() != '"') bad("expected a string key")
+            val k = string()
+            ws()
+            if (peek() != ':') bad("expected ':'")
+            i++
+            return k
+        }
+
+        private fun string(): String {
+            i++ // the opening quote
+            val out = StringBuilder()
+            while (true) {
+                if (i >= s.length) bad("unterminated string")
+                val c = s[i++]
+                when {
+                    c == '"' -> return out.toString()
+                    c == '\\' -> {
+                        if (i >= s.length) bad("unterminated string")
+                        when (val e = s[i++]) {
+                            '"', '\\', '/' -> out.append(e)
+                            'b' -> out.append('\b')
+                            'f' -> out.append('\u000c')
+                            'n' -> out.append('\n')
+                            'r' -> out.append('\r')
+                            't' -> out.append('\t')
+                            'u' -> {
+                                val hex = if (i + 4 <= s.length && (i until i + 4).all { s[it].isHexDigit() }) s.substring(i, i + 4).toInt(16) else null
+                                out.append((hex ?: bad("bad \\u escape")).toChar())
+                                i += 4
+                            }
+                            else -> { i--; bad("bad escape") }
+                        }
+                    }
+                    c < ' ' -> { i--; bad("a control character in a string") }
+                    else -> out.append(c)
+                }
+            }
+        }
+
+        private fun literal(word: String, value: Boolean?): Boolean? {
+            if (!s.startsWith(word, i)) bad("unexpected ${describe(peek())}")
+            i += word.length
+            return value
+        }
+
+        private fun number(): Any {
+            val start = i
+            while (i < s.length && (s[i] in '0'..'9' || s[i] in "+-.eE")) i++
+            val text = s.substring(start, i)
+            if (!JSON_NUMBER.matches(text)) { i = start; bad("not a JSON number: $text") }
+            if (text.none { it == '.' || it == 'e' || it == 'E' }) return text.toLongOrNull() ?: BigInteger(text)
+            val d = text.toDouble()
+            return if (d.isFinite() && BigDecimal(d.toString()).compareTo(BigDecimal(text)) == 0) d else BigDecimal(text)
+        }
+
+        private fun ws() {
+            while (i < s.length && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++
+        }
+
+        private fun peek(): Char = if (i < s.length) s[i] else bad("unexpected end of the text")
+
+        private fun Char.isHexDigit() = this in '0'..'9' || this in 'a'..'f' || this in 'A'..'F'
+
+        private fun describe(c: Char) = if (c < ' ') "control character" else "'$c'"
+
+        private fun bad(why: String): Nothing = throw IllegalArgumentException("$why at offset $i")
     }
 }

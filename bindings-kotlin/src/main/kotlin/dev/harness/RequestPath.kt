@@ -9,11 +9,14 @@ import dev.harness.ffi.FfiConverterTypeNativeChatRequest
 import dev.harness.ffi.FfiConverterTypeNativeChatResponse
 import dev.harness.ffi.FfiConverterTypeNativeChatStreamHead
 import dev.harness.ffi.FfiConverterTypeNativeError
+import dev.harness.ffi.FfiConverterTypeNativeLease
+import dev.harness.ffi.FfiConverterTypeNativeReceiverCall
 import dev.harness.ffi.FfiConverterTypeNativeRequest
 import dev.harness.ffi.FfiConverterTypeNativeResponse
 import dev.harness.ffi.FfiConverterTypeNativeStreamHead
 import dev.harness.ffi.NativeChatRequest
 import dev.harness.ffi.NativeClient
+import dev.harness.ffi.NativeReceiverCall
 import dev.harness.ffi.NativeRequest
 import dev.harness.ffi.NativeResponse
 import dev.harness.ffi.NativeStreamHead
@@ -26,7 +29,8 @@ import java.util.concurrent.atomic.AtomicLong
 /**
  * The request path (Rust side: `src/request_path.rs`; the pattern is in the README, "How
  * outcomes come back"): one downcall starts a request or a chat call, opens a stream or a
- * chat stream, or asks for a stream's next chunk; one upcall from the engine's thread
+ * chat stream, asks for a stream's next chunk, or runs a receiver's step ([Idempotency]); one
+ * upcall from the engine's thread
  * delivers the outcome; one downcall drops the engine task (or closes the stream).
  *
  * Nothing crosses as an address. The JVM names each waiting caller by a *ticket*, its key in
@@ -48,12 +52,14 @@ internal object RequestPath {
     private const val CHAT = 5
     private const val CHAT_STREAM = 6
     private const val CHAT_CHUNK = 7
+    private const val LEASE = 8
+    private const val STORED = 9
 
     /**
      * One waiting caller: where its outcome goes, and the engine task to drop once. The value
      * is a [HarnessResponse] (request), a [StreamHead] (open), a [ByteArray] (chunk), a
-     * [ChatResponse] (chat), a [ChatStreamHead] (chat open), a [ChatChunk] (chat chunk) or
-     * null (end).
+     * [ChatResponse] (chat), a [ChatStreamHead] (chat open), a [ChatChunk] (chat chunk), a
+     * `NativeLease` (a claim to run), a [String] (a claim's stored result) or null (end).
      */
     abstract class Call<T> {
         internal val ticket: Long = tickets.incrementAndGet()
@@ -107,6 +113,7 @@ internal object RequestPath {
     private fun decode(tag: Int, data: Pointer?, len: Long): Pair<Any?, HarnessException?> {
         if (tag == END) return null to null
         if (tag == CHUNK) return (if (len == 0L) ByteArray(0) else data!!.getByteArray(0, len.toInt())) to null
+        if (tag == STORED) return (if (len == 0L) "" else String(data!!.getByteArray(0, len.toInt()), Charsets.UTF_8)) to null
         val buf = data!!.getByteBuffer(0, len).order(ByteOrder.BIG_ENDIAN) // UniFFI's byte order; JNA gives native
         return when (tag) {
             RESPONSE -> FfiConverterTypeNativeResponse.read(buf).toResponse() to null
@@ -114,6 +121,7 @@ internal object RequestPath {
             CHAT -> FfiConverterTypeNativeChatResponse.read(buf).toChatResponse() to null
             CHAT_STREAM -> FfiConverterTypeNativeChatStreamHead.read(buf).let { ChatStreamHead(it.stream.toLong(), it.route, it.traceId) } to null
             CHAT_CHUNK -> FfiConverterTypeNativeChatChunk.read(buf).toChunk() to null
+            LEASE -> FfiConverterTypeNativeLease.read(buf) to null
             else -> null to HarnessException.from(FfiConverterTypeNativeError.read(buf))
         }
     }
@@ -140,6 +148,13 @@ internal object RequestPath {
         return buf
     }
 
+    /** A receiver's step in UniFFI's encoding. */
+    fun encode(call: NativeReceiverCall): ByteBuffer {
+        val buf = ByteBuffer.allocate(FfiConverterTypeNativeReceiverCall.allocationSize(call).toInt())
+        FfiConverterTypeNativeReceiverCall.write(call, buf)
+        return buf
+    }
+
     /** Starts [encoded] on [client]; the [HarnessResponse] reaches [call] (possibly before this returns). */
     fun start(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<HarnessResponse>) =
         begin(client, handle, encoded, call, ::harness_kotlin_start)
@@ -156,8 +171,15 @@ internal object RequestPath {
     fun openChat(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<ChatStreamHead>) =
         begin(client, handle, encoded, call, ::harness_kotlin_chat_open)
 
+    /**
+     * Runs the receiver step [encoded] on [receiver] (its handle: [handle]); a claim's lease or
+     * stored result, or the end of a `complete` / `fail`, reaches [call].
+     */
+    fun receive(receiver: Any, handle: Long, encoded: ByteBuffer, call: Call<Any?>) =
+        begin(receiver, handle, encoded, call, ::harness_kotlin_receive)
+
     private inline fun begin(
-        client: NativeClient,
+        owner: Any,
         handle: Long,
         encoded: ByteBuffer,
         call: Call<*>,
@@ -170,7 +192,7 @@ internal object RequestPath {
             calls.remove(call.ticket)
             throw e
         } finally {
-            Reference.reachabilityFence(client) // the handle names a client only while the object lives
+            Reference.reachabilityFence(owner) // the handle names a client (or receiver) only while the object lives
         }
         if (!call.attach(task)) calls.remove(call.ticket)
     }
@@ -203,6 +225,7 @@ internal object RequestPath {
     private external fun harness_kotlin_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_chat(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_chat_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
+    private external fun harness_kotlin_receive(receiver: Long, ticket: Long, call: ByteArray, len: Long): Long
     private external fun harness_kotlin_drop(task: Long)
     private external fun harness_kotlin_next(stream: Long, ticket: Long)
     private external fun harness_kotlin_close(stream: Long)

@@ -247,4 +247,71 @@ class JavaApiTest {
             assertInstanceOf(HarnessException.Config.class, e.getCause());
         }
     }
+
+    /** A Java codec: the stored text is JSON, written and read by hand here (Jackson fits the same two methods). */
+    record Receipt(String id, long cents) {}
+
+    static final ResultCodec<Receipt> RECEIPTS = new ResultCodec<>() {
+        @Override
+        public String encode(Receipt r) {
+            return "{\"id\":\"" + r.id() + "\",\"cents\":" + r.cents() + "}";
+        }
+
+        @Override
+        public Receipt decode(String json) {
+            var o = new org.json.JSONObject(json);
+            return new Receipt(o.getString("id"), o.getLong("cents"));
+        }
+    };
+
+    @Test
+    void javaCallersRunTheReceiverWithCompletableFutures() throws Exception {
+        try (Idempotency idem = new Idempotency(Map.of("lease_ms", 10_000))) {
+            String key = idem.key("acme", "invoice.paid", "java-1");
+            var runs = new java.util.concurrent.atomic.AtomicInteger();
+            Object first = idem.runAsync(key, () -> {
+                runs.incrementAndGet();
+                return CompletableFuture.supplyAsync(() -> Map.of("ok", true));
+            }).get(10, TimeUnit.SECONDS);
+            Object again = idem.runAsync(key, () -> {
+                runs.incrementAndGet();
+                return CompletableFuture.completedFuture("not this");
+            }).get(10, TimeUnit.SECONDS);
+            assertEquals(Map.of("ok", true), first);
+            assertEquals(first, again);
+            assertEquals(1, runs.get());
+
+            // A duplicate while the first delivery's future is pending.
+            String busy = idem.key("acme", "invoice.paid", "java-2");
+            CompletableFuture<Object> gate = new CompletableFuture<>();
+            var started = new java.util.concurrent.CountDownLatch(1);
+            CompletableFuture<Object> running = idem.runAsync(busy, () -> {
+                started.countDown();
+                return gate;
+            });
+            assertTrue(started.await(10, TimeUnit.SECONDS));
+            CompletionException dup = assertThrows(CompletionException.class,
+                    () -> idem.runAsync(busy, () -> CompletableFuture.completedFuture("no")).join());
+            HarnessException.DuplicateInFlight d = assertInstanceOf(HarnessException.DuplicateInFlight.class, dup.getCause());
+            assertEquals("DuplicateInFlightError", d.getKind());
+            assertTrue(d.getRetryAfterMs() > 0);
+            gate.complete(List.of("done"));
+            assertEquals(List.of("done"), running.get(10, TimeUnit.SECONDS));
+
+            // A failed future fails the claim; the redelivery runs.
+            String failing = idem.key("acme", "invoice.paid", "java-3");
+            CompletionException boom = assertThrows(CompletionException.class,
+                    () -> idem.runAsync(failing, () -> CompletableFuture.failedFuture(new IllegalStateException("boom"))).join());
+            assertInstanceOf(IllegalStateException.class, boom.getCause());
+            assertEquals("ok", idem.runAsync(failing, () -> CompletableFuture.completedFuture("ok")).join());
+
+            String typed = idem.key("acme", "payment", "java-4");
+            Receipt r = idem.runAsync(typed, RECEIPTS, () -> CompletableFuture.completedFuture(new Receipt("r-1", 1250))).join();
+            assertEquals(r, idem.runAsync(typed, RECEIPTS, () -> CompletableFuture.failedFuture(new AssertionError("ran"))).join());
+
+            String ts = Long.toString(System.currentTimeMillis() / 1000);
+            HarnessException.Config noSig = assertThrows(HarnessException.Config.class, () -> idem.verify(ts, new byte[0], "00"));
+            assertTrue(noSig.getReason().startsWith("signature"));
+        }
+    }
 }

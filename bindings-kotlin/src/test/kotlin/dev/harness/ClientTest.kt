@@ -104,6 +104,7 @@ class ClientTest {
                 is HarnessException.CircuitOpen -> HarnessException.CircuitOpen::class.java
                 is HarnessException.BulkheadFull -> HarnessException.BulkheadFull::class.java
                 is HarnessException.RateLimited -> HarnessException.RateLimited::class.java
+                is HarnessException.DuplicateInFlight -> HarnessException.DuplicateInFlight::class.java
                 is HarnessException.HttpStatus -> HarnessException.HttpStatus::class.java
                 is HarnessException.Auth -> HarnessException.Auth::class.java
                 is HarnessException.Schema -> HarnessException.Schema::class.java
