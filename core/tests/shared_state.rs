@@ -328,6 +328,9 @@ async fn the_receiver_state_machine_with_leases_and_fencing() {
     // The late worker's result is refused; the new one's is stored, once.
     assert_eq!(idem.complete(&first, b"late").await.unwrap_err().code.as_deref(), Some("lease_lost"));
     idem.complete(&second, b"\"paid\"").await.unwrap();
+    // Finishing the same claim again changes nothing and is not an error.
+    idem.complete(&second, b"\"other\"").await.unwrap();
+    idem.fail(&second).await.unwrap();
     match idem.claim(&key).await.unwrap() {
         Claim::Done(r) => assert_eq!(r, Bytes::from_static(b"\"paid\"")),
         other => panic!("{other:?}"),
@@ -478,6 +481,8 @@ fn signed_deliveries_are_checked_before_anything_runs() {
     let sig = idem.sign(&now, body).unwrap();
     idem.verify(&now, body, &sig).unwrap();
     idem.verify(&now, body, &format!("sha256={sig}")).unwrap();
+    let padded = format!(" {now} ");
+    idem.verify(&padded, body, &idem.sign(&padded, body).unwrap()).unwrap();
     let e = idem.verify(&now, br#"{"id":"evt_2"}"#, &sig).unwrap_err();
     assert_eq!((e.name(), e.code.as_deref()), ("AuthError", Some("bad_signature")));
     let old = (now.parse::<u64>().unwrap() - 3600).to_string();

@@ -29,7 +29,7 @@ use crate::credentials::secret::Secret;
 use crate::error::{ErrorKind, HarnessError};
 use crate::observability::metrics::Label;
 use crate::redact::escape_control;
-use crate::state::{ClaimState, IdempotencyStore};
+use crate::state::{ClaimState, Finish, IdempotencyStore};
 
 /// A delivery's claim: run the handler, then `complete` or `fail` it.
 #[derive(Debug, Clone)]
@@ -62,6 +62,7 @@ pub struct Idempotency {
     outcomes: Family<OutcomeLabels, Counter>,
     registry: parking_lot::Mutex<prometheus_client::registry::Registry>,
     on_outage: parking_lot::Mutex<Option<String>>,
+    pid: u32,
 }
 
 impl std::fmt::Debug for Idempotency {
@@ -91,7 +92,7 @@ impl Idempotency {
         let outcomes = Family::<OutcomeLabels, Counter>::default();
         let mut registry = prometheus_client::registry::Registry::with_prefix("harness");
         registry.register("idempotency", "Receiver outcomes per delivery", outcomes.clone());
-        Ok(Idempotency { config, store, secret, outcomes, registry: parking_lot::Mutex::new(registry), on_outage: parking_lot::Mutex::new(None) })
+        Ok(Idempotency { config, store, secret, outcomes, registry: parking_lot::Mutex::new(registry), on_outage: parking_lot::Mutex::new(None), pid: std::process::id() })
     }
 
     pub fn from_value(value: serde_json::Value) -> Result<Self, HarnessError> {
@@ -116,6 +117,18 @@ impl Idempotency {
         Ok(format!("{}{tenant}:{event_type}:{msg_id}", self.config.prefix))
     }
 
+    /// A receiver built before a `fork()` holds the parent's connection and state.
+    fn check_usable(&self) -> Result<(), HarnessError> {
+        let pid = std::process::id();
+        if pid == self.pid {
+            return Ok(());
+        }
+        Err(HarnessError::new(
+            ErrorKind::Harness,
+            format!("this receiver was created in process {} and cannot be used in forked child {pid}: create a new one in the child", self.pid),
+        ))
+    }
+
     fn check_key(&self, key: &str) -> Result<(), HarnessError> {
         if key.is_empty() || key.len() > 1024 || key.chars().any(char::is_control) {
             return Err(HarnessError::config(format!("key: expected printable text of 1 to 1024 bytes, got {:?}", escape_control(key))));
@@ -125,6 +138,7 @@ impl Idempotency {
 
     /// Claims `key` for this delivery (see the module doc for every outcome).
     pub async fn claim(&self, key: &str) -> Result<Claim, HarnessError> {
+        self.check_usable()?;
         self.check_key(key)?;
         let lease = Duration::from_millis(self.config.lease_ms);
         let ttl = Duration::from_millis(self.config.ttl_ms);
@@ -179,12 +193,17 @@ impl Idempotency {
             return Ok(());
         }
         let ttl = Duration::from_millis(self.config.ttl_ms);
+        self.check_usable()?;
+        if std::str::from_utf8(result).is_err() {
+            return Err(HarnessError::config("result: a stored result is text (JSON); these bytes are not UTF-8"));
+        }
         match self.store.complete(&lease.key, lease.fence, result, ttl).await {
-            Ok(true) => {
+            Ok(Finish::Written) => {
                 self.count("processed");
                 Ok(())
             }
-            Ok(false) => {
+            Ok(Finish::AlreadyFinished) => Ok(()),
+            Ok(Finish::Lost) => {
                 self.count("lease_lost");
                 let mut e = HarnessError::new(ErrorKind::Harness, "the lease expired and another delivery took this message over: this result was not stored");
                 e.code = Some("lease_lost".into());
@@ -203,9 +222,14 @@ impl Idempotency {
         if !lease.deduplicated {
             return Ok(());
         }
+        self.check_usable()?;
         let ttl = Duration::from_millis(self.config.ttl_ms);
-        self.count("failed");
         match self.store.fail(&lease.key, lease.fence, ttl).await {
+            Ok(Finish::Written) => {
+                self.count("failed");
+                Ok(())
+            }
+            // Already finished by this claim, or taken over: nothing to record.
             Ok(_) => Ok(()),
             Err(_) => {
                 let mut e = HarnessError::new(ErrorKind::Harness, "the idempotency store is unavailable: the failure was not recorded");
@@ -252,7 +276,7 @@ impl Idempotency {
             return Err(HarnessError::config("signature: not configured for this receiver"));
         };
         let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
-        let mut msg = timestamp.as_bytes().to_vec();
+        let mut msg = timestamp.trim().as_bytes().to_vec();
         msg.push(b'.');
         msg.extend_from_slice(body);
         Ok(ring::hmac::sign(&key, &msg).as_ref().iter().map(|b| format!("{b:02x}")).collect())

@@ -36,8 +36,8 @@ type Direct = RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
 /// A pause after a 429 without `Retry-After`.
 pub const DEFAULT_PAUSE: Duration = Duration::from_secs(1);
 
-/// One GCRA limit, in this process.
-pub(crate) struct LocalLimit {
+/// One GCRA limit, in this process (public for the benchmarks).
+pub struct LocalLimit {
     limiter: Direct,
     clock: DefaultClock,
 }

@@ -149,7 +149,7 @@ pub struct MemoryReceiver {
 
 
 impl IdempotencyStore for MemoryReceiver {
-    fn claim<'a>(&'a self, key: &'a str, lease: Duration, ttl: Duration, retry_failed: bool) -> BoxFuture<'a, Result<ClaimState, Option<String>>> {
+    fn claim<'a>(&'a self, key: &'a str, lease: Duration, ttl: Duration, retry_failed: bool) -> BoxFuture<'a, Result<ClaimState, Unavailable>> {
         let now = Instant::now();
         let mut g = self.inner.lock();
         let (map, fences) = &mut *g;
@@ -172,30 +172,27 @@ impl IdempotencyStore for MemoryReceiver {
         ready(Ok(ClaimState::Claimed { fence }))
     }
 
-    fn complete<'a>(&'a self, key: &'a str, fence: u64, result: &'a [u8], ttl: Duration) -> BoxFuture<'a, Result<bool, Option<String>>> {
-        let mut g = self.inner.lock();
-        let ok = match g.0.get_mut(key) {
-            Some(r) if r.fence == fence && matches!(r.state, Receipt::Pending { .. }) => {
-                r.state = Receipt::Processed(result.to_vec());
-                r.expires = Instant::now() + ttl;
-                true
-            }
-            _ => false,
-        };
-        ready(Ok(ok))
+    fn complete<'a>(&'a self, key: &'a str, fence: u64, result: &'a [u8], ttl: Duration) -> BoxFuture<'a, Result<Finish, Unavailable>> {
+        ready(Ok(self.finish(key, fence, Receipt::Processed(result.to_vec()), ttl)))
     }
 
-    fn fail<'a>(&'a self, key: &'a str, fence: u64, ttl: Duration) -> BoxFuture<'a, Result<bool, Option<String>>> {
+    fn fail<'a>(&'a self, key: &'a str, fence: u64, ttl: Duration) -> BoxFuture<'a, Result<Finish, Unavailable>> {
+        ready(Ok(self.finish(key, fence, Receipt::Failed, ttl)))
+    }
+}
+
+impl MemoryReceiver {
+    fn finish(&self, key: &str, fence: u64, to: Receipt, ttl: Duration) -> Finish {
         let mut g = self.inner.lock();
-        let ok = match g.0.get_mut(key) {
+        match g.0.get_mut(key) {
             Some(r) if r.fence == fence && matches!(r.state, Receipt::Pending { .. }) => {
-                r.state = Receipt::Failed;
+                r.state = to;
                 r.expires = Instant::now() + ttl;
-                true
+                Finish::Written
             }
-            _ => false,
-        };
-        ready(Ok(ok))
+            Some(r) if r.fence == fence => Finish::AlreadyFinished,
+            _ => Finish::Lost,
+        }
     }
 }
 

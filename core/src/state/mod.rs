@@ -97,11 +97,22 @@ pub enum ClaimState {
     Failed,
 }
 
+/// What finishing a claim (`complete` or `fail`) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    Written,
+    /// This same claim was finished before (a repeated call): nothing changed.
+    AlreadyFinished,
+    /// The lease expired and another delivery holds the key: nothing written.
+    Lost,
+}
+
 /// Where the idempotent receiver's state lives. `Err(Some(why))` is the first failure of an
 /// outage, `Err(None)` a later one (see `redis::RedisConn`).
 pub trait IdempotencyStore: Send + Sync {
     fn claim<'a>(&'a self, key: &'a str, lease: Duration, ttl: Duration, retry_failed: bool) -> BoxFuture<'a, Result<ClaimState, Unavailable>>;
-    /// Stores the result if `fence` still holds the key; false when the lease was lost.
-    fn complete<'a>(&'a self, key: &'a str, fence: u64, result: &'a [u8], ttl: Duration) -> BoxFuture<'a, Result<bool, Unavailable>>;
-    fn fail<'a>(&'a self, key: &'a str, fence: u64, ttl: Duration) -> BoxFuture<'a, Result<bool, Unavailable>>;
+    /// Stores the result if `fence` still holds the key.
+    fn complete<'a>(&'a self, key: &'a str, fence: u64, result: &'a [u8], ttl: Duration) -> BoxFuture<'a, Result<Finish, Unavailable>>;
+    /// Marks the claim failed if `fence` still holds the key.
+    fn fail<'a>(&'a self, key: &'a str, fence: u64, ttl: Duration) -> BoxFuture<'a, Result<Finish, Unavailable>>;
 }

@@ -13,15 +13,15 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::{BudgetPolicy, ClaimState, IdempotencyStore, Rate, RateDecision, RateLimitStore, RetryBudgetStore, StateError};
+use super::{BudgetPolicy, ClaimState, Finish, IdempotencyStore, Rate, RateDecision, RateLimitStore, RetryBudgetStore, StateError};
 use crate::error::HarnessError;
 use crate::redact::{escape_control, redact_url};
 use crate::transport::BoxFuture;
 
 /// Longest one Redis call may take before it counts as unavailable.
-pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 /// After a failure, Redis is left alone this long.
-pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+pub const RETRY_AFTER: Duration = Duration::from_millis(500);
 
 pub use super::Unavailable;
 
@@ -246,14 +246,14 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, f, ''}
 "#;
 
-/// KEYS[1] the record; ARGV fence, new state (D/F), ttl_ms, result. 1 when written.
+/// KEYS[1] the record; ARGV fence, new state (D/F), ttl_ms, result.
+/// 1 written, 2 this fence finished it before, 0 another fence holds it (lost).
 const FINISH: &str = r#"
-if redis.call('HGET', KEYS[1], 's') == 'P' and redis.call('HGET', KEYS[1], 'f') == ARGV[1] then
-  redis.call('HSET', KEYS[1], 's', ARGV[2], 'r', ARGV[4])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return 1
-end
-return 0
+if redis.call('HGET', KEYS[1], 'f') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 's') ~= 'P' then return 2 end
+redis.call('HSET', KEYS[1], 's', ARGV[2], 'r', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
 "#;
 
 /// The idempotent receiver's state in Redis (a fleet).
@@ -274,10 +274,15 @@ impl RedisReceiver {
         })
     }
 
-    async fn finish(&self, key: &str, fence: u64, state: &str, result: &[u8], ttl: Duration) -> Result<bool, Unavailable> {
+    async fn finish(&self, key: &str, fence: u64, state: &str, result: &[u8], ttl: Duration) -> Result<Finish, Unavailable> {
+        // Results are text (bindings store JSON); anything else is refused before this point.
         let args = [fence.to_string(), state.to_string(), ttl.as_millis().to_string(), String::from_utf8_lossy(result).into_owned()];
-        let written: i64 = self.conn.script(&self.finish, &[key], &args).await?;
-        Ok(written == 1)
+        let code: i64 = self.conn.script(&self.finish, &[key], &args).await?;
+        Ok(match code {
+            1 => Finish::Written,
+            2 => Finish::AlreadyFinished,
+            _ => Finish::Lost,
+        })
     }
 }
 
@@ -295,11 +300,11 @@ impl IdempotencyStore for RedisReceiver {
         })
     }
 
-    fn complete<'a>(&'a self, key: &'a str, fence: u64, result: &'a [u8], ttl: Duration) -> BoxFuture<'a, Result<bool, Unavailable>> {
+    fn complete<'a>(&'a self, key: &'a str, fence: u64, result: &'a [u8], ttl: Duration) -> BoxFuture<'a, Result<Finish, Unavailable>> {
         Box::pin(self.finish(key, fence, "D", result, ttl))
     }
 
-    fn fail<'a>(&'a self, key: &'a str, fence: u64, ttl: Duration) -> BoxFuture<'a, Result<bool, Unavailable>> {
+    fn fail<'a>(&'a self, key: &'a str, fence: u64, ttl: Duration) -> BoxFuture<'a, Result<Finish, Unavailable>> {
         Box::pin(self.finish(key, fence, "F", b"", ttl))
     }
 }
