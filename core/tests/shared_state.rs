@@ -181,7 +181,7 @@ async fn rate_fleet_member() {
     let base = std::env::var("HARNESS_FLEET_UPSTREAM").expect("run by the fleet test");
     let redis = std::env::var("HARNESS_FLEET_REDIS").unwrap();
     let secs: f64 = std::env::var("HARNESS_FLEET_SECS").unwrap().parse().unwrap();
-    let (client, _) = make(&base, json!({"rate_limit": {"rps": 100, "burst": 5, "max_wait_ms": 0, "shared": {"redis_url": redis, "key": "fleet-limit", "expected_instances": 3}}}));
+    let (client, _) = make(&base, json!({"rate_limit": {"rps": 100, "burst": 2, "max_wait_ms": 0, "shared": {"redis_url": redis, "key": "fleet-limit", "expected_instances": 3}}}));
     let start = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(5));
     let (mut sent, mut limited, mut other) = (0, 0, 0);
