@@ -24,6 +24,8 @@ pub struct Config {
     pub services: BTreeMap<String, ServiceConfig>,
     /// Routes: a name business code calls, served by a choice of providers.
     pub routes: BTreeMap<String, crate::routing::RouteConfig>,
+    /// One audit record per request, to a rotating file (off by default).
+    pub audit: crate::observability::audit::AuditConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -70,6 +72,8 @@ pub struct ServiceConfig {
     pub auth: Option<crate::credentials::AuthConfig>,
     /// Client-side rate limit (GCRA), local or shared by a fleet; the 429 pause.
     pub rate_limit: Option<crate::ratelimit::RateLimitConfig>,
+    /// Per endpoint (`GET /orders/{id}` or `/orders/{id}`): response validation.
+    pub endpoints: BTreeMap<String, crate::validation::EndpointConfig>,
 }
 
 impl fmt::Debug for ServiceConfig {
@@ -85,6 +89,7 @@ impl fmt::Debug for ServiceConfig {
             .field("redirects", &self.redirects)
             .field("limits", &self.limits)
             .field("auth", &self.auth)
+            .field("endpoints", &self.endpoints.keys().collect::<Vec<_>>())
             .field("rate_limit", &self.rate_limit.as_ref().map(|r| (r.rps, r.burst, r.shared.as_ref().map(|s| redact_url(&s.redis_url).into_owned()))))
             .finish()
     }
@@ -338,6 +343,9 @@ impl Config {
             if let Some(rl) = &s.rate_limit {
                 rl.validate(&p("rate_limit"))?;
             }
+            for key in s.endpoints.keys() {
+                crate::validation::validate_key(name, key)?;
+            }
             if let Some(b) = &s.retry.budget_shared {
                 match url::Url::parse(&b.redis_url) {
                     Ok(u) if u.scheme() == "redis" || u.scheme() == "rediss" => {}
@@ -357,6 +365,7 @@ impl Config {
         for (name, r) in &self.routes {
             crate::routing::config::validate(name, r, &self.services)?;
         }
+        self.audit.validate()?;
         Ok(())
     }
 

@@ -36,6 +36,7 @@ pub mod runtime;
 pub mod state;
 pub mod target;
 pub mod transport;
+pub mod validation;
 
 pub use client::{Client, ClientOptions};
 pub use config::Config;

@@ -56,6 +56,7 @@ pub(crate) struct Engine {
     pub metrics: Arc<Metrics>,
     pub events: Arc<EventHub>,
     pub log: LogWriter,
+    pub audit: crate::observability::audit::AuditLog,
     pub budgets: Arc<dyn RetryBudgetStore>,
     /// Host token providers (`type: callback`), by service.
     pub providers: Providers,
@@ -89,12 +90,14 @@ impl Engine {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_os_rng(),
         };
+        let audit_dropped = metrics.audit_dropped.clone();
         Ok(Engine {
             snapshot: ArcSwap::from_pointee(snapshot),
             registry,
             metrics,
             events,
             log: LogWriter::default(),
+            audit: crate::observability::audit::AuditLog::new(audit_dropped),
             budgets,
             providers,
             fixed_transport: options.transport,
@@ -179,6 +182,7 @@ impl Engine {
         self.watcher.lock().take();
         self.log.flush();
         self.events.flush();
+        self.audit.flush();
     }
 
     /// A client built before a `fork()` holds the parent's connections and runtime:

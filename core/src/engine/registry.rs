@@ -27,7 +27,7 @@ use crate::routing::fallback::FallbackCache;
 use crate::state::redis::{RedisConn, RedisRateLimits, SharedBudget, SharedBudgetStore};
 use crate::state::{RateLimitStore, RetryBudgetStore};
 use crate::routing::health::ProviderHealth;
-use crate::observability::metrics::{EndpointLabels, Metrics, RequestLabels, ServiceLabels, TransitionLabels};
+use crate::observability::metrics::{attempt_label, AttemptLabels, AttemptLatencyLabels, EndpointLabels, Metrics, RequestLabels, ServiceLabels, TransitionLabels};
 
 /// Endpoint state idle this long, with a closed breaker, is dropped.
 pub const ENDPOINT_IDLE_EVICTION: Duration = Duration::from_secs(600);
@@ -43,6 +43,9 @@ pub(crate) struct EndpointState {
     pub breaker: Arc<CircuitBreaker>,
     pub latency: Histogram,
     pub retries: Counter,
+    /// The heatmap's commonest cell (first attempt, success) and its latency, looked up once.
+    pub first_success: Counter,
+    pub first_latency: Histogram,
     /// `harness_requests_total` handles by final status, so the hot path skips the family lookup.
     requests_by_status: RwLock<Vec<(Option<u16>, Counter)>>,
     labels: EndpointLabels,
@@ -53,6 +56,31 @@ pub(crate) struct EndpointState {
 }
 
 impl EndpointState {
+    /// Counts one attempt in the retry heatmap.
+    pub fn record_attempt(&self, metrics: &Metrics, attempt: u32, outcome: &'static str, seconds: f64) {
+        if attempt == 1 {
+            self.first_latency.observe(seconds);
+            if outcome == "success" {
+                self.first_success.inc();
+                return;
+            }
+        } else {
+            metrics
+                .attempt_latency
+                .get_or_create(&AttemptLatencyLabels { service: self.labels.service.clone(), endpoint: self.labels.endpoint.clone(), attempt: attempt_label(attempt).into() })
+                .observe(seconds);
+        }
+        metrics
+            .attempts
+            .get_or_create(&AttemptLabels {
+                service: self.labels.service.clone(),
+                endpoint: self.labels.endpoint.clone(),
+                attempt: attempt_label(attempt).into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
     pub fn requests_counter(&self, metrics: &Metrics, status: Option<u16>) -> Counter {
         if let Some((_, c)) = self.requests_by_status.read().iter().find(|(s, _)| *s == status) {
             return c.clone();
@@ -269,6 +297,16 @@ impl Registry {
             breaker,
             latency: self.metrics.latency.get_or_create(&labels).clone(),
             retries: self.metrics.retries.get_or_create(&labels).clone(),
+            first_success: self
+                .metrics
+                .attempts
+                .get_or_create(&AttemptLabels { service: labels.service.clone(), endpoint: labels.endpoint.clone(), attempt: "1".into(), outcome: "success".into() })
+                .clone(),
+            first_latency: self
+                .metrics
+                .attempt_latency
+                .get_or_create(&AttemptLatencyLabels { service: labels.service.clone(), endpoint: labels.endpoint.clone(), attempt: "1".into() })
+                .clone(),
             requests_by_status: RwLock::new(Vec::new()),
             names: (service.into(), endpoint.into(), method.into()),
             labels,

@@ -31,6 +31,8 @@ pub(crate) struct Snapshot {
     pub client_name: Arc<str>,
     pub services: HashMap<String, Arc<ServiceRuntime>>,
     pub routes: HashMap<String, Arc<RouteRuntime>>,
+    /// The audit log's masking, compiled for this config (when auditing is on).
+    pub audit_masker: Option<crate::observability::audit::Masker>,
 }
 
 /// One service, compiled.
@@ -56,9 +58,19 @@ pub(crate) struct ServiceRuntime {
     pub limiter: Option<Arc<ServiceLimiter>>,
     /// Where this service's retry budget is counted: this process, or the fleet.
     pub budgets: Arc<dyn RetryBudgetStore>,
+    /// Response schemas by endpoint key, compiled for this snapshot.
+    pub schemas: Vec<(String, Arc<crate::validation::Schema>)>,
 }
 
 impl ServiceRuntime {
+    /// The response schema for (`method`, `endpoint`), if one applies.
+    pub fn schema_for(&self, method: &str, endpoint: &str) -> Option<&Arc<crate::validation::Schema>> {
+        if self.schemas.is_empty() {
+            return None;
+        }
+        self.schemas.iter().find(|(k, _)| crate::validation::key_matches(k, method, endpoint)).map(|(_, s)| s)
+    }
+
     /// Every secret known for this request: config's and the caller's sensitive headers and query values.
     pub fn secrets_for(&self, req: &crate::request::Request) -> Secrets {
         let mut s = self.secrets.clone();
@@ -131,6 +143,7 @@ impl Snapshot {
                     credential,
                     limiter: svc.rate_limit.as_ref().map(|rl| registry.limiter(name, rl, &format!("services.{name}.rate_limit"))).transpose()?,
                     budgets: registry.budget_store(name, svc.retry.budget_shared.as_ref())?,
+                    schemas: crate::validation::compile(name, &svc.endpoints)?,
                 }),
             );
         }
@@ -141,6 +154,7 @@ impl Snapshot {
             .collect::<Result<_, _>>()?;
         let version = config.version();
         let client_name = config.client.name.as_str().into();
-        Ok(Snapshot { config: Arc::new(config), version, client_name, services, routes })
+        let audit_masker = config.audit.enabled.then(|| crate::observability::audit::Masker::new(&config.audit));
+        Ok(Snapshot { config: Arc::new(config), version, client_name, services, routes, audit_masker })
     }
 }

@@ -45,6 +45,9 @@ pub struct RequestRecord {
     /// `cache` or `static` when no provider answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<&'static str>,
+    /// `validate: warn`: where and how the 2xx body did not match its schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_violation: Option<String>,
 }
 
 impl RequestRecord {

@@ -126,6 +126,36 @@ pub struct FallbackLabels {
     pub kind: Label,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SchemaLabels {
+    pub service: Label,
+    pub endpoint: Label,
+}
+
+/// One attempt, for the retry heatmap: which attempt of its request, and how it ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLabels {
+    pub service: Label,
+    pub endpoint: Label,
+    /// `1`, `2`, ... (`10+` past nine retries).
+    pub attempt: Label,
+    /// `success`, or the error kind (`HttpStatusError`, `TimeoutError`, ...).
+    pub outcome: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLatencyLabels {
+    pub service: Label,
+    pub endpoint: Label,
+    pub attempt: Label,
+}
+
+/// The attempt number as a label (bounded: `10+` for the tenth and later).
+pub fn attempt_label(n: u32) -> &'static str {
+    const L: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    L.get(n as usize).copied().unwrap_or("10+")
+}
+
 type CostCounter = Counter<f64, std::sync::atomic::AtomicU64>;
 
 fn latency_histogram() -> Histogram {
@@ -142,12 +172,16 @@ pub struct Metrics {
     pub bulkhead_in_use: Family<ServiceLabels, Gauge>,
     pub config_reloads: Family<ReloadLabels, Counter>,
     pub events_dropped: Counter,
+    pub audit_dropped: Counter,
     pub pool_keys: Family<KeyLabels, Counter>,
     pub route_attempts: Family<RouteAttemptLabels, Counter>,
     pub cost: Family<CostLabels, CostCounter>,
     pub failed_cost: Family<CostLabels, CostCounter>,
     pub failovers: Family<FailoverLabels, Counter>,
     pub fallbacks: Family<FallbackLabels, Counter>,
+    pub schema_violations: Family<SchemaLabels, Counter>,
+    pub attempts: Family<AttemptLabels, Counter>,
+    pub attempt_latency: Family<AttemptLatencyLabels, Histogram, fn() -> Histogram>,
     pub rate_limited: Family<ServiceLabels, Counter>,
     pub rate_limit_wait: Family<ServiceLabels, Histogram, fn() -> Histogram>,
     pub rate_limit_paused: Family<ServiceLabels, Gauge>,
@@ -170,6 +204,7 @@ impl Metrics {
         let bulkhead_in_use = Family::<ServiceLabels, Gauge>::default();
         let config_reloads = Family::<ReloadLabels, Counter>::default();
         let events_dropped = Counter::default();
+        let audit_dropped = Counter::default();
         let pool_keys = Family::<KeyLabels, Counter>::default();
         registry.register("requests", "Requests completed, by final status", requests.clone());
         registry.register("errors", "Requests that ended in an error, by error kind", errors.clone());
@@ -183,6 +218,7 @@ impl Metrics {
         registry.register("bulkhead_permits_in_use", "Bulkhead permits currently held", bulkhead_in_use.clone());
         registry.register("config_reloads", "Config reloads, by result (applied or rejected)", config_reloads.clone());
         registry.register("events_dropped", "Events dropped because a listener fell behind", events_dropped.clone());
+        registry.register("audit_dropped", "Audit records dropped because the writer fell behind", audit_dropped.clone());
         registry.register("auth_pool_keys", "Key-pool use by key (name or index) and outcome", pool_keys.clone());
         let route_attempts = Family::<RouteAttemptLabels, Counter>::default();
         let cost = Family::<CostLabels, CostCounter>::default();
@@ -194,6 +230,12 @@ impl Metrics {
         registry.register("failed_attempt_cost", "Cost reported by attempts that did not become the answer", failed_cost.clone());
         registry.register("route_failovers", "Moves from one provider to another within a request", failovers.clone());
         registry.register("route_fallbacks", "Requests served a degraded answer (cache or static)", fallbacks.clone());
+        let schema_violations = Family::<SchemaLabels, Counter>::default();
+        registry.register("schema_violations", "2xx bodies that did not match the endpoint's JSON Schema (enforced or warned)", schema_violations.clone());
+        let attempts = Family::<AttemptLabels, Counter>::default();
+        let attempt_latency = Family::<AttemptLatencyLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        registry.register("attempts", "Attempts by attempt number and outcome (the retry heatmap)", attempts.clone());
+        registry.register("attempt_duration_seconds", "Time of one attempt, to its answer, by attempt number", attempt_latency.clone());
         let rate_limited = Family::<ServiceLabels, Counter>::default();
         let rate_limit_wait = Family::<ServiceLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
         let rate_limit_paused = Family::<ServiceLabels, Gauge>::default();
@@ -202,6 +244,9 @@ impl Metrics {
         registry.register("rate_limit_paused_ms", "Milliseconds left of a 429 pause, per service (0: not paused)", rate_limit_paused.clone());
         Metrics {
             registry: Mutex::new(registry),
+            schema_violations,
+            attempts,
+            attempt_latency,
             rate_limited,
             rate_limit_wait,
             rate_limit_paused,
@@ -218,6 +263,7 @@ impl Metrics {
             bulkhead_in_use,
             config_reloads,
             events_dropped,
+            audit_dropped,
             pool_keys,
         }
     }
@@ -226,6 +272,18 @@ impl Metrics {
     pub fn remove_endpoint(&self, labels: &EndpointLabels, statuses: &[String]) {
         self.latency.remove(labels);
         self.retries.remove(labels);
+        for n in 0..=10u32 {
+            let attempt: Label = attempt_label(n).into();
+            self.attempt_latency.remove(&AttemptLatencyLabels { service: labels.service.clone(), endpoint: labels.endpoint.clone(), attempt: attempt.clone() });
+            for outcome in std::iter::once("success").chain(crate::error::ErrorKind::NAMES) {
+                self.attempts.remove(&AttemptLabels {
+                    service: labels.service.clone(),
+                    endpoint: labels.endpoint.clone(),
+                    attempt: attempt.clone(),
+                    outcome: outcome.into(),
+                });
+            }
+        }
         for status in statuses {
             self.requests.remove(&RequestLabels {
                 service: labels.service.clone(),

@@ -1,6 +1,7 @@
 //! Logs, metrics, events and trace context, per client: one record per request,
 //! Prometheus text, host event sinks, W3C traceparent.
 
+pub mod audit;
 pub mod events;
 pub mod log;
 pub mod metrics;

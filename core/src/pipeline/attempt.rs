@@ -18,7 +18,9 @@ use crate::breaker::{Outcome, Permit};
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::Deadline;
 use crate::engine::registry::EndpointState;
-use crate::engine::Engine;
+use crate::observability::metrics::SchemaLabels;
+use crate::validation::ValidateMode;
+use crate::engine::{Engine, ServiceRuntime};
 use crate::error::{ErrorKind, HarnessError, TimeoutPhase, MAX_ERROR_BODY};
 use crate::host::Event;
 use crate::response::{headers_to_pairs, Response};
@@ -161,6 +163,37 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
         None => None,
     };
 
+    let started = Instant::now();
+    let once = exchange(engine, call, ep, &svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle).await;
+    // The retry heatmap: every attempt that was sent, by number and outcome.
+    let outcome = match &once {
+        Once::Reached(_) => Some("success"),
+        Once::Failed(c) => Some(c.error.name()),
+        Once::Replay => Some("AuthError"),
+        _ => None,
+    };
+    if let Some(outcome) = outcome {
+        ep.record_attempt(&engine.metrics, call.attempts, outcome, started.elapsed().as_secs_f64());
+    }
+    once
+}
+
+/// Sends one attempt and reads its answer (the head, for a stream).
+#[allow(clippy::too_many_arguments)]
+async fn exchange(
+    engine: &Engine,
+    call: &mut Call,
+    ep: &EndpointState,
+    svc: &ServiceRuntime,
+    request: crate::transport::OutgoingRequest,
+    applied: Option<crate::credentials::Applied>,
+    breaker: Permit,
+    bulkhead_permit: BulkheadPermit,
+    mode: Mode,
+    response_timeout: Duration,
+    idle: Duration,
+) -> Once {
+    let cfg = &svc.config;
     let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
     let timer = tokio::time::sleep_until(until);
     tokio::pin!(timer);
@@ -187,6 +220,22 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
             drop(bulkhead_permit);
             match read {
                 Ok(body) => {
+                    // Response validation: a 2xx JSON body against the endpoint's schema.
+                    let (_, endpoint, method) = &ep.names;
+                    if let Some(schema) = svc.schema_for(method, endpoint).filter(|_| (200..300).contains(&status)) {
+                        if let Err(what) = schema.check(&body) {
+                            let (service, endpoint, _) = &ep.names;
+                            engine.metrics.schema_violations.get_or_create(&SchemaLabels { service: service.as_ref().into(), endpoint: endpoint.as_ref().into() }).inc();
+                            if schema.mode == ValidateMode::Enforce {
+                                let health = if schema.breaker_counts { Outcome::Failure } else { Outcome::Success };
+                                breaker.record(health, &cfg.breaker);
+                                let mut error = crate::validation::error(status, &what);
+                                error.body = Some(if body.len() > MAX_ERROR_BODY { Bytes::copy_from_slice(&body[..MAX_ERROR_BODY]) } else { body });
+                                return Once::Failed(Classified { failure: Failure::Protocol, health, error, retry_after: None });
+                            }
+                            call.schema_violation = Some(what);
+                        }
+                    }
                     breaker.record(Outcome::Success, &cfg.breaker);
                     let resp = Response { status, headers, body, elapsed_ms: 0.0, attempts: call.attempts, trace_id: String::new(), routed: None };
                     Once::Reached(Reached::Buffered(resp))

@@ -87,6 +87,8 @@ pub(crate) struct Call {
     first: Option<OutgoingRequest>,
     /// Set when the request named a route.
     pub route: Option<Box<route::RouteCall>>,
+    /// `validate: warn` found the answer off its schema (for the record).
+    pub schema_violation: Option<String>,
 }
 
 impl Call {
@@ -125,7 +127,7 @@ impl Call {
         let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc.config.timeouts.request_ms));
         let deadline = Deadline::after(timeout);
         svc.budgets.deposit(&svc.name, &svc.budget);
-        Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, auth_replayed: false, first: Some(first), route: None })
+        Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, auth_replayed: false, first: Some(first), route: None, schema_violation: None })
     }
 
     /// The request for the next attempt: the prebuilt one first, rebuilt for a retry
@@ -154,7 +156,7 @@ impl Call {
             Ok(r) => Some(r.status()),
             Err(e) => e.status,
         };
-        self.observe(engine, elapsed_ms, status, result.as_ref().err(), streamed);
+        self.observe_with(engine, elapsed_ms, status, result.as_ref().err(), streamed, result.as_ref().ok().and_then(|r| r.body()));
         result
     }
 
@@ -172,6 +174,11 @@ impl Call {
     }
 
     pub(crate) fn observe(&self, engine: &Engine, elapsed_ms: f64, status: Option<u16>, error: Option<&HarnessError>, streamed: bool) {
+        self.observe_with(engine, elapsed_ms, status, error, streamed, None)
+    }
+
+    /// `observe`, with the answer's body for an audit record that includes bodies.
+    pub(crate) fn observe_with(&self, engine: &Engine, elapsed_ms: f64, status: Option<u16>, error: Option<&HarnessError>, streamed: bool, response: Option<&bytes::Bytes>) {
         let m = &engine.metrics;
         let ep = &self.ep;
         ep.latency.observe(elapsed_ms / 1000.0);
@@ -186,6 +193,9 @@ impl Call {
                     kind: e.name().into(),
                 })
                 .inc();
+        }
+        if let Some(masker) = &self.snapshot.audit_masker {
+            self.audit(engine, masker, elapsed_ms, status, error, response);
         }
         let log = &self.snapshot.config.log;
         if !log.enabled && !engine.events.is_active() {
@@ -213,6 +223,7 @@ impl Call {
             model: None,
             cost: None,
             fallback: None,
+            schema_violation: self.schema_violation.clone(),
         };
         let mut record = record;
         if let Some(rc) = &self.route {
@@ -233,10 +244,48 @@ impl Call {
     }
 }
 
+impl Call {
+    /// One audit record: who asked for what, and how it ended; bodies only when asked, masked.
+    fn audit(&self, engine: &Engine, masker: &crate::observability::audit::Masker, elapsed_ms: f64, status: Option<u16>, error: Option<&HarnessError>, response: Option<&bytes::Bytes>) {
+        let cfg = &self.snapshot.config.audit;
+        let (service, endpoint, method) = &self.ep.names;
+        let request_bytes = match &self.req.body {
+            Body::Empty => None,
+            Body::Bytes(b) | Body::JsonText(b) => Some(b.clone()),
+            Body::Json(v) => serde_json::to_vec(v).ok().map(bytes::Bytes::from),
+        };
+        let secrets = self.svc.secrets_for(&self.req);
+        let (request_body, response_body) = crate::observability::audit::bodies(cfg, masker, request_bytes.as_ref(), response, &secrets);
+        let route = self.route.as_ref();
+        let record = crate::observability::audit::AuditRecord {
+            ts_ms: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+            client: self.snapshot.client_name.clone(),
+            principal: None,
+            service: service.clone(),
+            provider: route.and_then(|r| r.answered.or(r.current)).map(|i| route.expect("route").rt.providers[i].id.clone()),
+            endpoint: endpoint.clone(),
+            method: method.clone(),
+            status,
+            outcome: error.map(|e| e.name()).unwrap_or("ok"),
+            attempts: self.attempts,
+            duration_ms: (elapsed_ms * 1000.0).round() / 1000.0,
+            cost: route.and_then(|r| r.cost),
+            trace_id: self.trace.trace_id.to_string(),
+            request_body,
+            response_body,
+        };
+        engine.audit.write(&cfg.sink, record);
+    }
+}
+
 /// A successful result the pipeline stamps before returning it.
 trait Finished {
     fn stamp(&mut self, elapsed_ms: f64, trace_id: &str);
     fn status(&self) -> u16;
+    /// The whole body, when there is one (not for a stream).
+    fn body(&self) -> Option<&bytes::Bytes> {
+        None
+    }
 }
 
 impl Finished for Response {
@@ -246,6 +295,9 @@ impl Finished for Response {
     }
     fn status(&self) -> u16 {
         self.status
+    }
+    fn body(&self) -> Option<&bytes::Bytes> {
+        Some(&self.body)
     }
 }
 

@@ -244,6 +244,7 @@ pub(crate) fn start(
         auth_replayed: false,
         first: None,
         route: Some(Box::new(rc)),
+        schema_violation: None,
     })
 }
 

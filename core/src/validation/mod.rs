@@ -1,0 +1,165 @@
+//! Response validation: a 2xx JSON body checked against the endpoint's JSON Schema.
+//!
+//! Guarantees: schemas are compiled once per config snapshot (a reload recompiles
+//! them); a missing file or an invalid schema is a `ConfigError` naming the field;
+//! `enforce` turns a non-matching body into `SchemaError` naming the JSON pointer and
+//! what did not match (never the body's values: the message is masked), counted by
+//! the breaker only with `breaker_counts`; `warn` returns the response and counts the
+//! drift (`harness_schema_violations_total`, an event, a log field); streamed bodies
+//! are not validated.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{ErrorKind, HarnessError};
+use crate::redact::{escape_control, truncate_chars};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValidateMode {
+    /// A non-matching body is a `SchemaError`.
+    #[default]
+    Enforce,
+    /// The body is returned; the drift is counted and reported.
+    Warn,
+    Off,
+}
+
+/// `services.<name>.endpoints.<"METHOD /template" or "/template">`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EndpointConfig {
+    /// A schema file path (relative to the working directory) or the schema itself.
+    pub response_schema: Option<Value>,
+    pub validate: ValidateMode,
+    /// A `SchemaError` counts as a downstream failure for the breaker.
+    pub breaker_counts: bool,
+}
+
+/// One endpoint's compiled schema.
+pub struct Schema {
+    validator: jsonschema::Validator,
+    pub mode: ValidateMode,
+    pub breaker_counts: bool,
+}
+
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Schema").field("mode", &self.mode).finish_non_exhaustive()
+    }
+}
+
+/// Most mismatches named in one error.
+const MAX_NAMED: usize = 3;
+
+impl Schema {
+    /// Checks `body`; `Err(what)` names where and what did not match.
+    pub fn check(&self, body: &[u8]) -> Result<(), String> {
+        let value: Value = match crate::json::parse_checked(std::str::from_utf8(body).unwrap_or("")) {
+            Ok(v) => v,
+            Err(_) => return Err("the body is not JSON".into()),
+        };
+        let mut named = Vec::new();
+        let mut more = 0;
+        for e in self.validator.iter_errors(&value) {
+            if named.len() < MAX_NAMED {
+                let pointer = e.instance_path().to_string();
+                let at = if pointer.is_empty() { "/".to_string() } else { pointer };
+                named.push(format!("at {at}: {}", e.masked()));
+            } else {
+                more += 1;
+            }
+        }
+        if named.is_empty() {
+            return Ok(());
+        }
+        let mut text = named.join("; ");
+        if more > 0 {
+            text.push_str(&format!(" (and {more} more)"));
+        }
+        Err(truncate_chars(&escape_control(&text), 600))
+    }
+}
+
+/// Compiles every endpoint schema of a service.
+pub fn compile(service: &str, endpoints: &BTreeMap<String, EndpointConfig>) -> Result<Vec<(String, Arc<Schema>)>, HarnessError> {
+    let mut out = Vec::new();
+    for (key, ep) in endpoints {
+        let field = format!("services.{service}.endpoints.{}.response_schema", escape_control(key));
+        let Some(source) = &ep.response_schema else { continue };
+        if ep.validate == ValidateMode::Off {
+            continue;
+        }
+        let schema: Value = match source {
+            Value::String(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| HarnessError::config(format!("{field}: cannot read {:?}: {e}", escape_control(path))))?;
+                crate::json::parse_checked(&text).map_err(|e| HarnessError::config(format!("{field}: {:?} is not JSON: {e}", escape_control(path))))?
+            }
+            Value::Object(_) | Value::Bool(_) => source.clone(),
+            _ => return Err(HarnessError::config(format!("{field}: expected a file path or a JSON Schema object"))),
+        };
+        let validator = jsonschema::validator_for(&schema).map_err(|e| HarnessError::config(format!("{field}: not a valid JSON Schema: {}", e.masked())))?;
+        out.push((key.clone(), Arc::new(Schema { validator, mode: ep.validate, breaker_counts: ep.breaker_counts })));
+    }
+    Ok(out)
+}
+
+/// Checks an endpoint key (`GET /orders/{id}` or `/orders/{id}`).
+pub fn validate_key(service: &str, key: &str) -> Result<(), HarnessError> {
+    if key.is_empty() || key.chars().any(char::is_control) || key.len() > 300 {
+        return Err(HarnessError::config(format!("services.{service}.endpoints: an endpoint key must be printable, got {:?}", escape_control(key))));
+    }
+    Ok(())
+}
+
+/// Whether `key` names (`method`, `endpoint`): `METHOD /template` or the template for any method.
+pub fn key_matches(key: &str, method: &str, endpoint: &str) -> bool {
+    key == endpoint || key.split_once(' ').is_some_and(|(m, e)| m.eq_ignore_ascii_case(method) && e == endpoint)
+}
+
+/// The `SchemaError` for an enforced mismatch.
+pub fn error(status: u16, what: &str) -> HarnessError {
+    let mut e = HarnessError::new(ErrorKind::Schema, format!("the response does not match the endpoint's schema: {what}"));
+    e.status = Some(status);
+    e.code = Some("schema_mismatch".into());
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema(v: Value) -> Schema {
+        let mut eps = BTreeMap::new();
+        eps.insert("GET /o/{id}".to_string(), EndpointConfig { response_schema: Some(v), ..Default::default() });
+        let (_, s) = compile("svc", &eps).unwrap().pop().unwrap();
+        Arc::try_unwrap(s).unwrap()
+    }
+
+    #[test]
+    fn mismatches_name_the_pointer_and_never_the_value() {
+        let s = schema(json!({"type": "object", "required": ["id", "total"], "properties": {"total": {"type": "number"}}}));
+        assert!(s.check(br#"{"id": 1, "total": 9.5}"#).is_ok());
+        let why = s.check(br#"{"id": 1, "total": "4111-1111-1111-1111"}"#).unwrap_err();
+        assert!(why.contains("at /total") && why.contains("number"), "{why}");
+        assert!(!why.contains("4111"), "the value is masked: {why}");
+        let why = s.check(br#"{"total": 1}"#).unwrap_err();
+        assert!(why.contains("at /:") && why.contains("id"), "{why}");
+        assert_eq!(s.check(b"<html>").unwrap_err(), "the body is not JSON");
+    }
+
+    #[test]
+    fn bad_schemas_and_files_are_config_errors_naming_the_field() {
+        let mut eps = BTreeMap::new();
+        eps.insert("GET /x".to_string(), EndpointConfig { response_schema: Some(json!({"type": 12})), ..Default::default() });
+        let e = compile("orders", &eps).unwrap_err();
+        assert!(e.message.starts_with("services.orders.endpoints.GET /x.response_schema: not a valid JSON Schema"), "{}", e.message);
+        eps.insert("GET /x".to_string(), EndpointConfig { response_schema: Some(json!("/nonexistent/schema.json")), ..Default::default() });
+        assert!(compile("orders", &eps).unwrap_err().message.contains("cannot read"));
+        assert!(key_matches("GET /o/{id}", "GET", "/o/{id}") && key_matches("/o/{id}", "POST", "/o/{id}") && !key_matches("POST /o/{id}", "GET", "/o/{id}"));
+    }
+}
