@@ -20,7 +20,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # pip >= 21.3 builds a local directory in place, which maturin needs to find the workspace.
 "$VENV/bin/python" -m pip install --quiet --upgrade 'pip>=23'
-"$VENV/bin/python" -m pip install --quiet pytest
+"$VENV/bin/python" -m pip install --quiet pytest -r bindings-python/tests/requirements.txt
 # Tests use a debug build (faster to compile, shares the workspace's debug artifacts);
 # a plain `pip install ./bindings-python` builds release, as the benchmark wants.
 MATURIN_PEP517_ARGS="${MATURIN_PEP517_ARGS:---profile dev}" \

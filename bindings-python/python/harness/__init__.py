@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from . import _native
+from . import _native, _otel
 from ._credentials import TokenProvider as _TokenProvider
 from ._events import Event, _AsyncListener
 from ._errors import (
@@ -949,9 +949,12 @@ class Client(_Base):
 
         ``params`` and ``headers`` are a mapping or a list of pairs; ``json`` is a
         JSON-serialisable value and ``content`` raw bytes (not both).
-        ``timeout_ms`` overrides the service's total timeout. Raises a
-        ``HarnessError`` subclass on failure.
+        ``timeout_ms`` overrides the service's total timeout. ``traceparent`` (or a
+        ``traceparent`` header) continues a W3C trace; without one, the host's active
+        OpenTelemetry span, if any, is the parent. Raises a ``HarnessError`` subclass on failure.
         """
+        if traceparent is None:
+            traceparent, headers = _otel.parent(headers)
         return Response(
             *self._native.request(
                 service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent
@@ -981,6 +984,8 @@ class Client(_Base):
         there). ``timeouts.idle_ms`` bounds the wait for each chunk, the total timeout the whole
         body. Leaving the block frees the connection and the permit at once.
         """
+        if traceparent is None:
+            traceparent, headers = _otel.parent(headers)
         args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent)
         native = self._native
         return _StreamCall(lambda: native.stream(*args))
@@ -1005,9 +1010,12 @@ class Client(_Base):
         (``temperature=0.2``, ``max_tokens=64``, ``tools=[...]``; ``model`` is set per provider).
         ``extra_body`` holds parameters that cannot be keywords (a name such as ``timeout_ms``);
         ``extra_headers`` (a mapping or pairs) are HTTP headers, ``timeout_ms`` bounds the whole
-        call, ``traceparent`` continues a trace. Raises a ``HarnessError`` subclass on failure
-        (``NoHealthyProviderError`` lists each provider's last error in ``provider_errors``).
+        call, ``traceparent`` continues a trace (else the active OpenTelemetry span is the
+        parent). Raises a ``HarnessError`` subclass on failure (``NoHealthyProviderError``
+        lists each provider's last error in ``provider_errors``).
         """
+        if traceparent is None:
+            traceparent, extra_headers = _otel.parent(extra_headers)
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
         return ChatResponse(**self._native.chat(*args))
 
@@ -1029,6 +1037,8 @@ class Client(_Base):
         ``for chunk in client.chat_stream("chat", messages): ...``, or in a ``with`` block.
         Leaving the loop early cancels the answer.
         """
+        if traceparent is None:
+            traceparent, extra_headers = _otel.parent(extra_headers)
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
         return ChatStream(self._native.chat_stream(*args))
 
@@ -1087,6 +1097,8 @@ class AsyncClient(_Base):
 
         Same arguments as ``Client.request``. Raises a ``HarnessError`` subclass on failure.
         """
+        if traceparent is None:
+            traceparent, headers = _otel.parent(headers)
         loop = asyncio.get_running_loop()
         bridge = _BRIDGES.get(loop) or _bridge(loop)
         future = loop.create_future()
@@ -1121,6 +1133,8 @@ class AsyncClient(_Base):
         Same arguments as ``request``. Leaving the block or cancelling the task frees the
         connection and the permit at once.
         """
+        if traceparent is None:
+            traceparent, headers = _otel.parent(headers)
         args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent)
         return _AsyncStreamCall(self._native, args)
 
@@ -1138,6 +1152,8 @@ class AsyncClient(_Base):
     ) -> ChatResponse:
         """One chat answer on an ``openai-compatible`` route; same arguments as ``Client.chat``.
         Cancelling the task cancels the call in Rust and frees its permits."""
+        if traceparent is None:
+            traceparent, extra_headers = _otel.parent(extra_headers)
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -1166,6 +1182,8 @@ class AsyncClient(_Base):
         Same arguments as ``Client.chat``. The call is sent when the stream is first awaited,
         entered or iterated, and its errors (bad arguments included) raise there. Leaving the
         loop early or cancelling the task cancels the answer."""
+        if traceparent is None:
+            traceparent, extra_headers = _otel.parent(extra_headers)
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
         return AsyncChatStream(self._native, args)
 
