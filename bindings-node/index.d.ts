@@ -208,7 +208,10 @@ export interface CallOptions {
   idempotencyKey?: string
   /** Overrides the service's total timeout (`timeouts.request_ms`), in milliseconds. */
   timeoutMs?: number
-  /** The caller's W3C `traceparent`, continued downstream. */
+  /**
+   * The caller's W3C `traceparent`, continued downstream. Without it (or a `traceparent` header),
+   * the active OpenTelemetry span's, when `@opentelemetry/api` is installed.
+   */
   traceparent?: string
   /**
    * Aborting it cancels the request in Rust (freeing its permits); the promise rejects with `CancelledError`.
@@ -342,7 +345,10 @@ export interface ChatOptions {
   headers?: Pairs
   /** Overrides the route's total deadline, in milliseconds. */
   timeoutMs?: number
-  /** The caller's W3C `traceparent`, continued downstream. */
+  /**
+   * The caller's W3C `traceparent`, continued downstream. Without it (or a `traceparent` header),
+   * the active OpenTelemetry span's, when `@opentelemetry/api` is installed.
+   */
   traceparent?: string
   /**
    * Aborting it cancels the call in Rust (freeing its permits); the promise rejects with

@@ -21,6 +21,46 @@ function loadNative() {
 
 const native = loadNative()
 
+// ---------------------------------------------------------------- OpenTelemetry (optional)
+
+// `@opentelemetry/api` is an optional peer dependency: looked up on the first call, and when it
+// is not installed (or does not load) every call goes out exactly as without it.
+let otel // undefined: not looked up yet; null: absent
+function otelApi() {
+  if (otel === undefined) {
+    try {
+      const api = require('@opentelemetry/api')
+      otel = typeof api.trace?.getSpanContext === 'function' && typeof api.isSpanContextValid === 'function' ? api : null
+    } catch {
+      otel = null
+    }
+  }
+  return otel
+}
+
+// The W3C `traceparent` of the host's active, valid OpenTelemetry span (so the core's span is its
+// child), or undefined.
+function activeTraceparent() {
+  const api = otelApi()
+  if (api === null) return undefined
+  const sc = api.trace.getSpanContext(api.context.active())
+  if (sc === undefined || !api.isSpanContextValid(sc)) return undefined
+  // The API accepts upper-case hex; W3C (and the core) only lower-case.
+  return `00-${sc.traceId.toLowerCase()}-${sc.spanId.toLowerCase()}-${sc.traceFlags & 1 ? '01' : '00'}`
+}
+
+// One call's parent trace: the caller's own (the option, or a `traceparent` header, which the
+// core reads when the option is absent), else the host's active OpenTelemetry span.
+function callTraceparent(explicit, headers) {
+  if (explicit !== undefined) return explicit
+  if (headers !== undefined) {
+    for (let i = 0; i < headers.length; i += 2) {
+      if (headers[i].toLowerCase() === 'traceparent') return undefined
+    }
+  }
+  return activeTraceparent()
+}
+
 // ---------------------------------------------------------------- errors
 
 /** Base class of every Harness error; `code` is the class name (the error kind). */
@@ -701,7 +741,7 @@ function send(nativeClient, streaming, service, method, path, opts) {
     query = flatPairs(opts.query, 'query')
     headers = flatPairs(opts.headers, 'headers')
     idempotencyKey = optString(opts.idempotencyKey, 'idempotencyKey')
-    traceparent = optString(opts.traceparent, 'traceparent')
+    traceparent = callTraceparent(optString(opts.traceparent, 'traceparent'), headers)
     if (opts.json !== undefined) json = jsonText(opts.json, 'json')
     if (opts.body !== undefined && opts.body !== null) body = bodyBytes(opts.body)
     timeoutMs = opts.timeoutMs
@@ -759,7 +799,7 @@ function sendChat(nativeClient, streaming, route, request, opts) {
     messages = m === undefined ? 'null' : jsonText(m, 'messages')
     if (Object.keys(rest).length > 0) params = jsonText(rest, 'params')
     headers = flatPairs(opts.headers, 'headers')
-    traceparent = optString(opts.traceparent, 'traceparent')
+    traceparent = callTraceparent(optString(opts.traceparent, 'traceparent'), headers)
     timeoutMs = opts.timeoutMs
     if (timeoutMs === null) timeoutMs = undefined
     if (timeoutMs !== undefined && typeof timeoutMs !== 'number') {
