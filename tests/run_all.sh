@@ -22,6 +22,9 @@ echo "== Rust: core, upstream, cli"
 cargo test --workspace --exclude harness-python --exclude harness-node --exclude uniffi-bindgen --exclude harness-bench
 cargo build -p harness-upstream
 
+echo "== shipped alert rules and dashboard queries (promtool)"
+bash tests/check_observability.sh
+
 for binding in python node kotlin; do
   echo "== ${binding} binding"
   bash "bindings-${binding}/test.sh"

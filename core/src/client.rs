@@ -281,6 +281,13 @@ impl Client {
     /// The Prometheus text exposition of this client's metrics.
     pub fn metrics_text(&self) -> String {
         self.engine.registry.maybe_sweep();
+        self.engine.registry.refresh_breaker_gauges();
+        for rt in self.engine.snapshot().routes.values() {
+            for p in &rt.providers {
+                let labels = crate::observability::metrics::ProviderLabels { route: rt.name.as_ref().into(), provider: p.id.as_ref().into() };
+                self.engine.metrics.provider_health.get_or_create(&labels).set(p.health.score(rt.window));
+            }
+        }
         for l in self.engine.registry.limiters() {
             let labels = crate::observability::metrics::ServiceLabels { service: l.service.as_ref().into() };
             self.engine.metrics.rate_limit_paused.get_or_create(&labels).set(l.paused_ms() as i64);

@@ -132,3 +132,39 @@ async fn audit_records_are_masked_and_hold_no_secret() {
     assert_eq!(rec["trace_id"].as_str().unwrap().len(), 32);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn every_series_the_dashboard_and_alerts_use_is_one_the_core_exports() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let text = std::fs::read_to_string(format!("{root}/dashboards/harness.json")).unwrap()
+        + &std::fs::read_to_string(format!("{root}/alerts/harness.rules.yml")).unwrap();
+    // The families the core registers (an empty family prints nothing, so read the registrations).
+    let source = std::fs::read_to_string(format!("{root}/core/src/observability/metrics.rs")).unwrap();
+    let registered: Vec<String> = source
+        .split("registry.register(")
+        .skip(1)
+        .filter_map(|r| r.trim_start().strip_prefix('"'))
+        .map(|r| format!("harness_{}", r.split('"').next().unwrap()))
+        .collect();
+    assert!(registered.len() >= 25 && registered.iter().any(|r| r == "harness_request_duration_seconds"), "{registered:?}");
+    let mut names: Vec<String> = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(at) = text[i..].find("harness_") {
+        let start = i + at;
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        names.push(text[start..end].to_string());
+        i = end;
+    }
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= 14, "{names:?}");
+    for name in names.iter().filter(|n| !n.starts_with("harness_dashboard")) {
+        // A family is declared by `# TYPE <base> ...`; samples add _total/_bucket/_count/_sum.
+        let base = ["_total", "_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name);
+        assert!(registered.iter().any(|r| r == base), "{name} is used by the dashboard or alerts but not exported");
+    }
+}

@@ -66,6 +66,8 @@ pub struct RefreshingToken {
     /// A fleet-wide copy in Redis, and what to do (once per outage) when it is unavailable.
     shared: Option<Shared>,
     shared_down: std::sync::atomic::AtomicBool,
+    /// `harness_token_refreshes_total{service,outcome}`: (success, failure).
+    counters: Option<(prometheus_client::metrics::counter::Counter, prometheus_client::metrics::counter::Counter)>,
 }
 
 /// What the state API shows of a token (never the token).
@@ -112,7 +114,7 @@ impl Drop for RefreshGuard {
 impl RefreshingToken {
     #[cfg(test)]
     pub(crate) fn new(service: &str, provider: ProviderSlot, thresholds: Thresholds) -> Arc<Self> {
-        Self::with_shared(service, provider, thresholds, None)
+        Self::with_shared(service, provider, thresholds, None, None)
     }
 
     pub(crate) fn with_shared(
@@ -120,8 +122,10 @@ impl RefreshingToken {
         provider: ProviderSlot,
         thresholds: Thresholds,
         shared: Option<Shared>,
+        counters: Option<(prometheus_client::metrics::counter::Counter, prometheus_client::metrics::counter::Counter)>,
     ) -> Arc<Self> {
         Arc::new(RefreshingToken {
+            counters,
             state: Mutex::new(State::default()),
             provider,
             thresholds,
@@ -281,6 +285,9 @@ impl RefreshingToken {
                     };
                     st.token = Some(Cached { value: token.value, expires_at: token.expires_in.map(|d| Instant::now() + d), soft, hard });
                     st.last_error = None;
+                    if let Some((ok, _)) = &this.counters {
+                        ok.inc();
+                    }
                 }
                 Err(e) => {
                     let message = crate::redact::escape_control(&e.message).into_owned();
@@ -288,6 +295,9 @@ impl RefreshingToken {
                         st.dead = Some(message.clone());
                     }
                     st.last_error = Some(message);
+                    if let Some((_, failed)) = &this.counters {
+                        failed.inc();
+                    }
                 }
             }
             drop(st);

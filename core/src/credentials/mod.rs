@@ -274,11 +274,11 @@ impl Credential {
                     scope: cfg.scope.clone(),
                     transport: Arc::new(ReqwestTransport::new(&endpoint, "harness-oauth2")?),
                 });
-                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared))
+                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared, Some(metrics.refresh_counters(service))))
             }
             AuthType::Callback => {
                 let (providers, name) = (providers.clone(), service.to_string());
-                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared))
+                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared, Some(metrics.refresh_counters(service))))
             }
             _ if !keys.is_empty() => Source::Pool(KeyPool::new(service, keys).with_metrics(metrics.pool_keys.clone())),
             _ => Source::Fixed(token.expect("validated")),

@@ -352,6 +352,18 @@ impl Registry {
         }
     }
 
+    /// Sets the breaker-state gauges from every endpoint's breaker (at a metrics read).
+    pub fn refresh_breaker_gauges(&self) {
+        for e in self.endpoints.read().map.values() {
+            let v = match e.breaker.state() {
+                BreakerState::Closed => 0,
+                BreakerState::HalfOpen => 1,
+                BreakerState::Open => 2,
+            };
+            self.metrics.breaker_state.get_or_create(&e.labels).set(v);
+        }
+    }
+
     /// How many endpoint states are held (all services, `{other}` included).
     pub fn endpoint_count(&self) -> usize {
         self.endpoints.read().map.len()

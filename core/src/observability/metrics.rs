@@ -127,6 +127,19 @@ pub struct FallbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub service: Label,
+    /// `success` or `failure`.
+    pub outcome: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabels {
+    pub route: Label,
+    pub provider: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SchemaLabels {
     pub service: Label,
     pub endpoint: Label,
@@ -180,6 +193,12 @@ pub struct Metrics {
     pub failovers: Family<FailoverLabels, Counter>,
     pub fallbacks: Family<FallbackLabels, Counter>,
     pub schema_violations: Family<SchemaLabels, Counter>,
+    pub token_refreshes: Family<OutcomeLabels, Counter>,
+    pub budget_exhausted: Family<ServiceLabels, Counter>,
+    /// 0 closed, 1 half-open, 2 open; set when metrics are read.
+    pub breaker_state: Family<EndpointLabels, Gauge>,
+    /// 0.0 to 1.0 per route and provider; set when metrics are read.
+    pub provider_health: Family<ProviderLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub attempts: Family<AttemptLabels, Counter>,
     pub attempt_latency: Family<AttemptLatencyLabels, Histogram, fn() -> Histogram>,
     pub rate_limited: Family<ServiceLabels, Counter>,
@@ -230,6 +249,14 @@ impl Metrics {
         registry.register("failed_attempt_cost", "Cost reported by attempts that did not become the answer", failed_cost.clone());
         registry.register("route_failovers", "Moves from one provider to another within a request", failovers.clone());
         registry.register("route_fallbacks", "Requests served a degraded answer (cache or static)", fallbacks.clone());
+        let token_refreshes = Family::<OutcomeLabels, Counter>::default();
+        let budget_exhausted = Family::<ServiceLabels, Counter>::default();
+        let breaker_state = Family::<EndpointLabels, Gauge>::default();
+        let provider_health = Family::<ProviderLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register("token_refreshes", "Credential refreshes by outcome", token_refreshes.clone());
+        registry.register("retry_budget_exhausted", "Retries refused because the retry budget was spent", budget_exhausted.clone());
+        registry.register("breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open", breaker_state.clone());
+        registry.register("provider_health", "A route provider's health score, 0 to 1", provider_health.clone());
         let schema_violations = Family::<SchemaLabels, Counter>::default();
         registry.register("schema_violations", "2xx bodies that did not match the endpoint's JSON Schema (enforced or warned)", schema_violations.clone());
         let attempts = Family::<AttemptLabels, Counter>::default();
@@ -245,6 +272,10 @@ impl Metrics {
         Metrics {
             registry: Mutex::new(registry),
             schema_violations,
+            token_refreshes,
+            budget_exhausted,
+            breaker_state,
+            provider_health,
             attempts,
             attempt_latency,
             rate_limited,
@@ -268,9 +299,16 @@ impl Metrics {
         }
     }
 
+    /// The (success, failure) refresh counters of a service's credential.
+    pub fn refresh_counters(&self, service: &str) -> (Counter, Counter) {
+        let get = |outcome: &str| self.token_refreshes.get_or_create(&OutcomeLabels { service: service.into(), outcome: outcome.into() }).clone();
+        (get("success"), get("failure"))
+    }
+
     /// Drops every series of one endpoint (its state was evicted).
     pub fn remove_endpoint(&self, labels: &EndpointLabels, statuses: &[String]) {
         self.latency.remove(labels);
+        self.breaker_state.remove(labels);
         self.retries.remove(labels);
         for n in 0..=10u32 {
             let attempt: Label = attempt_label(n).into();

@@ -84,7 +84,11 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
         }
         let delay = retry::delay_for(call.attempts, &cfg.retry, classified.retry_after, engine.jitter());
         // Never sleep past the deadline: when the wait cannot fit, fail now.
-        if !call.deadline.fits(delay) || !svc.budgets.withdraw(&svc.name, &svc.budget).await.unwrap_or(false) {
+        if !call.deadline.fits(delay) {
+            return Err(classified.error);
+        }
+        if !svc.budgets.withdraw(&svc.name, &svc.budget).await.unwrap_or(false) {
+            engine.metrics.budget_exhausted.get_or_create(&crate::observability::metrics::ServiceLabels { service: svc.name.as_ref().into() }).inc();
             return Err(classified.error);
         }
         call.ep.retries.inc();
