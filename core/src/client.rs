@@ -65,7 +65,9 @@ impl Client {
     pub fn with_options(config: Config, options: ClientOptions) -> Result<Client, HarnessError> {
         // The runtime must exist (and not be a fork's) before any pool is built.
         runtime::handle()?;
-        Ok(Client { engine: Arc::new(Engine::new(config, options)?) })
+        let engine = Arc::new(Engine::new(config, options)?);
+        engine.sync_scrape()?;
+        Ok(Client { engine })
     }
 
     /// Runs one request through the pipeline on the caller's tokio runtime.
@@ -280,19 +282,7 @@ impl Client {
 
     /// The Prometheus text exposition of this client's metrics.
     pub fn metrics_text(&self) -> String {
-        self.engine.registry.maybe_sweep();
-        self.engine.registry.refresh_breaker_gauges();
-        for rt in self.engine.snapshot().routes.values() {
-            for p in &rt.providers {
-                let labels = crate::observability::metrics::ProviderLabels { route: rt.name.as_ref().into(), provider: p.id.as_ref().into() };
-                self.engine.metrics.provider_health.get_or_create(&labels).set(p.health.score(rt.window));
-            }
-        }
-        for l in self.engine.registry.limiters() {
-            let labels = crate::observability::metrics::ServiceLabels { service: l.service.as_ref().into() };
-            self.engine.metrics.rate_limit_paused.get_or_create(&labels).set(l.paused_ms() as i64);
-        }
-        self.engine.metrics.encode()
+        self.engine.metrics_text()
     }
 
     /// The breaker state for (service, endpoint, method); `endpoint` defaults to the

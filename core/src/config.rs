@@ -26,6 +26,15 @@ pub struct Config {
     pub routes: BTreeMap<String, crate::routing::RouteConfig>,
     /// One audit record per request, to a rotating file (off by default).
     pub audit: crate::observability::audit::AuditConfig,
+    pub metrics: MetricsConfig,
+}
+
+/// `metrics:` (the text is always available from the client's `metrics()`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Serve `GET /metrics` on this address (e.g. `127.0.0.1:9464`).
+    pub listen: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -366,6 +375,11 @@ impl Config {
             crate::routing::config::validate(name, r, &self.services)?;
         }
         self.audit.validate()?;
+        if let Some(l) = &self.metrics.listen {
+            if l.parse::<std::net::SocketAddr>().is_err() {
+                return Err(bad("metrics.listen".into(), format!("expected host:port with an IP address (e.g. 127.0.0.1:9464), got {:?}", escape_control(l))));
+            }
+        }
         Ok(())
     }
 

@@ -168,3 +168,26 @@ fn every_series_the_dashboard_and_alerts_use_is_one_the_core_exports() {
         assert!(registered.iter().any(|r| r == base), "{name} is used by the dashboard or alerts but not exported");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_listen_serves_the_text_and_moves_with_a_reload() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (a, b) = (port(), port());
+    let cfg = |p: u16| json!({"log": {"enabled": false}, "metrics": {"listen": format!("127.0.0.1:{p}")}, "services": {"svc": {"base_url": "http://127.0.0.1:9", "retry": {"max_retries": 0}}}});
+    let client = Client::from_value(cfg(a)).unwrap();
+    let _ = client.request(Request::new("svc", "GET", "/x")).await;
+    let http = reqwest::Client::new();
+    let text = http.get(format!("http://127.0.0.1:{a}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("harness_errors_total{service=\"svc\""), "{text}");
+    assert_eq!(http.get(format!("http://127.0.0.1:{a}/other")).send().await.unwrap().status(), 404);
+    client.reload_value(cfg(b)).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(http.get(format!("http://127.0.0.1:{b}/metrics")).send().await.unwrap().status().is_success());
+    assert!(http.get(format!("http://127.0.0.1:{a}/metrics")).send().await.is_err(), "the old address is closed");
+    client.close();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(http.get(format!("http://127.0.0.1:{b}/metrics")).send().await.is_err(), "closed with the client");
+    let e = Config::from_value(json!({"metrics": {"listen": "localhost"}})).unwrap_err();
+    assert!(e.message.starts_with("metrics.listen: expected host:port"), "{}", e.message);
+}

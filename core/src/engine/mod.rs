@@ -57,6 +57,10 @@ pub(crate) struct Engine {
     pub events: Arc<EventHub>,
     pub log: LogWriter,
     pub audit: crate::observability::audit::AuditLog,
+    /// The `metrics.listen` endpoint: its address and task.
+    scrape: Mutex<Option<(String, tokio::task::JoinHandle<()>)>>,
+    /// This engine, weakly (for tasks that must not keep it alive); set by the client.
+    me: std::sync::OnceLock<std::sync::Weak<Engine>>,
     pub budgets: Arc<dyn RetryBudgetStore>,
     /// Host token providers (`type: callback`), by service.
     pub providers: Providers,
@@ -98,6 +102,8 @@ impl Engine {
             events,
             log: LogWriter::default(),
             audit: crate::observability::audit::AuditLog::new(audit_dropped),
+            scrape: Mutex::new(None),
+            me: std::sync::OnceLock::new(),
             budgets,
             providers,
             fixed_transport: options.transport,
@@ -136,6 +142,10 @@ impl Engine {
                 self.snapshot.store(Arc::new(snapshot));
                 self.metrics.config_reloads.get_or_create(&ReloadLabels { result: "applied".into() }).inc();
                 self.events.emit(Event::ConfigReloaded { version: version.clone(), source: source.to_string() });
+                // A reload from a watched file moves the endpoint too (API reloads report a bind error).
+                if let Err(e) = self.sync_scrape_inner() {
+                    eprintln!("{{\"event\":\"harness.metrics_listen_failed\",\"error\":{:?}}}", e.message);
+                }
                 Ok(version)
             }
             Err(e) => {
@@ -176,8 +186,52 @@ impl Engine {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// Starts, moves or stops the `metrics.listen` endpoint to match the active config.
+    pub fn sync_scrape(self: &Arc<Self>) -> Result<(), HarnessError> {
+        let _ = self.me.set(Arc::downgrade(self));
+        self.sync_scrape_inner()
+    }
+
+    fn sync_scrape_inner(&self) -> Result<(), HarnessError> {
+        let Some(me) = self.me.get().cloned() else { return Ok(()) };
+        let want = self.snapshot().config.metrics.listen.clone();
+        let mut slot = self.scrape.lock();
+        if slot.as_ref().map(|(a, _)| a) == want.as_ref() {
+            return Ok(());
+        }
+        if let Some((_, task)) = slot.take() {
+            task.abort();
+        }
+        if let Some(addr) = want {
+            let text = crate::observability::scrape::weak_text(me, Engine::metrics_text);
+            let task = crate::observability::scrape::start(&addr, text)?;
+            *slot = Some((addr, task));
+        }
+        Ok(())
+    }
+
+    /// The Prometheus text, with the gauges that are read from state refreshed first.
+    pub fn metrics_text(&self) -> String {
+        self.registry.maybe_sweep();
+        self.registry.refresh_breaker_gauges();
+        for rt in self.snapshot().routes.values() {
+            for p in &rt.providers {
+                let labels = crate::observability::metrics::ProviderLabels { route: rt.name.as_ref().into(), provider: p.id.as_ref().into() };
+                self.metrics.provider_health.get_or_create(&labels).set(p.health.score(rt.window));
+            }
+        }
+        for l in self.registry.limiters() {
+            let labels = crate::observability::metrics::ServiceLabels { service: l.service.as_ref().into() };
+            self.metrics.rate_limit_paused.get_or_create(&labels).set(l.paused_ms() as i64);
+        }
+        self.metrics.encode()
+    }
+
     /// Refuses new requests, stops watching, and flushes this client's log and events.
     pub fn close(&self) {
+        if let Some((_, task)) = self.scrape.lock().take() {
+            task.abort();
+        }
         self.closed.store(true, Ordering::Release);
         self.watcher.lock().take();
         self.log.flush();

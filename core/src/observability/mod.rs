@@ -5,4 +5,5 @@ pub mod audit;
 pub mod events;
 pub mod log;
 pub mod metrics;
+pub mod scrape;
 pub mod trace;
