@@ -131,13 +131,14 @@ internal fun ChatRequest.toNative(): NativeChatRequest {
     if (timeoutMs != null && timeoutMs < 0) throw HarnessException.config("timeout_ms: must not be negative, got $timeoutMs")
     requireUnicode("route" to route, "traceparent" to traceparent)
     for ((k, v) in headers) requireUnicode("request.headers" to k, "request.headers.$k" to v)
+    val headerEntries = headers.map { (k, v) -> NativeEntry(k, v) }
     return NativeChatRequest(
         route = route,
         messages = Json.encode(messages, "messages"),
         params = if (params.isEmpty()) null else Json.encode(params, "params"),
-        headers = headers.map { (k, v) -> NativeEntry(k, v) },
+        headers = headerEntries,
         timeoutMs = timeoutMs?.toULong(),
-        traceparent = traceparent,
+        traceparent = HostTrace.resolve(traceparent, headerEntries),
     )
 }
 

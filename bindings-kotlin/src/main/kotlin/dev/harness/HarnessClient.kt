@@ -564,7 +564,7 @@ private fun HarnessRequest.toNative(): NativeRequest {
         body = body,
         idempotencyKey = idempotencyKey,
         timeoutMs = timeoutMs?.toULong(),
-        traceparent = traceparent,
+        traceparent = HostTrace.resolve(traceparent, headerEntries),
     )
 }
 
