@@ -463,6 +463,7 @@ export type HarnessEventType =
   | 'stream_restarted'
   | 'stream_chunk_skipped'
   | 'fallback_served'
+  | 'schema_violation'
 
 /** One per request (every field of the log line). */
 export interface RequestFinishedEvent {
@@ -594,6 +595,18 @@ export interface FallbackServedEvent {
   trace_id: string
 }
 
+/** A 2xx body did not match its endpoint's JSON Schema (`enforce`: the caller got a SchemaError; `warn`: returned). */
+export interface SchemaViolationEvent {
+  type: 'schema_violation'
+  service: string
+  endpoint: string
+  method: string
+  trace_id: string
+  /** The JSON pointer and what did not match, never the body's values. */
+  violation: string
+  mode: 'enforce' | 'warn'
+}
+
 /** A structured record of something the engine did; `type` names it the same in every language. */
 export type HarnessEvent =
   | RequestFinishedEvent
@@ -607,6 +620,7 @@ export type HarnessEvent =
   | StreamRestartedEvent
   | StreamChunkSkippedEvent
   | FallbackServedEvent
+  | SchemaViolationEvent
 
 /** Listeners by event name: `event` gets every event, a type name only that kind. */
 export type HarnessEventListeners = { event: (event: HarnessEvent) => unknown } & {

@@ -110,6 +110,14 @@ pub enum NativeEvent {
         kind: String,
         trace_id: String,
     },
+    SchemaViolation {
+        service: String,
+        endpoint: String,
+        method: String,
+        trace_id: String,
+        violation: String,
+        mode: String,
+    },
 }
 
 impl From<&RequestRecord> for NativeRequestRecord {
@@ -198,6 +206,14 @@ impl From<&Event> for NativeEvent {
                 provider: provider.clone(),
                 trace_id: trace_id.clone(),
                 reason: reason.clone(),
+            },
+            Event::SchemaViolation { service, endpoint, method, trace_id, violation, mode } => NativeEvent::SchemaViolation {
+                service: service.clone(),
+                endpoint: endpoint.clone(),
+                method: method.clone(),
+                trace_id: trace_id.clone(),
+                violation: violation.clone(),
+                mode: mode.to_string(),
             },
             Event::FallbackServed { route, kind, trace_id } => {
                 NativeEvent::FallbackServed { route: route.clone(), kind: kind.to_string(), trace_id: trace_id.clone() }

@@ -81,6 +81,10 @@ async fn schemas_enforce_warn_and_are_recompiled_on_reload() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let rec = events.0.lock().iter().rev().find(|e| e.kind() == "request_finished").map(Event::to_value).unwrap();
     assert!(rec["schema_violation"].as_str().unwrap().contains("at /total"), "{rec}");
+    let kinds: Vec<Value> = events.0.lock().iter().filter(|e| e.kind() == "schema_violation").map(Event::to_value).collect();
+    assert_eq!(kinds.len(), 2, "one event per violation, enforced or warned: {kinds:?}");
+    assert_eq!((kinds[0]["mode"].as_str(), kinds[1]["mode"].as_str()), (Some("enforce"), Some("warn")));
+    assert!(!kinds[1]["violation"].as_str().unwrap().contains("12.50"));
     let m = client.metrics_text();
     assert_eq!(metric(&m, "harness_schema_violations_total{service=\"svc\",endpoint=\"/s/order/{id}\"}"), Some(2.0), "{m}");
 

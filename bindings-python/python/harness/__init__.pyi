@@ -315,7 +315,7 @@ class Event:
 
     Types: ``request_finished``, ``retry_scheduled``, ``breaker_state_changed``,
     ``bulkhead_rejected``, ``config_reloaded``, ``config_rejected``, ``shared_state_unavailable``,
-    ``provider_failover``, ``stream_restarted``, ``stream_chunk_skipped``, ``fallback_served``.
+    ``provider_failover``, ``stream_restarted``, ``stream_chunk_skipped``, ``fallback_served``, ``schema_violation``.
     """
 
     type: str

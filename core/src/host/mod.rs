@@ -111,12 +111,17 @@ pub enum Event {
     StreamChunkSkipped { route: String, provider: String, trace_id: String, reason: String },
     /// No provider could answer; a degraded answer was served (`cache` or `static`).
     FallbackServed { route: String, kind: &'static str, trace_id: String },
+    /// A 2xx body did not match its endpoint's JSON Schema (`mode`: `enforce`, the caller got
+    /// `SchemaError`; `warn`, the response was returned). `violation` names the pointer and
+    /// what did not match, never the body's values.
+    SchemaViolation { service: String, endpoint: String, method: String, trace_id: String, violation: String, mode: &'static str },
 }
 
 impl Event {
     /// The event's name: `request_finished`, `retry_scheduled`, `breaker_state_changed`,
     /// `bulkhead_rejected`, `config_reloaded`, `config_rejected`, `shared_state_unavailable`,
-    /// `provider_failover`, `stream_restarted`, `stream_chunk_skipped`, `fallback_served`.
+    /// `provider_failover`, `stream_restarted`, `stream_chunk_skipped`, `fallback_served`,
+    /// `schema_violation`.
     pub fn kind(&self) -> &'static str {
         match self {
             Event::RequestFinished(_) => "request_finished",
@@ -130,6 +135,7 @@ impl Event {
             Event::StreamRestarted { .. } => "stream_restarted",
             Event::StreamChunkSkipped { .. } => "stream_chunk_skipped",
             Event::FallbackServed { .. } => "fallback_served",
+            Event::SchemaViolation { .. } => "schema_violation",
         }
     }
 

@@ -230,6 +230,16 @@ async fn exchange(
                         if let Err(what) = schema.check(&body) {
                             let (service, endpoint, _) = &ep.names;
                             engine.metrics.schema_violations.get_or_create(&SchemaLabels { service: service.as_ref().into(), endpoint: endpoint.as_ref().into() }).inc();
+                            if engine.events.is_active() {
+                                engine.events.emit(Event::SchemaViolation {
+                                    service: service.to_string(),
+                                    endpoint: endpoint.to_string(),
+                                    method: method.to_string(),
+                                    trace_id: call.trace.trace_id.to_string(),
+                                    violation: what.clone(),
+                                    mode: if schema.mode == ValidateMode::Enforce { "enforce" } else { "warn" },
+                                });
+                            }
                             if schema.mode == ValidateMode::Enforce {
                                 let health = if schema.breaker_counts { Outcome::Failure } else { Outcome::Success };
                                 breaker.record(health, &cfg.breaker);

@@ -183,6 +183,27 @@ sealed class HarnessEvent {
 
         override fun fields(): Map<String, Any?> = linkedMapOf("type" to type, "route" to route, "kind" to kind, "trace_id" to traceId)
     }
+
+    /**
+     * A 2xx body did not match its endpoint's JSON Schema: [mode] `enforce` (the caller got a
+     * SchemaError) or `warn` (the response was returned). [violation] names the JSON pointer and
+     * what did not match, never the body's values.
+     */
+    data class SchemaViolation(
+        val service: String,
+        val endpoint: String,
+        val method: String,
+        val traceId: String,
+        val violation: String,
+        val mode: String,
+    ) : HarnessEvent() {
+        override val type: String get() = "schema_violation"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf(
+            "type" to type, "service" to service, "endpoint" to endpoint, "method" to method,
+            "trace_id" to traceId, "violation" to violation, "mode" to mode,
+        )
+    }
 }
 
 internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = HarnessEvent.RequestFinished(
@@ -223,4 +244,5 @@ internal fun NativeEvent.toEvent(): HarnessEvent = when (this) {
     is NativeEvent.StreamRestarted -> HarnessEvent.StreamRestarted(route, from, to, traceId, reason, mode)
     is NativeEvent.StreamChunkSkipped -> HarnessEvent.StreamChunkSkipped(route, provider, traceId, reason)
     is NativeEvent.FallbackServed -> HarnessEvent.FallbackServed(route, kind, traceId)
+    is NativeEvent.SchemaViolation -> HarnessEvent.SchemaViolation(service, endpoint, method, traceId, violation, mode)
 }
