@@ -64,6 +64,12 @@ fn is_uuid(seg: &str) -> bool {
         })
 }
 
+/// Whether a config key names (`method`, `endpoint`): `METHOD /template`, or the template
+/// alone for any method (rate-limit and validation keys alike).
+pub fn key_matches(key: &str, method: &str, endpoint: &str) -> bool {
+    key == endpoint || key.split_once(' ').is_some_and(|(m, e)| m.eq_ignore_ascii_case(method) && e == endpoint)
+}
+
 #[cfg(test)]
 mod tests {
     use super::template;

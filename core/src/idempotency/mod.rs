@@ -259,7 +259,7 @@ impl Idempotency {
             return Err(bad("stale_signature", "the signature timestamp is outside max_skew_ms"));
         }
         let hex = signature.trim().strip_prefix("sha256=").unwrap_or(signature.trim());
-        let Some(tag) = unhex(hex) else {
+        let Some(tag) = crate::credentials::shared::unhex(hex) else {
             return Err(bad("bad_signature", "the signature is not hex"));
         };
         let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
@@ -314,11 +314,4 @@ impl Idempotency {
     pub fn last_store_error(&self) -> Option<String> {
         self.on_outage.lock().clone()
     }
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
 }

@@ -27,7 +27,8 @@ use tokio::time::Instant;
 
 use super::attempt::{Mode, Reached};
 use super::classify;
-use super::{route, Call};
+use super::route::{self, attempt_metric};
+use super::Call;
 use crate::adapters::openai;
 use crate::adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, Usage};
 use crate::breaker::{Outcome, Permit};
@@ -35,7 +36,6 @@ use crate::bulkhead::BulkheadPermit;
 use crate::engine::Engine;
 use crate::error::{ErrorKind, HarnessError, TimeoutPhase};
 use crate::host::Event;
-use crate::observability::metrics::RouteAttemptLabels;
 use crate::request::{Body, Request};
 use crate::retry::Failure;
 use crate::routing::config::{AdapterKind, MidStream};
@@ -564,14 +564,6 @@ impl Live {
         self.call.observe(&self.engine, elapsed_ms, e.status, Some(&e), true);
         e
     }
-}
-
-fn attempt_metric(engine: &Engine, rt: &crate::routing::RouteRuntime, idx: usize, outcome: &str) {
-    engine
-        .metrics
-        .route_attempts
-        .get_or_create(&RouteAttemptLabels { route: rt.name.as_ref().into(), provider: rt.providers[idx].id.as_ref().into(), outcome: outcome.into() })
-        .inc();
 }
 
 /// The body as a byte stream for the SSE parser, refusing an event over `MAX_EVENT_BYTES`

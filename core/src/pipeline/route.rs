@@ -280,7 +280,7 @@ fn summary(e: &HarnessError) -> String {
     truncate_chars(&s, 300)
 }
 
-fn attempt_metric(engine: &Engine, rt: &RouteRuntime, idx: usize, outcome: &str) {
+pub(crate) fn attempt_metric(engine: &Engine, rt: &RouteRuntime, idx: usize, outcome: &str) {
     engine
         .metrics
         .route_attempts

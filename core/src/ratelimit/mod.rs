@@ -142,9 +142,7 @@ impl ServiceLimiter {
         }
         // The narrowest limit first, so a refused endpoint does not spend the service's cell.
         for (key, limit) in &self.endpoints {
-            // `GET /orders/{id}` or `/orders/{id}` (any method).
-            let applies = key == endpoint || key.split_once(' ').is_some_and(|(m, e)| m.eq_ignore_ascii_case(method) && e == endpoint);
-            if applies {
+            if crate::endpoint::key_matches(key, method, endpoint) {
                 if let Err(wait) = limit.check() {
                     return Some(wait);
                 }

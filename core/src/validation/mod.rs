@@ -115,10 +115,7 @@ pub fn validate_key(service: &str, key: &str) -> Result<(), HarnessError> {
     Ok(())
 }
 
-/// Whether `key` names (`method`, `endpoint`): `METHOD /template` or the template for any method.
-pub fn key_matches(key: &str, method: &str, endpoint: &str) -> bool {
-    key == endpoint || key.split_once(' ').is_some_and(|(m, e)| m.eq_ignore_ascii_case(method) && e == endpoint)
-}
+pub use crate::endpoint::key_matches;
 
 /// The `SchemaError` for an enforced mismatch.
 pub fn error(status: u16, what: &str) -> HarnessError {
