@@ -67,6 +67,7 @@ impl Client {
         runtime::handle()?;
         let engine = Arc::new(Engine::new(config, options)?);
         engine.sync_scrape()?;
+        engine.sync_otel()?;
         Ok(Client { engine })
     }
 
@@ -329,11 +330,12 @@ impl Client {
         self.engine.snapshot().config.clone()
     }
 
-    /// Delivers this client's queued log records and events now (they go out on their
+    /// Delivers this client's queued log records, audit records and events now (they go out on their
     /// own threads a moment after each request otherwise).
     pub fn flush(&self) {
         self.engine.log.flush();
         self.engine.events.flush();
+        self.engine.audit.flush();
     }
 
     /// Refuses new requests (in-flight ones finish), stops watching, and flushes this

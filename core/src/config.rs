@@ -27,6 +27,8 @@ pub struct Config {
     /// One audit record per request, to a rotating file (off by default).
     pub audit: crate::observability::audit::AuditConfig,
     pub metrics: MetricsConfig,
+    /// Spans to an OpenTelemetry collector over OTLP/HTTP (off until `otel.endpoint` is set).
+    pub otel: crate::observability::otel::OtelConfig,
 }
 
 /// `metrics:` (the text is always available from the client's `metrics()`).
@@ -375,6 +377,7 @@ impl Config {
             crate::routing::config::validate(name, r, &self.services)?;
         }
         self.audit.validate()?;
+        self.otel.validate()?;
         if let Some(l) = &self.metrics.listen {
             if l.parse::<std::net::SocketAddr>().is_err() {
                 return Err(bad("metrics.listen".into(), format!("expected host:port with an IP address (e.g. 127.0.0.1:9464), got {:?}", escape_control(l))));

@@ -31,6 +31,9 @@ pub struct Request {
     pub timeout_ms: Option<u64>,
     /// The caller's W3C `traceparent`, continued downstream.
     pub traceparent: Option<String>,
+    /// Who the call is made for (a user or tenant id), kept in the audit record only;
+    /// never sent downstream.
+    pub principal: Option<String>,
 }
 
 impl Request {

@@ -92,6 +92,21 @@ pub fn forbidden_header(field: &str, name: &str) -> HarnessError {
 }
 
 /// Checks a caller's `endpoint` label.
+/// Longest `request.principal`, in characters.
+const MAX_PRINCIPAL_LEN: usize = 256;
+
+/// A caller-supplied principal: 1 to 256 characters, no control characters.
+pub fn check_principal(principal: Option<&str>) -> Result<(), HarnessError> {
+    let Some(p) = principal else { return Ok(()) };
+    if p.is_empty() || p.chars().count() > MAX_PRINCIPAL_LEN {
+        return Err(HarnessError::config(format!("request.principal: expected 1 to {MAX_PRINCIPAL_LEN} characters, got {}", p.chars().count())));
+    }
+    if p.chars().any(char::is_control) {
+        return Err(HarnessError::config(format!("request.principal: control characters are not allowed, got {:?}", escape_control(p))));
+    }
+    Ok(())
+}
+
 pub fn check_endpoint(endpoint: &str) -> Result<(), HarnessError> {
     if endpoint.is_empty() || endpoint.chars().count() > MAX_ENDPOINT_LEN {
         return Err(HarnessError::config(format!(

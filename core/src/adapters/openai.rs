@@ -47,6 +47,8 @@ pub struct ChatRequest {
     pub headers: Vec<(String, String)>,
     pub timeout_ms: Option<u64>,
     pub traceparent: Option<String>,
+    /// Who the call is made for, kept in the audit record only.
+    pub principal: Option<String>,
 }
 
 impl ChatRequest {

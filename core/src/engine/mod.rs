@@ -59,6 +59,8 @@ pub(crate) struct Engine {
     pub audit: crate::observability::audit::AuditLog,
     /// The `metrics.listen` endpoint: its address and task.
     scrape: Mutex<Option<(String, tokio::task::JoinHandle<()>)>>,
+    /// The OTLP exporter for the active `otel:` (read per request; swapped on reload).
+    pub otel: arc_swap::ArcSwapOption<crate::observability::otel::Otel>,
     /// This engine, weakly (for tasks that must not keep it alive); set by the client.
     me: std::sync::OnceLock<std::sync::Weak<Engine>>,
     pub budgets: Arc<dyn RetryBudgetStore>,
@@ -103,6 +105,7 @@ impl Engine {
             log: LogWriter::default(),
             audit: crate::observability::audit::AuditLog::new(audit_dropped),
             scrape: Mutex::new(None),
+            otel: arc_swap::ArcSwapOption::empty(),
             me: std::sync::OnceLock::new(),
             budgets,
             providers,
@@ -145,6 +148,9 @@ impl Engine {
                 // A reload from a watched file moves the endpoint too (API reloads report a bind error).
                 if let Err(e) = self.sync_scrape_inner() {
                     eprintln!("{{\"event\":\"harness.metrics_listen_failed\",\"error\":{:?}}}", e.message);
+                }
+                if let Err(e) = self.sync_otel() {
+                    eprintln!("{{\"event\":\"harness.otel_failed\",\"error\":{:?}}}", e.message);
                 }
                 Ok(version)
             }
@@ -210,6 +216,30 @@ impl Engine {
         Ok(())
     }
 
+    /// Starts, replaces or stops the OTLP exporter to match the active config; a replaced
+    /// exporter sends what it holds first.
+    pub fn sync_otel(&self) -> Result<(), HarnessError> {
+        let snapshot = self.snapshot();
+        let cfg = &snapshot.config.otel;
+        let current = self.otel.load_full();
+        let same = match (&current, &cfg.endpoint) {
+            (Some(o), Some(_)) => o.key.0 == *cfg && o.key.1 == snapshot.config.client.name,
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return Ok(());
+        }
+        let next = match cfg.endpoint {
+            Some(_) => Some(Arc::new(crate::observability::otel::Otel::start(cfg, &snapshot.config.client.name)?)),
+            None => None,
+        };
+        if let Some(old) = self.otel.swap(next) {
+            old.shutdown();
+        }
+        Ok(())
+    }
+
     /// The Prometheus text, with the gauges that are read from state refreshed first.
     pub fn metrics_text(&self) -> String {
         self.registry.maybe_sweep();
@@ -234,6 +264,9 @@ impl Engine {
         }
         self.closed.store(true, Ordering::Release);
         self.watcher.lock().take();
+        if let Some(otel) = self.otel.swap(None) {
+            otel.shutdown();
+        }
         self.log.flush();
         self.events.flush();
         self.audit.flush();

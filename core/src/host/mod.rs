@@ -115,13 +115,15 @@ pub enum Event {
     /// `SchemaError`; `warn`, the response was returned). `violation` names the pointer and
     /// what did not match, never the body's values.
     SchemaViolation { service: String, endpoint: String, method: String, trace_id: String, violation: String, mode: &'static str },
+    /// One audit record, with `audit.sink.listener: true` (bodies masked as in the file).
+    AuditRecord(crate::observability::audit::AuditRecord),
 }
 
 impl Event {
     /// The event's name: `request_finished`, `retry_scheduled`, `breaker_state_changed`,
     /// `bulkhead_rejected`, `config_reloaded`, `config_rejected`, `shared_state_unavailable`,
     /// `provider_failover`, `stream_restarted`, `stream_chunk_skipped`, `fallback_served`,
-    /// `schema_violation`.
+    /// `schema_violation`, `audit_record`.
     pub fn kind(&self) -> &'static str {
         match self {
             Event::RequestFinished(_) => "request_finished",
@@ -136,6 +138,7 @@ impl Event {
             Event::StreamChunkSkipped { .. } => "stream_chunk_skipped",
             Event::FallbackServed { .. } => "fallback_served",
             Event::SchemaViolation { .. } => "schema_violation",
+            Event::AuditRecord(_) => "audit_record",
         }
     }
 

@@ -1,5 +1,5 @@
 //! The audit log: one JSON line per request to a rotating file, written on the
-//! client's own thread.
+//! client's own thread, and/or one `audit_record` event per request to host listeners.
 //!
 //! Guarantees: off unless `audit.enabled`; never a header value, token or query
 //! string; bodies only with `include_bodies`, and then every JSON field named in
@@ -57,14 +57,28 @@ impl Default for AuditConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditSink {
-    pub file: String,
+    /// The file (default `audit.jsonl`, unless the records go to listeners only).
+    pub file: Option<String>,
     pub max_bytes: u64,
     pub keep: u32,
+    /// Each record also goes to the client's listeners as an `audit_record` event.
+    pub listener: bool,
 }
 
 impl Default for AuditSink {
     fn default() -> Self {
-        AuditSink { file: "audit.jsonl".into(), max_bytes: 100 * 1024 * 1024, keep: 5 }
+        AuditSink { file: None, max_bytes: 100 * 1024 * 1024, keep: 5, listener: false }
+    }
+}
+
+impl AuditSink {
+    /// Where records are written: the named file, else `audit.jsonl` unless only listeners were asked for.
+    pub fn file(&self) -> Option<&str> {
+        match (&self.file, self.listener) {
+            (Some(f), _) => Some(f),
+            (None, false) => Some("audit.jsonl"),
+            (None, true) => None,
+        }
     }
 }
 
@@ -73,8 +87,8 @@ impl AuditConfig {
         if !self.enabled {
             return Ok(());
         }
-        if self.sink.file.is_empty() {
-            return Err(HarnessError::config("audit.sink.file: required"));
+        if self.sink.file.as_deref() == Some("") {
+            return Err(HarnessError::config("audit.sink.file: expected a path, got an empty string"));
         }
         if self.sink.max_bytes < 1024 {
             return Err(HarnessError::config(format!("audit.sink.max_bytes: expected an integer >= 1024, got {}", self.sink.max_bytes)));
@@ -173,9 +187,10 @@ impl Masker {
     }
 }
 
-/// A client's audit file: a queue and a writer thread, started on first use.
+/// A client's audit file: a queue and a writer thread, started on first use and
+/// replaced when a reload changes the sink (the old writer drains what it holds, then ends).
 pub struct AuditLog {
-    tx: Mutex<Option<SyncSender<Msg>>>,
+    tx: Mutex<Option<(AuditSink, SyncSender<Msg>)>>,
     dropped: Counter,
 }
 
@@ -191,8 +206,12 @@ impl AuditLog {
 
     /// Queues a record for `sink`; never blocks.
     pub fn write(&self, sink: &AuditSink, record: AuditRecord) {
+        let Some(file) = sink.file() else { return };
         let mut slot = self.tx.lock();
-        let tx = slot.get_or_insert_with(|| start(sink.clone()));
+        if slot.as_ref().is_none_or(|(current, _)| current != sink) {
+            *slot = Some((sink.clone(), start(file.to_string(), sink.clone())));
+        }
+        let (_, tx) = slot.as_ref().expect("just set");
         match tx.try_send(Msg::Record(Box::new(record))) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
@@ -203,7 +222,7 @@ impl AuditLog {
 
     /// Waits until every queued record is written.
     pub fn flush(&self) {
-        let tx = self.tx.lock().clone();
+        let tx = self.tx.lock().as_ref().map(|(_, tx)| tx.clone());
         if let Some(tx) = tx {
             let (done, wait) = std::sync::mpsc::channel();
             if tx.send(Msg::Flush(done)).is_ok() {
@@ -213,14 +232,14 @@ impl AuditLog {
     }
 }
 
-fn start(sink: AuditSink) -> SyncSender<Msg> {
+fn start(file: String, sink: AuditSink) -> SyncSender<Msg> {
     let (tx, rx) = sync_channel(QUEUE);
-    let _ = std::thread::Builder::new().name("harness-audit".into()).spawn(move || writer(sink, rx));
+    let _ = std::thread::Builder::new().name("harness-audit".into()).spawn(move || writer(file, sink, rx));
     tx
 }
 
-fn writer(sink: AuditSink, rx: Receiver<Msg>) {
-    let path = PathBuf::from(&sink.file);
+fn writer(file_name: String, sink: AuditSink, rx: Receiver<Msg>) {
+    let path = PathBuf::from(&file_name);
     let mut file: Option<std::fs::File> = None;
     let mut size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let mut reported = false;
@@ -247,7 +266,7 @@ fn writer(sink: AuditSink, rx: Receiver<Msg>) {
                 Ok(f) => file = Some(f),
                 Err(e) => {
                     if !reported {
-                        eprintln!("{{\"event\":\"harness.audit_unwritable\",\"file\":{:?},\"error\":{:?}}}", sink.file, e.to_string());
+                        eprintln!("{{\"event\":\"harness.audit_unwritable\",\"file\":{:?},\"error\":{:?}}}", file_name, e.to_string());
                         reported = true;
                     }
                     continue;

@@ -1,9 +1,10 @@
 //! Logs, metrics, events and trace context, per client: one record per request,
-//! Prometheus text, host event sinks, W3C traceparent.
+//! Prometheus text, host event sinks, W3C traceparent, OpenTelemetry export.
 
 pub mod audit;
 pub mod events;
 pub mod log;
 pub mod metrics;
+pub mod otel;
 pub mod scrape;
 pub mod trace;

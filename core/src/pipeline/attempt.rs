@@ -178,8 +178,35 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
     };
     if let Some(outcome) = outcome {
         ep.record_attempt(&engine.metrics, call.attempts, outcome, started.elapsed().as_secs_f64());
+        if call.spans.is_some() {
+            attempt_span(call, &svc, &once, outcome, started);
+        }
     }
     once
+}
+
+/// Keeps one sent attempt for its span.
+fn attempt_span(call: &mut Call, svc: &ServiceRuntime, once: &Once, outcome: &'static str, started: Instant) {
+    let status = match once {
+        Once::Reached(Reached::Buffered(r)) => Some(r.status),
+        Once::Reached(Reached::Stream(o)) => Some(o.status),
+        Once::Failed(c) => c.error.status,
+        _ => None,
+    };
+    let provider = call.route.as_ref().and_then(|rc| rc.current).map(|i| call.route.as_ref().expect("route").rt.providers[i].id.clone());
+    let span = crate::observability::otel::AttemptSpan {
+        number: call.attempts,
+        span: call.wire,
+        start: started.duration_since(call.started),
+        end: call.started.elapsed(),
+        status,
+        outcome,
+        server: super::server_of(svc),
+        provider,
+    };
+    if let Some(spans) = call.spans.as_mut() {
+        spans.push(span);
+    }
 }
 
 /// Sends one attempt and reads its answer (the head, for a stream).

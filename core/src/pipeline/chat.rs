@@ -66,6 +66,7 @@ fn chat_request(engine: &Engine, route: &str, chat: &ChatRequest) -> Result<Requ
         headers: chat.headers.clone(),
         timeout_ms: chat.timeout_ms,
         traceparent: chat.traceparent.clone(),
+        principal: chat.principal.clone(),
         ..Default::default()
     })
 }

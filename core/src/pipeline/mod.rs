@@ -77,7 +77,12 @@ pub(crate) struct Call {
     pub ep: Arc<EndpointState>,
     pub req: Request,
     pub method: Method,
+    /// The request's span (its id is in the record; the caller's span is its parent).
     pub trace: TraceContext,
+    /// The attempt on the wire: a child of `trace`, sent as `traceparent`.
+    pub wire: TraceContext,
+    /// Each attempt, for its span (only while exporting a sampled trace).
+    pub spans: Option<Vec<crate::observability::otel::AttemptSpan>>,
     pub deadline: Deadline,
     pub started: Instant,
     pub attempts: u32,
@@ -112,22 +117,36 @@ impl Call {
         if let Some(e) = &req.endpoint {
             target::check_endpoint(e)?;
         }
+        target::check_principal(req.principal.as_deref())?;
         let template = match &req.endpoint {
             Some(e) => std::borrow::Cow::Borrowed(e.as_str()),
             None => std::borrow::Cow::Owned(endpoint::template(&req.path)),
         };
         // Past `limits.max_endpoints` the state (and the label) is the shared `{other}`.
         let ep = engine.registry.endpoint(&req.service, &template, method.as_str(), svc.config.limits.max_endpoints);
-        // The caller's trace: the explicit field, else a `traceparent` among its headers.
-        let parent = req.traceparent.as_deref().or_else(|| {
-            req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("traceparent")).map(|(_, v)| v.as_str())
-        });
-        let trace = TraceContext::child_of(parent);
-        let first = build_request(&svc, &req, &req.body, &method, &trace)?;
+        let (trace, spans) = trace_for(engine, &snapshot, &req);
+        let wire = trace.next_span();
+        let first = build_request(&svc, &req, &req.body, &method, &wire)?;
         let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(svc.config.timeouts.request_ms));
         let deadline = Deadline::after(timeout);
         svc.budgets.deposit(&svc.name, &svc.budget);
-        Ok(Call { snapshot, svc, ep, req, method, trace, deadline, started, attempts: 0, auth_replayed: false, first: Some(first), route: None, schema_violation: None })
+        Ok(Call {
+            snapshot,
+            svc,
+            ep,
+            req,
+            method,
+            trace,
+            wire,
+            spans,
+            deadline,
+            started,
+            attempts: 0,
+            auth_replayed: false,
+            first: Some(first),
+            route: None,
+            schema_violation: None,
+        })
     }
 
     /// The request for the next attempt: the prebuilt one first, rebuilt for a retry
@@ -136,9 +155,10 @@ impl Call {
         if let Some(r) = self.first.take() {
             return Ok(r);
         }
+        self.wire = self.trace.next_span();
         match &mut self.route {
-            Some(rc) => rc.outgoing(&self.svc, &self.req, &self.method, &self.trace),
-            None => build_request(&self.svc, &self.req, &self.req.body, &self.method, &self.trace),
+            Some(rc) => rc.outgoing(&self.svc, &self.req, &self.method, &self.wire),
+            None => build_request(&self.svc, &self.req, &self.req.body, &self.method, &self.wire),
         }
     }
 
@@ -197,6 +217,11 @@ impl Call {
         if let Some(masker) = &self.snapshot.audit_masker {
             self.audit(engine, masker, elapsed_ms, status, error, response);
         }
+        if let Some(attempt_spans) = &self.spans {
+            if let Some(otel) = engine.otel.load().as_ref() {
+                self.export_span(otel, attempt_spans, elapsed_ms, status, error);
+            }
+        }
         let log = &self.snapshot.config.log;
         if !log.enabled && !engine.events.is_active() {
             return;
@@ -245,6 +270,29 @@ impl Call {
 }
 
 impl Call {
+    fn export_span(&self, otel: &crate::observability::otel::Otel, attempt_spans: &[crate::observability::otel::AttemptSpan], elapsed_ms: f64, status: Option<u16>, error: Option<&HarnessError>) {
+        use crate::observability::otel::{RequestSpan, RouteAttrs};
+        let (service, endpoint, method) = &self.ep.names;
+        let route = self.route.as_ref().map(|rc| RouteAttrs {
+            provider: rc.answered.or(rc.current).map(|i| rc.rt.providers[i].id.as_ref()),
+            model: rc.model.as_deref(),
+            cost: rc.cost,
+        });
+        otel.export(&RequestSpan {
+            trace: &self.trace,
+            method,
+            service,
+            endpoint,
+            elapsed: Duration::from_secs_f64(elapsed_ms / 1000.0),
+            status,
+            error: error.map(|e| e.name()),
+            attempts: self.attempts,
+            server: server_of(&self.svc),
+            route,
+            attempt_spans,
+        });
+    }
+
     /// One audit record: who asked for what, and how it ended; bodies only when asked, masked.
     fn audit(&self, engine: &Engine, masker: &crate::observability::audit::Masker, elapsed_ms: f64, status: Option<u16>, error: Option<&HarnessError>, response: Option<&bytes::Bytes>) {
         let cfg = &self.snapshot.config.audit;
@@ -260,7 +308,7 @@ impl Call {
         let record = crate::observability::audit::AuditRecord {
             ts_ms: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
             client: self.snapshot.client_name.clone(),
-            principal: None,
+            principal: self.req.principal.clone(),
             service: service.clone(),
             provider: route.and_then(|r| r.answered.or(r.current)).map(|i| route.expect("route").rt.providers[i].id.clone()),
             endpoint: endpoint.clone(),
@@ -274,8 +322,16 @@ impl Call {
             request_body,
             response_body,
         };
+        if cfg.sink.listener && engine.events.is_active() {
+            engine.events.emit(crate::host::Event::AuditRecord(record.clone()));
+        }
         engine.audit.write(&cfg.sink, record);
     }
+}
+
+/// `server.address` and `server.port` of a service's base URL.
+pub(crate) fn server_of(svc: &ServiceRuntime) -> Option<(String, u16)> {
+    Some((svc.base_url.host_str()?.to_string(), svc.base_url.port_or_known_default()?))
 }
 
 /// A successful result the pipeline stamps before returning it.
@@ -299,6 +355,18 @@ impl Finished for Response {
     fn body(&self) -> Option<&bytes::Bytes> {
         Some(&self.body)
     }
+}
+
+/// The request's span in the caller's trace (the explicit field, else a `traceparent` among
+/// its headers), sampled at `otel.sample_ratio`; and a place for its attempts' spans when
+/// they will be exported.
+pub(crate) fn trace_for(engine: &Engine, snapshot: &Snapshot, req: &Request) -> (TraceContext, Option<Vec<crate::observability::otel::AttemptSpan>>) {
+    let parent = req.traceparent.as_deref().or_else(|| {
+        req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("traceparent")).map(|(_, v)| v.as_str())
+    });
+    let trace = TraceContext::child_of(parent, snapshot.config.otel.ratio());
+    let spans = (trace.sampled && engine.otel.load().is_some()).then(Vec::new);
+    (trace, spans)
 }
 
 /// Builds one attempt's request with `body` (the caller's, or a provider's form of it);

@@ -188,6 +188,7 @@ pub(crate) fn start(
     if let Some(e) = &req.endpoint {
         target::check_endpoint(e)?;
     }
+    target::check_principal(req.principal.as_deref())?;
     let template = match &req.endpoint {
         Some(e) => e.clone(),
         None => endpoint::template(&req.path),
@@ -198,10 +199,7 @@ pub(crate) fn start(
         .iter()
         .map(|p| engine.registry.endpoint(&p.svc.name, &template, method.as_str(), p.svc.config.limits.max_endpoints))
         .collect();
-    let parent = req.traceparent.as_deref().or_else(|| {
-        req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("traceparent")).map(|(_, v)| v.as_str())
-    });
-    let trace = TraceContext::child_of(parent);
+    let (trace, spans) = super::trace_for(engine, &snapshot, &req);
     let json = match rt.config.adapter {
         AdapterKind::OpenaiCompatible => Some(json_object(&req.body)?),
         AdapterKind::Http => None,
@@ -237,7 +235,9 @@ pub(crate) fn start(
         ep,
         req,
         method,
+        wire: trace.next_span(),
         trace,
+        spans,
         deadline,
         started,
         attempts: 0,

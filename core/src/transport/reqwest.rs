@@ -23,11 +23,7 @@ pub struct ReqwestTransport {
 impl ReqwestTransport {
     /// One HTTP client per service: its own pool, connect timeout and redirect policy.
     pub fn new(service: &ServiceConfig, user_agent: &str) -> Result<Self, HarnessError> {
-        static CRYPTO: Once = Once::new();
-        CRYPTO.call_once(|| {
-            // Ring rather than aws-lc keeps the build free of a C toolchain step; ignore if the host set one.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        });
+        install_crypto();
         let client = reqwest::Client::builder()
             .user_agent(user_agent)
             .connect_timeout(Duration::from_millis(service.timeouts.connect_ms))
@@ -41,6 +37,15 @@ impl ReqwestTransport {
             .map_err(|e| HarnessError::config(format!("cannot build the HTTP client: {e}")))?;
         Ok(ReqwestTransport { client })
     }
+}
+
+/// Installs the TLS crypto every reqwest client here needs (once per process).
+pub(crate) fn install_crypto() {
+    static CRYPTO: Once = Once::new();
+    CRYPTO.call_once(|| {
+        // Ring rather than aws-lc keeps the build free of a C toolchain step; ignore if the host set one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// None by default; with `redirects.follow`, up to `redirects.max` hops to the

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
+mod otlp;
 mod provider;
 pub use provider::{ProviderSpec, StreamSpec};
 
@@ -98,6 +99,8 @@ struct State {
     port: u16,
     /// Simulated OpenAI-compatible providers (`/llm/{name}/...`).
     providers: provider::Providers,
+    /// Spans exported to `/v1/traces`.
+    otlp: otlp::Receiver,
 }
 
 /// `{port}` (this upstream's port) and `{script}` (the script's name) in a scripted value.
@@ -327,6 +330,25 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
                 write_response(reader, 400, &json_ct, body.as_bytes()).await.map(|_| true)
             }
         };
+    }
+    if req.path == "/v1/traces" {
+        return match state.otlp.accept(&req.body) {
+            Ok(hold) => {
+                tokio::time::sleep(Duration::from_millis(hold)).await;
+                let ct = vec![("content-type".to_string(), "application/x-protobuf".to_string())];
+                write_response(reader, 200, &ct, b"").await.map(|_| true)
+            }
+            Err(e) => write_response(reader, 400, &json_ct, json!({"error": e}).to_string().as_bytes()).await.map(|_| true),
+        };
+    }
+    if let Some(rest) = req.path.strip_prefix("/__admin/otlp/") {
+        if rest == "reset" {
+            state.otlp.reset();
+        } else if let Some(ms) = rest.strip_prefix("hold/").and_then(|m| m.parse().ok()) {
+            state.otlp.hold(ms);
+        }
+        let body = state.otlp.dump().to_string();
+        return write_response(reader, 200, &json_ct, body.as_bytes()).await.map(|_| true);
     }
     if let Some(name) = req.path.strip_prefix("/__admin/provider-log/") {
         let body = state.providers.log(name).to_string();
