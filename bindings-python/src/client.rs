@@ -138,7 +138,7 @@ impl NativeClient {
 
     /// Runs one request, blocking this thread (not the GIL) until it finishes;
     /// Ctrl-C interrupts it and cancels the request.
-    #[pyo3(signature = (service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None))]
+    #[pyo3(signature = (service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn request<'py>(
         &self,
@@ -154,10 +154,11 @@ impl NativeClient {
         idempotency_key: Option<&Bound<'py, PyAny>>,
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Reply> {
         let req = convert::request(
             py,
-            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent },
+            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
         // Driven on this thread (GIL released): no hand-off to a runtime worker and back.
         let mut call = self.inner.start_blocking(req).map_err(|e| to_py(py, e))?;
@@ -172,7 +173,7 @@ impl NativeClient {
 
     /// Starts one request whose result resolves `future` through `bridge` (the loop's
     /// completion queue); the returned `Pending` cancels the request when cancelled or dropped.
-    #[pyo3(signature = (bridge, future, service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None))]
+    #[pyo3(signature = (bridge, future, service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn request_async<'py>(
         &self,
@@ -190,10 +191,11 @@ impl NativeClient {
         idempotency_key: Option<&Bound<'py, PyAny>>,
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Pending> {
         let req = convert::request(
             py,
-            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent },
+            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
         let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
         // runtime::spawn refuses after a fork; the Task aborts the request when dropped.
@@ -207,7 +209,7 @@ impl NativeClient {
 
     /// Opens a streamed response, blocking this thread (not the GIL) until its head
     /// arrives; an error status raises here. Ctrl-C interrupts it and cancels the request.
-    #[pyo3(signature = (service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None))]
+    #[pyo3(signature = (service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn stream<'py>(
         &self,
@@ -223,10 +225,11 @@ impl NativeClient {
         idempotency_key: Option<&Bound<'py, PyAny>>,
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<NativeStream> {
         let req = convert::request(
             py,
-            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent },
+            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
         let mut call = self.inner.start_blocking_stream(req).map_err(|e| to_py(py, e))?;
         loop {
@@ -242,7 +245,7 @@ impl NativeClient {
 
     /// Opens a streamed response on the runtime; `future` resolves (through `bridge`) to the
     /// stream once its head arrived. The returned `Pending` cancels the open.
-    #[pyo3(signature = (bridge, future, service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None))]
+    #[pyo3(signature = (bridge, future, service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn stream_async<'py>(
         &self,
@@ -260,10 +263,11 @@ impl NativeClient {
         idempotency_key: Option<&Bound<'py, PyAny>>,
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Pending> {
         let req = convert::request(
             py,
-            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent },
+            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
         let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
         let task = harness_core::runtime::spawn(async move {
@@ -277,7 +281,7 @@ impl NativeClient {
     /// One chat answer on an `openai-compatible` route, blocking this thread (not the GIL);
     /// Ctrl-C interrupts it and cancels the call. `params` is a dict of chat-completions
     /// parameters; the answer is a dict of `harness.ChatResponse` fields.
-    #[pyo3(signature = (route, messages, params=None, headers=None, timeout_ms=None, traceparent=None))]
+    #[pyo3(signature = (route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn chat<'py>(
         &self,
@@ -288,8 +292,9 @@ impl NativeClient {
         headers: Option<&Bound<'py, PyAny>>,
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<ChatReply> {
-        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent })?;
+        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
         let mut call = self.inner.start_blocking_chat(&route, chat).map_err(|e| to_py(py, e))?;
         loop {
             if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
@@ -301,7 +306,7 @@ impl NativeClient {
 
     /// Starts one chat call whose answer resolves `future` through `bridge`; the returned
     /// `Pending` cancels the call when cancelled or dropped.
-    #[pyo3(signature = (bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None))]
+    #[pyo3(signature = (bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn chat_async<'py>(
         &self,
@@ -314,8 +319,9 @@ impl NativeClient {
         headers: Option<&Bound<'py, PyAny>>,
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Pending> {
-        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent })?;
+        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
         let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
         let task = harness_core::runtime::spawn(async move {
             let outcome = client.chat(&route, chat).await;
@@ -327,7 +333,7 @@ impl NativeClient {
 
     /// Opens a streamed chat answer, blocking this thread (not the GIL) until a provider
     /// answered; Ctrl-C interrupts it and cancels the call.
-    #[pyo3(signature = (route, messages, params=None, headers=None, timeout_ms=None, traceparent=None))]
+    #[pyo3(signature = (route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn chat_stream<'py>(
         &self,
@@ -338,8 +344,9 @@ impl NativeClient {
         headers: Option<&Bound<'py, PyAny>>,
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<NativeChatStream> {
-        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent })?;
+        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
         let mut call = self.inner.start_blocking_chat_stream(&route, chat).map_err(|e| to_py(py, e))?;
         loop {
             if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
@@ -354,7 +361,7 @@ impl NativeClient {
 
     /// Opens a streamed chat answer on the runtime; `future` resolves (through `bridge`) to
     /// the stream once a provider answered. The returned `Pending` cancels the open.
-    #[pyo3(signature = (bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None))]
+    #[pyo3(signature = (bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn chat_stream_async<'py>(
         &self,
@@ -367,8 +374,9 @@ impl NativeClient {
         headers: Option<&Bound<'py, PyAny>>,
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Pending> {
-        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent })?;
+        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
         let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
         let task = harness_core::runtime::spawn(async move {
             let outcome = client.chat_stream(&route, chat).await;

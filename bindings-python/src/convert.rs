@@ -28,6 +28,8 @@ pub struct CallArgs<'a, 'py> {
     pub idempotency_key: Option<&'a Bound<'py, PyAny>>,
     pub timeout_ms: Option<&'a Bound<'py, PyAny>>,
     pub traceparent: Option<&'a Bound<'py, PyAny>>,
+    /// Who the call is made for; it goes into the audit record only.
+    pub principal: Option<&'a Bound<'py, PyAny>>,
 }
 
 fn present<'a, 'py>(v: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
@@ -402,6 +404,7 @@ pub fn request(py: Python<'_>, a: CallArgs<'_, '_>) -> PyResult<Request> {
         idempotency_key: opt_string("idempotency_key", a.idempotency_key)?,
         timeout_ms: timeout(py, a.timeout_ms)?,
         traceparent: opt_string("traceparent", a.traceparent)?,
+        principal: opt_string("principal", a.principal)?,
     })
 }
 
@@ -414,6 +417,8 @@ pub struct ChatArgs<'a, 'py> {
     pub headers: Option<&'a Bound<'py, PyAny>>,
     pub timeout_ms: Option<&'a Bound<'py, PyAny>>,
     pub traceparent: Option<&'a Bound<'py, PyAny>>,
+    /// Who the call is made for; it goes into the audit record only.
+    pub principal: Option<&'a Bound<'py, PyAny>>,
 }
 
 /// A Python value walked to JSON text (as `json=` is) and read back as a JSON value.
@@ -437,6 +442,7 @@ pub fn chat(py: Python<'_>, a: ChatArgs<'_, '_>) -> PyResult<(String, ChatReques
         headers: present(a.headers).map(|h| pairs("extra_headers", h, false)).transpose()?.unwrap_or_default(),
         timeout_ms: timeout(py, a.timeout_ms)?,
         traceparent: opt_string("traceparent", a.traceparent)?,
+        principal: opt_string("principal", a.principal)?,
     };
     Ok((route, chat))
 }

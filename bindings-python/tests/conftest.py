@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -48,6 +49,17 @@ class Upstream:
     def log(self, name: str) -> list:
         with _NO_PROXY.open(f"{self.url}/__admin/log/{name}", timeout=10) as r:
             return json.loads(r.read())["requests"]
+
+    def otlp_spans(self, trace_id: str, want: int, timeout: float = 5.0) -> list:
+        """The spans of `trace_id` the upstream's OTLP receiver got (tests/upstream/src/otlp.rs),
+        polled until there are `want` of them (exports are batched) or `timeout` seconds passed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with _NO_PROXY.open(f"{self.url}/__admin/otlp/spans", timeout=10) as r:
+                spans = [s for s in json.loads(r.read())["spans"] if s["trace_id"] == trace_id]
+            if len(spans) >= want or time.monotonic() > deadline:
+                return spans
+            time.sleep(0.05)
 
     def provider(self, name: str, spec: dict) -> None:
         """Sets how simulated model provider `name` answers `/llm/{name}/...` (tests/upstream/src/provider.rs)."""

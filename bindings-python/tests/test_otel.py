@@ -208,3 +208,70 @@ print(a.trace_id, b.trace_id)
     fresh, explicit = out.stdout.split()
     assert re.fullmatch(r"[0-9a-f]{32}", fresh) and explicit == EXPLICIT.split("-")[1]
     assert [t for _, t, _, _ in sent(upstream, "otel_absent")] == [fresh, explicit]
+
+
+# ---- OTLP export: the core's spans reach a collector, children of the host's span ----------
+
+
+def otel_config(upstream, **svc):
+    """One service (`svc`) and one route (`chat`), exporting spans to the upstream's OTLP receiver."""
+    return {
+        "client": {"name": "pytest-otel"},
+        "log": {"enabled": False},
+        "otel": {"endpoint": upstream.url, "sample_ratio": 1.0, "delay_ms": 50, "service_name": "pytest-otel-export"},
+        "services": {"svc": {"base_url": upstream.url, **svc}, "sim-svc": {"base_url": f"{upstream.url}/llm/otel-export-sim"}},
+        "routes": {"chat": {"adapter": "openai-compatible", "providers": [{"id": "sim", "service": "sim-svc", "model": "m", "weight": 1}]}},
+    }
+
+
+def harness_span(spans, parent):
+    """The one exported span whose parent is `parent` (the host span), and its children (the attempts)."""
+    [root] = [s for s in spans if s["parent_span_id"] == parent]
+    children = sorted((s for s in spans if s["parent_span_id"] == root["span_id"]), key=lambda s: s["attributes"]["harness.attempt"])
+    return root, children
+
+
+def test_exported_spans_are_children_of_the_host_span(upstream):
+    upstream.script("otel_export", [{"status": 503}, {"status": 200}])
+    retry = {"max_retries": 1, "jitter": False, "base_delay_ms": 1}
+    with harness.Client(otel_config(upstream, retry=retry)) as c:
+        with TRACER.start_as_current_span("host") as span:
+            r = c.get("svc", "/s/otel_export/42", endpoint="/s/otel_export/{id}")
+    trace_id, span_id = ids(span)
+    assert r.trace_id == trace_id and r.attempts == 2
+
+    root, attempts = harness_span(upstream.otlp_spans(trace_id, 3), span_id)
+    assert (root["trace_id"], root["kind"], root["name"]) == (trace_id, 3, "GET /s/otel_export/{id}"), root
+    assert root["service_name"] == "pytest-otel-export"
+    a = root["attributes"]
+    assert (a["harness.service"], a["harness.endpoint"], a["harness.attempts"]) == ("svc", "/s/otel_export/{id}", 2), a
+    assert (a["http.request.method"], a["url.template"], a["http.response.status_code"]) == ("GET", "/s/otel_export/{id}", 200)
+    # One child per attempt; each attempt's span id is the one sent downstream.
+    assert [(s["attributes"]["harness.attempt"], s["attributes"]["http.response.status_code"]) for s in attempts] == [(1, 503), (2, 200)]
+    assert [s for _, _, s, _ in sent(upstream, "otel_export")] == [s["span_id"] for s in attempts]
+
+
+def test_async_calls_and_chat_export_spans_under_the_tasks_span(upstream):
+    upstream.script("otel_export_async", [{"status": 200}])
+    upstream.provider("otel-export-sim", {"content": "hi", "reset": True})
+
+    async def go():
+        async with harness.AsyncClient(otel_config(upstream)) as a:
+            with TRACER.start_as_current_span("host-async") as span:
+                await a.get("svc", "/s/otel_export_async/a")
+                answer = await a.chat("chat", HELLO)
+        return span, answer
+
+    span, answer = asyncio.run(go())
+    trace_id, span_id = ids(span)
+    assert answer.trace_id == trace_id
+    spans = upstream.otlp_spans(trace_id, 4)
+    roots = sorted((s for s in spans if s["parent_span_id"] == span_id), key=lambda s: s["name"])
+    assert [(s["name"], s["kind"], s["attributes"]["harness.service"]) for s in roots] == [
+        ("GET /s/otel_export_async/a", 3, "svc"),
+        ("POST /v1/chat/completions", 3, "chat"),
+    ], roots
+    chat = roots[1]["attributes"]
+    assert (chat["harness.route"], chat["harness.provider"], chat["harness.model"]) == ("chat", "sim", "m")
+    for root in roots:
+        assert [s for s in spans if s["parent_span_id"] == root["span_id"]], f"no attempt span under {root['name']}"

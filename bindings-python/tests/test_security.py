@@ -159,6 +159,7 @@ def test_integer_past_pythons_digit_limit_is_a_config_error(config):
         (("svc", "POST", "/x"), {"params": {"q": ["ok", LONE]}}, "params.q"),
         (("svc", "POST", "/x"), {"idempotency_key": "k" + LONE}, "idempotency_key"),
         (("svc", "POST", "/x"), {"traceparent": LONE}, "traceparent"),
+        (("svc", "POST", "/x"), {"principal": "u" + LONE}, "principal"),
         (("svc", "POST", "/x"), {"json": {"a": "v" + LONE}}, "json"),
         (("svc", "POST", "/x"), {"json": {"k" + LONE: 1}}, "json"),
         (("svc", "POST", "/x"), {"json": ["\udc00"]}, "json"),

@@ -888,8 +888,8 @@ class _Base:
         return self._native.set_weight(route, provider, weight)
 
     def flush(self) -> None:
-        """Delivers this client's queued log records and events now (otherwise they go out
-        on their own thread a moment after each request)."""
+        """Delivers this client's queued log records, events and audit records now (otherwise
+        they go out on their own thread a moment after each request)."""
         self._native.flush()
 
     def metrics(self) -> str:
@@ -944,6 +944,7 @@ class Client(_Base):
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Response:
         """Sends one request through the Harness pipeline and returns its ``Response``.
 
@@ -951,13 +952,15 @@ class Client(_Base):
         JSON-serialisable value and ``content`` raw bytes (not both).
         ``timeout_ms`` overrides the service's total timeout. ``traceparent`` (or a
         ``traceparent`` header) continues a W3C trace; without one, the host's active
-        OpenTelemetry span, if any, is the parent. Raises a ``HarnessError`` subclass on failure.
+        OpenTelemetry span, if any, is the parent. ``principal`` names who the call is made
+        for (a user or tenant id, 1 to 256 characters, no control characters): it goes into
+        the audit record only, never downstream. Raises a ``HarnessError`` subclass on failure.
         """
         if traceparent is None:
             traceparent, headers = _otel.parent(headers)
         return Response(
             *self._native.request(
-                service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent
+                service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal
             )
         )
 
@@ -975,6 +978,7 @@ class Client(_Base):
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> "_StreamCall":
         """A streamed request, for a ``with`` block: ``with client.stream("svc", "GET", "/x") as r:``
         then ``r.iter_bytes()`` or ``r.iter_lines()``.
@@ -986,7 +990,7 @@ class Client(_Base):
         """
         if traceparent is None:
             traceparent, headers = _otel.parent(headers)
-        args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent)
+        args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal)
         native = self._native
         return _StreamCall(lambda: native.stream(*args))
 
@@ -1000,6 +1004,7 @@ class Client(_Base):
         extra_body: Optional[Mapping[str, Any]] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
         **params: Any,
     ) -> ChatResponse:
         """One chat answer on an ``openai-compatible`` route: the route picks the provider, fails
@@ -1011,12 +1016,13 @@ class Client(_Base):
         ``extra_body`` holds parameters that cannot be keywords (a name such as ``timeout_ms``);
         ``extra_headers`` (a mapping or pairs) are HTTP headers, ``timeout_ms`` bounds the whole
         call, ``traceparent`` continues a trace (else the active OpenTelemetry span is the
-        parent). Raises a ``HarnessError`` subclass on failure (``NoHealthyProviderError``
+        parent), ``principal`` names who the call is made for (in the audit record only).
+        Raises a ``HarnessError`` subclass on failure (``NoHealthyProviderError``
         lists each provider's last error in ``provider_errors``).
         """
         if traceparent is None:
             traceparent, extra_headers = _otel.parent(extra_headers)
-        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
+        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
         return ChatResponse(**self._native.chat(*args))
 
     def chat_stream(
@@ -1029,6 +1035,7 @@ class Client(_Base):
         extra_body: Optional[Mapping[str, Any]] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
         **params: Any,
     ) -> ChatStream:
         """A streamed chat answer: returns once a provider answered (errors before that raise
@@ -1039,7 +1046,7 @@ class Client(_Base):
         """
         if traceparent is None:
             traceparent, extra_headers = _otel.parent(extra_headers)
-        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
+        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
         return ChatStream(self._native.chat_stream(*args))
 
     def get(self, service: str, path: str, **kwargs: Any) -> Response:
@@ -1092,6 +1099,7 @@ class AsyncClient(_Base):
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Response:
         """Sends one request through the Harness pipeline and returns its ``Response``.
 
@@ -1103,7 +1111,7 @@ class AsyncClient(_Base):
         bridge = _BRIDGES.get(loop) or _bridge(loop)
         future = loop.create_future()
         pending = self._native.request_async(
-            bridge, future, service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent
+            bridge, future, service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal
         )
         try:
             reply = await future
@@ -1126,6 +1134,7 @@ class AsyncClient(_Base):
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> "_AsyncStreamCall":
         """A streamed request, for an ``async with`` block: ``async with aclient.stream("svc",
         "GET", "/x") as r:`` then ``r.aiter_bytes()`` or ``r.aiter_lines()``.
@@ -1135,7 +1144,7 @@ class AsyncClient(_Base):
         """
         if traceparent is None:
             traceparent, headers = _otel.parent(headers)
-        args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent)
+        args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal)
         return _AsyncStreamCall(self._native, args)
 
     async def chat(
@@ -1148,13 +1157,14 @@ class AsyncClient(_Base):
         extra_body: Optional[Mapping[str, Any]] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
         **params: Any,
     ) -> ChatResponse:
         """One chat answer on an ``openai-compatible`` route; same arguments as ``Client.chat``.
         Cancelling the task cancels the call in Rust and frees its permits."""
         if traceparent is None:
             traceparent, extra_headers = _otel.parent(extra_headers)
-        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
+        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         pending = self._native.chat_async(_bridge(loop), future, *args)
@@ -1175,6 +1185,7 @@ class AsyncClient(_Base):
         extra_body: Optional[Mapping[str, Any]] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
         **params: Any,
     ) -> AsyncChatStream:
         """A streamed chat answer: ``async for chunk in aclient.chat_stream("chat", messages):``
@@ -1184,7 +1195,7 @@ class AsyncClient(_Base):
         loop early or cancelling the task cancels the answer."""
         if traceparent is None:
             traceparent, extra_headers = _otel.parent(extra_headers)
-        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent)
+        args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
         return AsyncChatStream(self._native, args)
 
     async def get(self, service: str, path: str, **kwargs: Any) -> Response:

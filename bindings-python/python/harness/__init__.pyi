@@ -315,7 +315,8 @@ class Event:
 
     Types: ``request_finished``, ``retry_scheduled``, ``breaker_state_changed``,
     ``bulkhead_rejected``, ``config_reloaded``, ``config_rejected``, ``shared_state_unavailable``,
-    ``provider_failover``, ``stream_restarted``, ``stream_chunk_skipped``, ``fallback_served``, ``schema_violation``.
+    ``provider_failover``, ``stream_restarted``, ``stream_chunk_skipped``, ``fallback_served``, ``schema_violation``,
+    ``audit_record``.
     """
 
     type: str
@@ -342,6 +343,7 @@ class Client:
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Response:
         """Sends one request through the Harness pipeline."""
     def stream(
@@ -358,6 +360,7 @@ class Client:
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> ContextManager[StreamResponse]:
         """A streamed request, for a ``with`` block."""
     def chat(
@@ -370,6 +373,7 @@ class Client:
         extra_body: Optional[Mapping[str, Any]] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
         **params: Any,
     ) -> ChatResponse:
         """One chat answer on an ``openai-compatible`` route; other keywords are chat-completions parameters."""
@@ -383,6 +387,7 @@ class Client:
         extra_body: Optional[Mapping[str, Any]] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
         **params: Any,
     ) -> ChatStream:
         """A streamed chat answer; returns once a provider answered."""
@@ -415,7 +420,7 @@ class Client:
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight as a reload would; returns the new ``config_version``."""
     def flush(self) -> None:
-        """Delivers this client's queued log records and events now."""
+        """Delivers this client's queued log records, events and audit records now."""
     def metrics(self) -> str:
         """This client's metrics in the Prometheus text format."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
@@ -448,6 +453,7 @@ class AsyncClient:
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Response:
         """Sends one request through the Harness pipeline."""
     def stream(
@@ -464,6 +470,7 @@ class AsyncClient:
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> AsyncContextManager[StreamResponse]:
         """A streamed request, for a ``async with`` block."""
     async def chat(
@@ -476,6 +483,7 @@ class AsyncClient:
         extra_body: Optional[Mapping[str, Any]] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
         **params: Any,
     ) -> ChatResponse:
         """One chat answer on an ``openai-compatible`` route; other keywords are chat-completions parameters."""
@@ -489,6 +497,7 @@ class AsyncClient:
         extra_body: Optional[Mapping[str, Any]] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
         **params: Any,
     ) -> AsyncChatStream:
         """A streamed chat answer, sent when first awaited, entered or iterated."""
@@ -521,7 +530,7 @@ class AsyncClient:
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight as a reload would; returns the new ``config_version``."""
     def flush(self) -> None:
-        """Delivers this client's queued log records and events now."""
+        """Delivers this client's queued log records, events and audit records now."""
     def metrics(self) -> str:
         """This client's metrics in the Prometheus text format."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:

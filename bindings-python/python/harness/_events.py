@@ -35,7 +35,15 @@ class Event:
     - ``stream_restarted``: ``route``, ``from``, ``to``, ``trace_id``, ``reason``, ``mode``
       (``hidden``, ``restart`` or ``continue``);
     - ``stream_chunk_skipped``: ``route``, ``provider``, ``trace_id``, ``reason``;
-    - ``fallback_served``: ``route``, ``kind`` (``cache`` or ``static``), ``trace_id``.
+    - ``fallback_served``: ``route``, ``kind`` (``cache`` or ``static``), ``trace_id``;
+    - ``schema_violation``: ``service``, ``endpoint``, ``method``, ``trace_id``,
+      ``violation``, ``mode`` (``enforce`` or ``warn``);
+    - ``audit_record`` (with ``audit: {sink: {listener: true}}``): ``ts_ms``, ``client``,
+      ``principal`` (when the call named one), ``service`` (or the route), ``provider``
+      (routes), ``endpoint``, ``method``, ``status``, ``outcome`` (``ok`` or the error
+      name), ``attempts``, ``duration_ms``, ``cost`` (when priced), ``trace_id``, and with
+      ``include_bodies: true`` ``request_body`` and ``response_body`` (masked, as plain
+      JSON values: dicts, lists, strings...).
     """
 
     # A dict of slots documents each attribute (help(), inspect.getdoc).

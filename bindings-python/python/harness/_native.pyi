@@ -49,6 +49,7 @@ class Client:
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> _Reply:
         """Runs one request, blocking this thread (not the GIL) until it finishes."""
     def request_async(
@@ -66,6 +67,7 @@ class Client:
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Pending:
         """Starts one request whose result resolves ``future`` through ``bridge``."""
     def stream(
@@ -81,6 +83,7 @@ class Client:
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Stream:
         """Opens a streamed response, blocking this thread (not the GIL) until its head arrives."""
     def stream_async(
@@ -98,6 +101,7 @@ class Client:
         idempotency_key: Optional[str] = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Pending:
         """Opens a streamed response; ``future`` resolves to the stream through ``bridge``."""
     def chat(
@@ -108,6 +112,7 @@ class Client:
         headers: _Pairs = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Dict[str, Any]:
         """One chat answer, blocking this thread (not the GIL); a dict of ``harness.ChatResponse`` fields."""
     def chat_async(
@@ -120,6 +125,7 @@ class Client:
         headers: _Pairs = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Pending:
         """Starts one chat call whose answer resolves ``future`` through ``bridge``."""
     def chat_stream(
@@ -130,6 +136,7 @@ class Client:
         headers: _Pairs = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> ChatStream:
         """Opens a streamed chat answer, blocking this thread (not the GIL) until a provider answered."""
     def chat_stream_async(
@@ -142,6 +149,7 @@ class Client:
         headers: _Pairs = None,
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
     ) -> Pending:
         """Opens a streamed chat answer; ``future`` resolves to the stream through ``bridge``."""
     def routing_state(self, route: str) -> Dict[str, Any]:
