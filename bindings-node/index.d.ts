@@ -12,8 +12,57 @@ export interface HarnessConfig {
   services?: Record<string, ServiceConfig>
   /** Routes across providers, by name: a request or chat call names a route as it names a service. */
   routes?: Record<string, RouteConfig>
+  /** One audit record per request, to a rotating file and/or listeners (`audit_record` events). Off by default. */
+  audit?: AuditConfig
+  /** Spans to an OpenTelemetry collector over OTLP/HTTP (off until `endpoint` is set). */
+  otel?: OtelConfig
   /** Keys added by later core versions are passed through unchanged. */
   [key: string]: unknown
+}
+
+/**
+ * `audit:`: one record per request (time, client, principal, service or route, provider, endpoint,
+ * method, status, outcome, attempts, duration, cost, trace id). Never a header, token or query string;
+ * bodies only with `include_bodies`, and then masked before anything is written.
+ */
+export interface AuditConfig {
+  enabled?: boolean
+  sink?: {
+    /** A JSON-lines file (default `audit.jsonl`, unless the records go to listeners only). */
+    file?: string
+    /** Rotate past this size (default 100 MiB), keeping `keep` old files (default 5). */
+    max_bytes?: number
+    keep?: number
+    /** Each record also goes to the client's listeners as an `audit_record` event. */
+    listener?: boolean
+  }
+  /** Keep the (masked) request and response bodies (default false). */
+  include_bodies?: boolean
+  /** JSON field names whose values become `***`, at any depth, case-insensitive (default: password, token, phone...). */
+  mask?: string[]
+  /** Regular expressions whose matches in string values become `***`. */
+  patterns?: string[]
+}
+
+/**
+ * `otel:`: the core exports a CLIENT span per request (a child of the caller's `traceparent`, or of
+ * the active OpenTelemetry span) and a child span per attempt, batched, over OTLP/HTTP protobuf.
+ */
+export interface OtelConfig {
+  /** The collector's OTLP/HTTP address (e.g. `http://127.0.0.1:4318`); spans go to `/v1/traces` under it. */
+  endpoint?: string
+  /** The share of new traces recorded, 0 to 1 (default 1); a caller's trace keeps its own sampled flag. */
+  sample_ratio?: number
+  /** The resource's `service.name` (default: `client.name`). */
+  service_name?: string
+  /** One export's time limit (default 10000). */
+  timeout_ms?: number
+  /** Spans held while waiting for export (default 2048); past it new spans are dropped. */
+  max_queue?: number
+  /** Spans per export request (default 512). */
+  max_batch?: number
+  /** The longest a span waits for its batch (default 1000). */
+  delay_ms?: number
 }
 
 /** One service's settings; every key has a safe default. */
@@ -214,6 +263,11 @@ export interface CallOptions {
    */
   traceparent?: string
   /**
+   * Who the call is made for (a user or tenant id): it goes into the audit record only, never
+   * downstream or into the log line. 1 to 256 characters, no control characters, else `ConfigError`.
+   */
+  principal?: string
+  /**
    * Aborting it cancels the request in Rust (freeing its permits); the promise rejects with `CancelledError`.
    * For `stream()`, it also cancels the body: a waiting or later read rejects with `CancelledError`.
    */
@@ -350,6 +404,8 @@ export interface ChatOptions {
    * the active OpenTelemetry span's, when `@opentelemetry/api` is installed.
    */
   traceparent?: string
+  /** Who the call is made for, as in `CallOptions.principal` (the audit record only). */
+  principal?: string
   /**
    * Aborting it cancels the call in Rust (freeing its permits); the promise rejects with
    * `CancelledError`. For `chatStream()`, it also stops the chunks: a waiting or later read rejects.
@@ -464,6 +520,7 @@ export type HarnessEventType =
   | 'stream_chunk_skipped'
   | 'fallback_served'
   | 'schema_violation'
+  | 'audit_record'
 
 /** One per request (every field of the log line). */
 export interface RequestFinishedEvent {
@@ -607,6 +664,33 @@ export interface SchemaViolationEvent {
   mode: 'enforce' | 'warn'
 }
 
+/**
+ * One request as the audit log keeps it (with `audit.sink.listener: true`). Bodies are present only
+ * with `audit.include_bodies`, as parsed JSON already masked (a non-JSON body is a note string).
+ */
+export interface AuditRecordEvent {
+  type: 'audit_record'
+  ts_ms: number
+  client: string
+  /** The call's `principal` option, when it gave one. */
+  principal?: string
+  /** The service, or the route the call named. */
+  service: string
+  /** Routed calls: the provider that answered. */
+  provider?: string
+  endpoint: string
+  method: string
+  status: number | null
+  /** `ok`, or the error kind (`HttpStatusError`, `TimeoutError`, ...). */
+  outcome: 'ok' | (string & {})
+  attempts: number
+  duration_ms: number
+  cost?: number
+  trace_id: string
+  request_body?: unknown
+  response_body?: unknown
+}
+
 /** A structured record of something the engine did; `type` names it the same in every language. */
 export type HarnessEvent =
   | RequestFinishedEvent
@@ -621,6 +705,7 @@ export type HarnessEvent =
   | StreamChunkSkippedEvent
   | FallbackServedEvent
   | SchemaViolationEvent
+  | AuditRecordEvent
 
 /** Listeners by event name: `event` gets every event, a type name only that kind. */
 export type HarnessEventListeners = { event: (event: HarnessEvent) => unknown } & {

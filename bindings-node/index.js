@@ -732,7 +732,7 @@ const NO_OPTIONS = Object.freeze({})
 // Response, or with `streaming` of a StreamResponse). `opts` carries every field but service,
 // method and path (already taken from it or the shortcut).
 function send(nativeClient, streaming, service, method, path, opts) {
-  let endpoint, query, headers, idempotencyKey, traceparent, json, body, timeoutMs
+  let endpoint, query, headers, idempotencyKey, traceparent, principal, json, body, timeoutMs
   try {
     service = reqString(service, 'service')
     method = reqString(method, 'method')
@@ -742,6 +742,7 @@ function send(nativeClient, streaming, service, method, path, opts) {
     headers = flatPairs(opts.headers, 'headers')
     idempotencyKey = optString(opts.idempotencyKey, 'idempotencyKey')
     traceparent = callTraceparent(optString(opts.traceparent, 'traceparent'), headers)
+    principal = optString(opts.principal, 'principal')
     if (opts.json !== undefined) json = jsonText(opts.json, 'json')
     if (opts.body !== undefined && opts.body !== null) body = bodyBytes(opts.body)
     timeoutMs = opts.timeoutMs
@@ -765,7 +766,7 @@ function send(nativeClient, streaming, service, method, path, opts) {
   let error
   try {
     error = nativeClient.request(
-      queue, id, streaming, service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, token,
+      queue, id, streaming, service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, principal, token,
     )
   } catch (e) {
     // A napi conversion failure; the checks above make this unreachable for typed input.
@@ -787,7 +788,7 @@ function routeName(route) {
 // Checks and translates one chat call (`request` is `{ messages, ...params }`), stages it
 // natively and returns its promise (of a ChatResponse, or with `streaming` of a ChatStream).
 function sendChat(nativeClient, streaming, route, request, opts) {
-  let messages, params, headers, traceparent, timeoutMs
+  let messages, params, headers, traceparent, principal, timeoutMs
   try {
     route = routeName(route)
     if (request === null || typeof request !== 'object' || Array.isArray(request)) {
@@ -800,6 +801,7 @@ function sendChat(nativeClient, streaming, route, request, opts) {
     if (Object.keys(rest).length > 0) params = jsonText(rest, 'params')
     headers = flatPairs(opts.headers, 'headers')
     traceparent = callTraceparent(optString(opts.traceparent, 'traceparent'), headers)
+    principal = optString(opts.principal, 'principal')
     timeoutMs = opts.timeoutMs
     if (timeoutMs === null) timeoutMs = undefined
     if (timeoutMs !== undefined && typeof timeoutMs !== 'number') {
@@ -820,7 +822,7 @@ function sendChat(nativeClient, streaming, route, request, opts) {
   const id = nextId()
   let error
   try {
-    error = nativeClient.chat(queue, id, streaming, route, messages, params, headers, timeoutMs, traceparent, token)
+    error = nativeClient.chat(queue, id, streaming, route, messages, params, headers, timeoutMs, traceparent, principal, token)
   } catch (e) {
     return Promise.reject(configError(`chat: ${e.message}`))
   }
@@ -1266,7 +1268,7 @@ class Client extends EventEmitter {
   /**
    * One chat answer on an `openai-compatible` route: `chat(route, { messages, ...params }, options)`.
    * The core picks the provider, fails over and prices the answer; resolves to a ChatResponse.
-   * `options`: `headers`, `timeoutMs`, `traceparent`, `signal`.
+   * `options`: `headers`, `timeoutMs`, `traceparent`, `principal`, `signal`.
    */
   chat(route, request, options) {
     return sendChat(this._native, false, route, request, options ?? NO_OPTIONS)

@@ -61,9 +61,10 @@ impl NativeClient {
         idempotency_key: Option<String>,
         timeout_ms: Option<f64>,
         traceparent: Option<String>,
+        principal: Option<String>,
         cancel: Option<&CancelToken>,
     ) -> Option<NativeError> {
-        let req = core_request(service, method, path, endpoint, query, headers, json, body.as_deref(), idempotency_key, timeout_ms, traceparent);
+        let req = core_request(service, method, path, endpoint, query, headers, json, body.as_deref(), idempotency_key, timeout_ms, traceparent, principal);
         match req {
             Ok(req) => {
                 let client = self.inner.clone();
@@ -91,9 +92,10 @@ impl NativeClient {
         headers: Option<Vec<String>>,
         timeout_ms: Option<f64>,
         traceparent: Option<String>,
+        principal: Option<String>,
         cancel: Option<&CancelToken>,
     ) -> Option<NativeError> {
-        match crate::routing::chat_request(messages, params, headers, timeout_ms, traceparent) {
+        match crate::routing::chat_request(messages, params, headers, timeout_ms, traceparent, principal) {
             Ok(chat) => {
                 let client = self.inner.clone();
                 let work = if streaming { Work::ChatOpen(client, route, chat) } else { Work::Chat(client, route, chat) };

@@ -30,6 +30,7 @@ pub fn core_request(
     idempotency_key: Option<String>,
     timeout_ms: Option<f64>,
     traceparent: Option<String>,
+    principal: Option<String>,
 ) -> Result<Request, HarnessError> {
     let body = match (json, body) {
         (Some(_), Some(_)) => return Err(HarnessError::config("request.json: give either json or body, not both")),
@@ -50,6 +51,7 @@ pub fn core_request(
         idempotency_key,
         timeout_ms,
         traceparent,
+        principal,
     })
 }
 

@@ -128,6 +128,7 @@ pub(crate) fn chat_request(
     headers: Option<Vec<String>>,
     timeout_ms: Option<f64>,
     traceparent: Option<String>,
+    principal: Option<String>,
 ) -> std::result::Result<ChatRequest, HarnessError> {
     let messages = json_value("messages", &messages)?;
     let params = match params {
@@ -143,6 +144,7 @@ pub(crate) fn chat_request(
         headers: crate::convert::pairs(headers, "headers")?,
         timeout_ms: crate::convert::timeout_ms_of(timeout_ms)?,
         traceparent,
+        principal,
     })
 }
 
