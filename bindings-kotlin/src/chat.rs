@@ -18,6 +18,8 @@ pub struct NativeChatRequest {
     pub headers: Vec<NativeEntry>,
     pub timeout_ms: Option<u64>,
     pub traceparent: Option<String>,
+    /// Who the call is made for: the audit record's `principal`, never sent.
+    pub principal: Option<String>,
 }
 
 /// Token counts as the provider reported them.
@@ -134,7 +136,14 @@ impl TryFrom<NativeChatRequest> for (String, ChatRequest) {
             Some(serde_json::Value::Object(o)) => o,
             Some(_) => return Err(HarnessError::config("params: expected an object of chat parameters").into()),
         };
-        let chat = ChatRequest { messages, params, headers: pairs(r.headers), timeout_ms: r.timeout_ms, traceparent: r.traceparent };
+        let chat = ChatRequest {
+            messages,
+            params,
+            headers: pairs(r.headers),
+            timeout_ms: r.timeout_ms,
+            traceparent: r.traceparent,
+            principal: r.principal,
+        };
         Ok((r.route, chat))
     }
 }
@@ -239,6 +248,7 @@ mod tests {
             headers: vec![],
             timeout_ms: None,
             traceparent: None,
+            principal: None,
         }
     }
 

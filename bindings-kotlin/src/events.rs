@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use harness_core::observability::audit::AuditRecord;
 use harness_core::{Event, EventSink, RequestRecord};
 
 /// One request's record: every field of the log line, named as in the JSON line.
@@ -35,6 +36,29 @@ pub struct NativeRequestRecord {
     pub model: Option<String>,
     pub cost: Option<f64>,
     pub fallback: Option<String>,
+}
+
+/// One audit record (`audit.sink.listener: true`), named as in the audit file's JSON line.
+/// The bodies (only with `include_bodies`, already masked by the core) are JSON text.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeAuditRecord {
+    pub ts_ms: u64,
+    pub client: String,
+    pub principal: Option<String>,
+    /// The service, or the route the caller named.
+    pub service: String,
+    pub provider: Option<String>,
+    pub endpoint: String,
+    pub method: String,
+    pub status: Option<u16>,
+    /// `ok`, or the error kind name.
+    pub outcome: String,
+    pub attempts: u32,
+    pub duration_ms: f64,
+    pub cost: Option<f64>,
+    pub trace_id: String,
+    pub request_body: Option<String>,
+    pub response_body: Option<String>,
 }
 
 /// The core's `Event`, field for field (the facade maps it to its public `HarnessEvent`).
@@ -118,6 +142,9 @@ pub enum NativeEvent {
         violation: String,
         mode: String,
     },
+    AuditRecord {
+        record: NativeAuditRecord,
+    },
 }
 
 impl From<&RequestRecord> for NativeRequestRecord {
@@ -144,6 +171,28 @@ impl From<&RequestRecord> for NativeRequestRecord {
             model: r.model.clone(),
             cost: r.cost,
             fallback: r.fallback.map(str::to_string),
+        }
+    }
+}
+
+impl From<&AuditRecord> for NativeAuditRecord {
+    fn from(r: &AuditRecord) -> Self {
+        NativeAuditRecord {
+            ts_ms: r.ts_ms,
+            client: r.client.to_string(),
+            principal: r.principal.clone(),
+            service: r.service.to_string(),
+            provider: r.provider.as_deref().map(str::to_string),
+            endpoint: r.endpoint.to_string(),
+            method: r.method.to_string(),
+            status: r.status,
+            outcome: r.outcome.to_string(),
+            attempts: r.attempts,
+            duration_ms: r.duration_ms,
+            cost: r.cost,
+            trace_id: r.trace_id.clone(),
+            request_body: r.request_body.as_ref().map(|b| b.to_string()),
+            response_body: r.response_body.as_ref().map(|b| b.to_string()),
         }
     }
 }
@@ -218,6 +267,7 @@ impl From<&Event> for NativeEvent {
             Event::FallbackServed { route, kind, trace_id } => {
                 NativeEvent::FallbackServed { route: route.clone(), kind: kind.to_string(), trace_id: trace_id.clone() }
             }
+            Event::AuditRecord(r) => NativeEvent::AuditRecord { record: r.into() },
         }
     }
 }
@@ -291,6 +341,35 @@ mod tests {
         ));
         let e = Event::FallbackServed { route: "chat".into(), kind: "cache", trace_id: "t".into() };
         assert!(matches!(NativeEvent::from(&e), NativeEvent::FallbackServed { kind, .. } if kind == "cache"));
+    }
+
+    #[test]
+    fn an_audit_record_keeps_its_principal_and_its_masked_bodies_as_json_text() {
+        let e = Event::AuditRecord(AuditRecord {
+            ts_ms: 1,
+            client: "c".into(),
+            principal: Some("user-42".into()),
+            service: "svc".into(),
+            provider: None,
+            endpoint: "/x".into(),
+            method: "POST".into(),
+            status: Some(200),
+            outcome: "ok",
+            attempts: 1,
+            duration_ms: 2.5,
+            cost: None,
+            trace_id: "t".into(),
+            request_body: Some(serde_json::json!({"password": "***", "n": 1})),
+            response_body: None,
+        });
+        match NativeEvent::from(&e) {
+            NativeEvent::AuditRecord { record } => {
+                assert_eq!((record.principal.as_deref(), record.outcome.as_str(), record.status), (Some("user-42"), "ok", Some(200)));
+                assert_eq!(record.request_body.as_deref(), Some(r#"{"password":"***","n":1}"#));
+                assert!(record.response_body.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     struct Failing;

@@ -31,7 +31,7 @@ pub use chat::{
     NativeRouteState, NativeRouted, NativeUsage,
 };
 pub use credentials::{NativeCredentialState, NativeKeyStatus, NativeToken, NativeTokenProvider, TokenError};
-pub use events::{ListenerError, NativeEvent, NativeEventSink, NativeRequestRecord};
+pub use events::{ListenerError, NativeAuditRecord, NativeEvent, NativeEventSink, NativeRequestRecord};
 pub use receiver::{NativeIdempotency, NativeLease, NativeReceiverCall};
 
 uniffi::setup_scaffolding!();
@@ -58,6 +58,8 @@ pub struct NativeRequest {
     pub idempotency_key: Option<String>,
     pub timeout_ms: Option<u64>,
     pub traceparent: Option<String>,
+    /// Who the call is made for (a user or tenant id): the audit record's `principal`, never sent.
+    pub principal: Option<String>,
 }
 
 #[derive(uniffi::Record, Debug, Clone)]
@@ -180,6 +182,7 @@ impl TryFrom<NativeRequest> for Request {
             idempotency_key: r.idempotency_key,
             timeout_ms: r.timeout_ms,
             traceparent: r.traceparent,
+            principal: r.principal,
         })
     }
 }
@@ -278,7 +281,7 @@ impl NativeClient {
         self.client.remove_listener(id)
     }
 
-    /// Delivers queued log records and events now.
+    /// Delivers queued log records, audit records and events now.
     pub fn flush(&self) {
         self.client.flush()
     }
@@ -359,6 +362,7 @@ pub(crate) mod tests {
             idempotency_key: None,
             timeout_ms: None,
             traceparent: None,
+            principal: None,
         }
     }
 

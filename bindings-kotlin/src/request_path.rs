@@ -582,6 +582,7 @@ mod tests {
             headers: vec![],
             timeout_ms: None,
             traceparent: None,
+            principal: None,
         };
         let mut buf = Vec::new();
         <NativeChatRequest as Lower<UniFfiTag>>::write(r, &mut buf);

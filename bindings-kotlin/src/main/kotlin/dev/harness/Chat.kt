@@ -30,12 +30,15 @@ data class ChatRequest @JvmOverloads constructor(
     val timeoutMs: Long? = null,
     /** The caller's W3C `traceparent`, continued downstream. */
     val traceparent: String? = null,
+    /** Who the call is made for (a user or tenant id), kept in the audit record only; never sent. */
+    val principal: String? = null,
 ) {
     fun withParam(name: String, value: Any?) = copy(params = params + (name to value))
     fun withParams(params: Map<String, Any?>) = copy(params = params)
     fun withHeader(name: String, value: String) = copy(headers = headers + (name to value))
     fun withTimeoutMs(timeoutMs: Long?) = copy(timeoutMs = timeoutMs)
     fun withTraceparent(traceparent: String?) = copy(traceparent = traceparent)
+    fun withPrincipal(principal: String?) = copy(principal = principal)
 
     // Header values may be credentials, and messages the user's words: neither is printed.
     override fun toString(): String =
@@ -129,7 +132,7 @@ data class ChatChunk(
 
 internal fun ChatRequest.toNative(): NativeChatRequest {
     if (timeoutMs != null && timeoutMs < 0) throw HarnessException.config("timeout_ms: must not be negative, got $timeoutMs")
-    requireUnicode("route" to route, "traceparent" to traceparent)
+    requireUnicode("route" to route, "traceparent" to traceparent, "request.principal" to principal)
     for ((k, v) in headers) requireUnicode("request.headers" to k, "request.headers.$k" to v)
     val headerEntries = headers.map { (k, v) -> NativeEntry(k, v) }
     return NativeChatRequest(
@@ -139,6 +142,7 @@ internal fun ChatRequest.toNative(): NativeChatRequest {
         headers = headerEntries,
         timeoutMs = timeoutMs?.toULong(),
         traceparent = HostTrace.resolve(traceparent, headerEntries),
+        principal = principal,
     )
 }
 

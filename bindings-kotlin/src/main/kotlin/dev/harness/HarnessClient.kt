@@ -99,8 +99,9 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         timeoutMs: Long? = null,
         traceparent: String? = null,
         headerList: List<Pair<String, String>> = emptyList(),
+        principal: String? = null,
     ): HarnessStream = stream(
-        HarnessRequest(service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, headerList),
+        HarnessRequest(service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, headerList, principal),
     )
 
     suspend fun request(
@@ -116,8 +117,9 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         timeoutMs: Long? = null,
         traceparent: String? = null,
         headerList: List<Pair<String, String>> = emptyList(),
+        principal: String? = null,
     ): HarnessResponse = request(
-        HarnessRequest(service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, headerList),
+        HarnessRequest(service, method, path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, headerList, principal),
     )
 
     suspend fun get(
@@ -128,7 +130,8 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         endpoint: String? = null,
         timeoutMs: Long? = null,
         traceparent: String? = null,
-    ): HarnessResponse = request(service, "GET", path, endpoint, query, headers, null, null, null, timeoutMs, traceparent)
+        principal: String? = null,
+    ): HarnessResponse = request(service, "GET", path, endpoint, query, headers, null, null, null, timeoutMs, traceparent, principal = principal)
 
     suspend fun post(
         service: String,
@@ -141,7 +144,8 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         idempotencyKey: String? = null,
         timeoutMs: Long? = null,
         traceparent: String? = null,
-    ): HarnessResponse = request(service, "POST", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent)
+        principal: String? = null,
+    ): HarnessResponse = request(service, "POST", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, principal = principal)
 
     suspend fun put(
         service: String,
@@ -154,7 +158,8 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         idempotencyKey: String? = null,
         timeoutMs: Long? = null,
         traceparent: String? = null,
-    ): HarnessResponse = request(service, "PUT", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent)
+        principal: String? = null,
+    ): HarnessResponse = request(service, "PUT", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, principal = principal)
 
     suspend fun patch(
         service: String,
@@ -167,7 +172,8 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         idempotencyKey: String? = null,
         timeoutMs: Long? = null,
         traceparent: String? = null,
-    ): HarnessResponse = request(service, "PATCH", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent)
+        principal: String? = null,
+    ): HarnessResponse = request(service, "PATCH", path, endpoint, query, headers, json, body, idempotencyKey, timeoutMs, traceparent, principal = principal)
 
     suspend fun delete(
         service: String,
@@ -178,7 +184,8 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         idempotencyKey: String? = null,
         timeoutMs: Long? = null,
         traceparent: String? = null,
-    ): HarnessResponse = request(service, "DELETE", path, endpoint, query, headers, null, null, idempotencyKey, timeoutMs, traceparent)
+        principal: String? = null,
+    ): HarnessResponse = request(service, "DELETE", path, endpoint, query, headers, null, null, idempotencyKey, timeoutMs, traceparent, principal = principal)
 
     /**
      * One chat answer on [route] (a route with `adapter: openai-compatible`): the route picks a
@@ -200,7 +207,8 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         headers: Map<String, String> = emptyMap(),
         timeoutMs: Long? = null,
         traceparent: String? = null,
-    ): ChatResponse = chat(ChatRequest(route, messages, params, headers, timeoutMs, traceparent))
+        principal: String? = null,
+    ): ChatResponse = chat(ChatRequest(route, messages, params, headers, timeoutMs, traceparent, principal))
 
     /** [chat] with a [ChatRequest]. */
     suspend fun chat(request: ChatRequest): ChatResponse {
@@ -245,7 +253,8 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         headers: Map<String, String> = emptyMap(),
         timeoutMs: Long? = null,
         traceparent: String? = null,
-    ): Flow<ChatChunk> = chatStream(ChatRequest(route, messages, params, headers, timeoutMs, traceparent))
+        principal: String? = null,
+    ): Flow<ChatChunk> = chatStream(ChatRequest(route, messages, params, headers, timeoutMs, traceparent, principal))
 
     /** [chatStream] with a [ChatRequest]. */
     fun chatStream(request: ChatRequest): Flow<ChatChunk> = flow {
@@ -404,7 +413,10 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     fun addListener(listener: Consumer<HarnessEvent>): ListenerHandle =
         ListenerHandle(native, native.listen(ListenerSink(listener::accept)))
 
-    /** Delivers this client's queued log records and events now (they follow each request within milliseconds otherwise). */
+    /**
+     * Delivers this client's queued log records, audit records (to the audit file and listeners)
+     * and events now (they follow each request within milliseconds otherwise).
+     */
     fun flush() = native.flush()
 
     /** This client's metrics in the Prometheus text format. */
@@ -565,6 +577,7 @@ private fun HarnessRequest.toNative(): NativeRequest {
         idempotencyKey = idempotencyKey,
         timeoutMs = timeoutMs?.toULong(),
         traceparent = HostTrace.resolve(traceparent, headerEntries),
+        principal = principal,
     )
 }
 

@@ -1,5 +1,6 @@
 package dev.harness
 
+import dev.harness.ffi.NativeAuditRecord
 import dev.harness.ffi.NativeEvent
 import dev.harness.ffi.NativeRequestRecord
 
@@ -204,6 +205,63 @@ sealed class HarnessEvent {
             "trace_id" to traceId, "violation" to violation, "mode" to mode,
         )
     }
+
+    /**
+     * One request's audit record (config `audit: { enabled: true, sink: { listener: true } }`),
+     * the same record the audit file holds: who it was for ([principal], as the caller passed it),
+     * what was called, and how it ended ([outcome]: `ok` or the error kind name). With
+     * `audit.include_bodies` the bodies are JSON values as [HarnessClient]'s `json` takes them
+     * (Map, List, String, Long, Double, ...), already masked by the engine; null otherwise.
+     * Never a header value or token. [fields] leaves out the null optional ones, as the file does.
+     */
+    data class AuditRecord(
+        /** Unix time in milliseconds when the request ended. */
+        val tsMs: Long,
+        val client: String,
+        /** Who the call was made for (a request's `principal`), if given. */
+        val principal: String?,
+        /** The service, or the route the caller named. */
+        val service: String,
+        /** A routed request's provider that answered (or the last one tried). */
+        val provider: String?,
+        val endpoint: String,
+        val method: String,
+        /** The last status received, if any. */
+        val status: Int?,
+        /** `ok`, or the error kind name (`TimeoutError`, ...). */
+        val outcome: String,
+        val attempts: Int,
+        val durationMs: Double,
+        val cost: Double?,
+        val traceId: String,
+        val requestBody: Any?,
+        val responseBody: Any?,
+    ) : HarnessEvent() {
+        override val type: String get() = "audit_record"
+
+        override fun fields(): Map<String, Any?> = linkedMapOf<String, Any?>("type" to type, "ts_ms" to tsMs, "client" to client).also { m ->
+            principal?.let { m["principal"] = it }
+            m["service"] = service
+            provider?.let { m["provider"] = it }
+            m["endpoint"] = endpoint
+            m["method"] = method
+            m["status"] = status
+            m["outcome"] = outcome
+            m["attempts"] = attempts
+            m["duration_ms"] = durationMs
+            cost?.let { m["cost"] = it }
+            m["trace_id"] = traceId
+            requestBody?.let { m["request_body"] = it }
+            responseBody?.let { m["response_body"] = it }
+        }
+
+        // Masked bodies may still hold what users sent: only whether there is one.
+        override fun toString(): String =
+            "AuditRecord(tsMs=$tsMs, client=$client, principal=$principal, service=$service, provider=$provider, " +
+                "endpoint=$endpoint, method=$method, status=$status, outcome=$outcome, attempts=$attempts, durationMs=$durationMs, " +
+                "cost=$cost, traceId=$traceId, requestBody=${if (requestBody == null) "none" else "..."}, " +
+                "responseBody=${if (responseBody == null) "none" else "..."})"
+    }
 }
 
 internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = HarnessEvent.RequestFinished(
@@ -230,6 +288,31 @@ internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = Harne
     fallback = fallback,
 )
 
+internal fun NativeAuditRecord.toEvent(): HarnessEvent.AuditRecord = HarnessEvent.AuditRecord(
+    tsMs = tsMs.toLong(),
+    client = client,
+    principal = principal,
+    service = service,
+    provider = provider,
+    endpoint = endpoint,
+    method = method,
+    status = status?.toInt(),
+    outcome = outcome,
+    attempts = attempts.toInt(),
+    durationMs = durationMs,
+    cost = cost,
+    traceId = traceId,
+    requestBody = requestBody?.let(::auditBody),
+    responseBody = responseBody?.let(::auditBody),
+)
+
+/** A masked body the engine wrote as JSON; one nested past the reader's limit stays a note, never a lost event. */
+private fun auditBody(text: String): Any? = try {
+    Json.decode(text)
+} catch (e: IllegalArgumentException) {
+    "<${text.length} chars of JSON, nested deeper than ${Json.maxDepth} levels>"
+}
+
 /** The one place an engine event becomes a [HarnessEvent]. */
 internal fun NativeEvent.toEvent(): HarnessEvent = when (this) {
     is NativeEvent.RequestFinished -> record.toEvent()
@@ -245,4 +328,5 @@ internal fun NativeEvent.toEvent(): HarnessEvent = when (this) {
     is NativeEvent.StreamChunkSkipped -> HarnessEvent.StreamChunkSkipped(route, provider, traceId, reason)
     is NativeEvent.FallbackServed -> HarnessEvent.FallbackServed(route, kind, traceId)
     is NativeEvent.SchemaViolation -> HarnessEvent.SchemaViolation(service, endpoint, method, traceId, violation, mode)
+    is NativeEvent.AuditRecord -> record.toEvent()
 }

@@ -35,6 +35,11 @@ data class HarnessRequest @JvmOverloads constructor(
      * and every value is sent.
      */
     val headerList: List<Pair<String, String>> = emptyList(),
+    /**
+     * Who the call is made for (a user or tenant id), kept in the audit record only: never
+     * sent downstream, never in the log line. 1 to 256 characters, no control characters.
+     */
+    val principal: String? = null,
 ) {
     fun withEndpoint(endpoint: String?) = copy(endpoint = endpoint)
     fun withQuery(name: String, value: String) = copy(query = query + (name to value))
@@ -47,6 +52,7 @@ data class HarnessRequest @JvmOverloads constructor(
     fun withIdempotencyKey(key: String?) = copy(idempotencyKey = key)
     fun withTimeoutMs(timeoutMs: Long?) = copy(timeoutMs = timeoutMs)
     fun withTraceparent(traceparent: String?) = copy(traceparent = traceparent)
+    fun withPrincipal(principal: String?) = copy(principal = principal)
 
     // Header values may be credentials: only their names are printed.
     override fun toString(): String =

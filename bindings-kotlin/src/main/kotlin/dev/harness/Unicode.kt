@@ -47,6 +47,7 @@ internal fun loneSurrogateIn(r: NativeRequest): HarnessException {
         bad(r.endpoint) -> "request.endpoint"
         bad(r.idempotencyKey) -> "request.idempotency_key"
         bad(r.traceparent) -> "request.traceparent"
+        bad(r.principal) -> "request.principal"
         bad(r.json) -> "json"
         else -> entries("request.query", r.query) ?: entries("request.headers", r.headers) ?: "request"
     }

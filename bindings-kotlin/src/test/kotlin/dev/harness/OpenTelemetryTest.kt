@@ -21,7 +21,8 @@ import java.util.concurrent.TimeUnit
 
 /**
  * The host's active OpenTelemetry span is the parent of Harness's span: a real SDK tracer
- * provider starts the span, the loopback upstream shows the `traceparent` Harness sent.
+ * provider starts the span, the loopback upstream shows the `traceparent` Harness sent, and
+ * its OTLP receiver the spans the engine exported (`otel.endpoint`).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class OpenTelemetryTest {
@@ -77,6 +78,56 @@ class OpenTelemetryTest {
             assertNotEquals(host.spanId, span, "Harness's span is a child, not the host's span itself")
             assertEquals("01", flags)
             assertEquals(host.traceId, r.traceId)
+        }
+    }
+
+    /** The exported spans of [traceId], once at least [want] of them have reached the upstream (batched: up to ~5 s). */
+    private fun exported(traceId: String, want: Int): List<org.json.JSONObject> {
+        val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5)
+        while (true) {
+            val spans = TestUpstream.otlpSpans().filter { it.getString("trace_id") == traceId }
+            if (spans.size >= want || System.nanoTime() > deadline) return spans
+            Thread.sleep(50)
+        }
+    }
+
+    @Test
+    fun `with otel endpoint the engine exports a client span under the host's span and a child per attempt`() = runBlocking<Unit> {
+        TestUpstream.putScript("kt_otel_export", listOf(mapOf("status" to 503), mapOf("status" to 200, "json" to mapOf("ok" to true))))
+        HarnessClient(
+            mapOf(
+                "client" to mapOf("name" to "kotlin-otel"),
+                "log" to mapOf("enabled" to false),
+                "otel" to mapOf("endpoint" to TestUpstream.url, "sample_ratio" to 1.0, "service_name" to "kotlin-otel-export", "delay_ms" to 50),
+                "services" to mapOf(
+                    "svc" to mapOf(
+                        "base_url" to TestUpstream.url,
+                        "retry" to mapOf("max_retries" to 1, "base_delay_ms" to 1, "max_delay_ms" to 2, "jitter" to false),
+                    ),
+                ),
+            ),
+        ).use { h ->
+            val (host, r) = inSpan { h.get("svc", "/s/kt_otel_export/7", endpoint = "/s/kt_otel_export/{id}") }
+            assertEquals(2, r.attempts)
+            val spans = exported(host.traceId, 3)
+            val root = spans.singleOrNull { it.getString("parent_span_id") == host.spanId }
+                ?: error("no exported span is the host span's child: $spans")
+            assertEquals(host.traceId, root.getString("trace_id"))
+            assertEquals(3, root.getInt("kind"), "a client span")
+            assertEquals("GET /s/kt_otel_export/{id}", root.getString("name"))
+            assertEquals("kotlin-otel-export", root.getString("service_name"))
+            val a = root.getJSONObject("attributes")
+            assertEquals("svc", a.getString("harness.service"))
+            assertEquals("/s/kt_otel_export/{id}", a.getString("harness.endpoint"))
+            assertEquals(2, a.getInt("harness.attempts"))
+            assertEquals(200, a.getInt("http.response.status_code"))
+
+            val attempts = spans.filter { it.getString("parent_span_id") == root.getString("span_id") }
+                .sortedBy { it.getJSONObject("attributes").getInt("harness.attempt") }
+            assertEquals(listOf(1, 2), attempts.map { it.getJSONObject("attributes").getInt("harness.attempt") }, "one child span per attempt: $spans")
+            assertEquals(listOf(503, 200), attempts.map { it.getJSONObject("attributes").getInt("http.response.status_code") })
+            // Each attempt went downstream as its own span of the host's trace.
+            assertEquals(attempts.map { it.getString("span_id") }, (0..1).map { sent("kt_otel_export", it)[1] })
         }
     }
 

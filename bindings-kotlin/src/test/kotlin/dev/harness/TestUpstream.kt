@@ -72,6 +72,17 @@ object TestUpstream {
     /** The base URL a service uses to reach simulated provider [name]. */
     fun llm(name: String): String = "$url/llm/$name"
 
+    /**
+     * The spans the upstream's OTLP receiver holds (`otel.endpoint` = [url]), oldest first:
+     * `{trace_id, span_id, parent_span_id, name, kind, service_name, attributes, ...}`. The
+     * receiver is shared by every test: filter by trace id.
+     */
+    fun otlpSpans(): List<JSONObject> {
+        val text = admin.send(HttpRequest.newBuilder(URI("$url/__admin/otlp/spans")).GET().build(), HttpResponse.BodyHandlers.ofString()).body()
+        val spans = JSONObject(text).getJSONArray("spans")
+        return (0 until spans.length()).map { spans.getJSONObject(it) }
+    }
+
     /** The script's log as JSON text (for a parser that keeps key order). */
     fun logText(name: String): String =
         admin.send(HttpRequest.newBuilder(URI("$url/__admin/log/$name")).GET().build(), HttpResponse.BodyHandlers.ofString()).body()
