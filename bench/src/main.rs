@@ -161,6 +161,71 @@ fn main() {
             (h.cpu_ms_per_1k / p.cpu_ms_per_1k - 1.0) * 100.0
         );
     }
+    if std::env::var("BENCH_OVERHEAD").map(|v| v != "0").unwrap_or(true) {
+        overhead(&handle, &plain, &url, total);
+    }
     drop(child.stdin.take());
     let _ = child.wait();
+}
+
+/// What response validation and span export add at c=64: the same 1 KB JSON answer through
+/// three clients that differ only in that, interleaved over at least 5 rounds.
+fn overhead(handle: &tokio::runtime::Handle, http: &reqwest::Client, url: &str, total: usize) {
+    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(5);
+    let items: Vec<serde_json::Value> = (0..12).map(|i| json!({"sku": format!("SKU-{i:05}"), "qty": i + 1, "price": 9.99, "tags": ["a", "b"]})).collect();
+    let order = json!({"id": 4242, "state": "paid", "customer": {"id": "c-1", "email": "ann@example.com"}, "items": items, "total": 123.45});
+    let body = order.to_string();
+    let step = json!({"steps": [{"json": order}]}).to_string();
+    handle.block_on(async { http.put(format!("{url}/__admin/script/kb")).body(step).send().await.unwrap() });
+    let schema = json!({"type": "object", "required": ["id", "state", "items", "total"], "properties": {
+        "id": {"type": "integer"}, "state": {"enum": ["new", "paid", "shipped"]}, "total": {"type": "number", "minimum": 0},
+        "customer": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}, "email": {"type": "string"}}},
+        "items": {"type": "array", "items": {"type": "object", "required": ["sku", "qty", "price"],
+            "properties": {"sku": {"type": "string", "pattern": "^SKU-[0-9]+$"}, "qty": {"type": "integer", "minimum": 1}, "price": {"type": "number"}}}}}});
+    let make = |extra: serde_json::Value| {
+        let mut cfg = json!({"client": {"name": "bench"}, "log": {"enabled": false},
+            "services": {"bench": {"base_url": url, "retry": {"max_retries": 1}, "bulkhead": {"max_concurrency": 256}}}});
+        for (k, v) in extra.as_object().unwrap() {
+            if k == "endpoints" {
+                cfg["services"]["bench"]["endpoints"] = v.clone();
+            } else {
+                cfg[k] = v.clone();
+            }
+        }
+        Client::from_value(cfg).unwrap()
+    };
+    let clients = [
+        ("plain", make(json!({}))),
+        ("schema enforce", make(json!({"endpoints": {"GET /s/kb/{id}": {"response_schema": schema, "validate": "enforce"}}}))),
+        ("otel export", make(json!({"otel": {"endpoint": url, "delay_ms": 200}}))),
+    ];
+    let n = total;
+    let mut rows: Vec<Vec<Row>> = vec![Vec::new(); clients.len()];
+    for _ in 0..rounds {
+        // The receiver keeps every span it decodes: empty it between rounds.
+        handle.block_on(async { http.post(format!("{url}/__admin/otlp/reset")).send().await.unwrap() });
+        for (i, (_, c)) in clients.iter().enumerate() {
+            let c = c.clone();
+            rows[i].push(handle.block_on(measure(64, n, move || {
+                let c = c.clone();
+                async move { c.request(Request::new("bench", "GET", "/s/kb/1")).await.map(|r| r.body.len() > 1000).unwrap_or(false) }
+            })));
+        }
+    }
+    println!("\nWhat validation and span export add: a {} byte JSON answer, c=64, {n} requests per cell, median of {rounds} interleaved rounds (log off in all three)\n", body.len());
+    println!("| client | req/s (min-max) | p50 µs | CPU ms / 1k req | vs plain, per request |");
+    println!("|---|---:|---:|---:|---:|");
+    let base_us = 1e6 / median(&rows[0], |r| r.rps);
+    for (i, (name, _)) in clients.iter().enumerate() {
+        let r = &rows[i];
+        let (lo, hi) = r.iter().fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x.rps), hi.max(x.rps)));
+        let us = 1e6 / median(r, |x| x.rps);
+        println!(
+            "| {name} | {:.0} ({lo:.0}-{hi:.0}) | {:.1} | {:.1} | {:+.1}% |",
+            median(r, |x| x.rps),
+            median(r, |x| x.p50_us),
+            median(r, |x| x.cpu_ms_per_1k),
+            (us / base_us - 1.0) * 100.0
+        );
+    }
 }

@@ -34,6 +34,15 @@ pub fn parse_checked(text: &str) -> Result<serde_json::Value, serde_json::Error>
     Ok(value)
 }
 
+/// Parses untrusted JSON (a downstream's body, a schema file): refused past `MAX_DEPTH`
+/// levels by a linear scan first, so neither the parser nor a later walk of the value
+/// (masking, validation) can run out of stack on a hostile document.
+pub fn parse_bounded(text: &[u8]) -> Result<serde_json::Value, String> {
+    check_text("body", text).map_err(|e| e.message)?;
+    let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8: {e}"))?;
+    parse_checked(text).map_err(|e| e.to_string())
+}
+
 /// Checks JSON text: at most `MAX_DEPTH` levels, no bare `NaN`/`Infinity` (which
 /// some encoders emit) and no lone surrogate escape (`"\ud800"`, which some encoders
 /// emit for a malformed host string). A linear scan; the downstream parses the rest.

@@ -388,3 +388,27 @@ async fn audit_records_reach_listeners_with_the_callers_principal_and_a_reload_m
     assert_eq!(events.0.lock().iter().filter(|e| e.kind() == "audit_record").count(), 1, "file only now");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_deeply_nested_body_is_neither_audited_nor_validated_into_a_crash() {
+    let u = harness_upstream::start().await.unwrap();
+    let deep = "[".repeat(200_000);
+    script(&u.url(), "deep", json!([{"status": 200, "body": deep, "headers": {"content-type": "application/json"}}])).await;
+    let (client, events) = client(json!({"log": {"enabled": false},
+        "audit": {"enabled": true, "include_bodies": true, "sink": {"listener": true}},
+        "services": {"svc": {"base_url": u.url(), "retry": {"max_retries": 0},
+            "endpoints": {"GET /s/deep": {"response_schema": {"type": "object"}, "validate": "enforce"}}}}}));
+    let e = client.request(Request::new("svc", "GET", "/s/deep")).await.unwrap_err();
+    assert_eq!(e.name(), "SchemaError");
+    assert!(e.message.contains("not JSON"), "{}", e.message);
+    // warn: the answer comes back, and its audit record notes the body instead of holding it.
+    let mut cfg = client.config().as_ref().clone();
+    cfg.services.get_mut("svc").unwrap().endpoints.values_mut().for_each(|ep| ep.validate = harness_core::validation::ValidateMode::Warn);
+    client.reload(cfg).unwrap();
+    assert_eq!(client.request(Request::new("svc", "GET", "/s/deep")).await.unwrap().body.len(), 200_000);
+    client.flush();
+    let recs: Vec<Value> = events.0.lock().iter().filter(|e| e.kind() == "audit_record").map(|e| e.to_value()).collect();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0]["outcome"], "SchemaError");
+    assert!(recs[1]["response_body"].as_str().unwrap().contains("not JSON"), "{}", recs[1]);
+}

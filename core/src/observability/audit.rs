@@ -145,7 +145,7 @@ impl Masker {
     pub fn body(&self, bytes: &[u8], secrets: &Secrets) -> Value {
         let scrubbed = secrets.scrub_bytes(bytes);
         let bytes = scrubbed.as_deref().unwrap_or(bytes);
-        match crate::json::parse_checked(std::str::from_utf8(bytes).unwrap_or("\u{0}")) {
+        match crate::json::parse_bounded(bytes) {
             Ok(mut v) => {
                 self.mask(&mut v);
                 let text = v.to_string();

@@ -58,9 +58,9 @@ const MAX_NAMED: usize = 3;
 impl Schema {
     /// Checks `body`; `Err(what)` names where and what did not match.
     pub fn check(&self, body: &[u8]) -> Result<(), String> {
-        let value: Value = match crate::json::parse_checked(std::str::from_utf8(body).unwrap_or("")) {
+        let value: Value = match crate::json::parse_bounded(body) {
             Ok(v) => v,
-            Err(_) => return Err("the body is not JSON".into()),
+            Err(_) => return Err("the body is not JSON (or nested too deep)".into()),
         };
         let mut named = Vec::new();
         let mut more = 0;
@@ -96,7 +96,7 @@ pub fn compile(service: &str, endpoints: &BTreeMap<String, EndpointConfig>) -> R
         let schema: Value = match source {
             Value::String(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| HarnessError::config(format!("{field}: cannot read {:?}: {e}", escape_control(path))))?;
-                crate::json::parse_checked(&text).map_err(|e| HarnessError::config(format!("{field}: {:?} is not JSON: {e}", escape_control(path))))?
+                crate::json::parse_bounded(text.as_bytes()).map_err(|e| HarnessError::config(format!("{field}: {:?} is not JSON: {}", escape_control(path), escape_control(&e))))?
             }
             Value::Object(_) | Value::Bool(_) => source.clone(),
             _ => return Err(HarnessError::config(format!("{field}: expected a file path or a JSON Schema object"))),
