@@ -1,5 +1,8 @@
 //! `harness`: `demo` drives traffic through injected failures against the embedded
-//! test upstream and narrates what the pipeline did; `check-config FILE` validates a config.
+//! test upstream and narrates what the pipeline did; `chaos` drives a config's own faults
+//! against it and prints a summary; `check-config FILE` validates a config.
+
+mod chaos;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -7,12 +10,13 @@ use std::time::{Duration, Instant};
 use harness_core::{Client, Config, Event, EventSink, Request};
 use serde_json::json;
 
-const USAGE: &str = "usage: harness demo | harness check-config FILE";
+const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         Some("demo") | None => demo(),
+        Some("chaos") => chaos::run(&args[1..]),
         Some("check-config") => match args.get(1) {
             Some(path) => match Config::from_path(path) {
                 Ok(c) => {

@@ -332,6 +332,25 @@ impl Client {
 
     /// Delivers this client's queued log records, audit records and events now (they go out on their
     /// own threads a moment after each request otherwise).
+    /// Answers `method path_template` on `service` with `response`, from now on and across
+    /// reloads (the latest rule first); the service no longer reaches the network. Path
+    /// variables (`/orders/{id}`) are substituted into string values of the answer.
+    pub fn mock(&self, service: &str, method: &str, path: &str, response: crate::transport::mock::MockResponse) -> Result<(), HarnessError> {
+        if !self.engine.snapshot().services.contains_key(service) {
+            return Err(HarnessError::config(format!("mock: unknown service `{}`", crate::redact::escape_control(service))));
+        }
+        let rule = crate::transport::mock::MockRule::from_host(method, path, &response)?;
+        self.engine.mocks.add(service, rule);
+        self.engine.rebuild()
+    }
+
+    /// Removes the mocks set by host code for `service` (or every service); a service with
+    /// no mock left reaches the network again, unless mock mode is on in config.
+    pub fn clear_mocks(&self, service: Option<&str>) -> Result<(), HarnessError> {
+        self.engine.mocks.clear(service);
+        self.engine.rebuild()
+    }
+
     pub fn flush(&self) {
         self.engine.log.flush();
         self.engine.events.flush();

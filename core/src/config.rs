@@ -29,6 +29,10 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Spans to an OpenTelemetry collector over OTLP/HTTP (off until `otel.endpoint` is set).
     pub otel: crate::observability::otel::OtelConfig,
+    /// Answers from rules instead of the network (off unless enabled or `HARNESS_MOCK=1`).
+    pub mock: crate::transport::mock::MockConfig,
+    /// Injected latency, statuses, resets and cut bodies (off unless enabled or `HARNESS_FAULTS=1`).
+    pub faults: crate::transport::faults::FaultsConfig,
 }
 
 /// `metrics:` (the text is always available from the client's `metrics()`).
@@ -378,6 +382,12 @@ impl Config {
         }
         self.audit.validate()?;
         self.otel.validate()?;
+        self.faults.validate(|s| self.services.contains_key(s))?;
+        for name in self.mock.services.keys() {
+            if !self.services.contains_key(name) {
+                return Err(bad(format!("mock.services.{name}"), "unknown service"));
+            }
+        }
         if let Some(l) = &self.metrics.listen {
             if l.parse::<std::net::SocketAddr>().is_err() {
                 return Err(bad("metrics.listen".into(), format!("expected host:port with an IP address (e.g. 127.0.0.1:9464), got {:?}", escape_control(l))));

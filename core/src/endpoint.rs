@@ -66,13 +66,62 @@ fn is_uuid(seg: &str) -> bool {
 
 /// Whether a config key names (`method`, `endpoint`): `METHOD /template`, or the template
 /// alone for any method (rate-limit and validation keys alike).
+/// Matches a concrete `path` (no query) against a path template: `{name}` takes one
+/// segment, a lone `*` takes any path. Returns the captured `(name, value)` pairs.
+pub fn capture<'t, 'p>(template: &'t str, path: &'p str) -> Option<Vec<(&'t str, &'p str)>> {
+    if template == "*" {
+        return Some(Vec::new());
+    }
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let mut out = Vec::new();
+    let mut t = template.split('/');
+    let mut p = path.split('/');
+    loop {
+        match (t.next(), p.next()) {
+            (None, None) => return Some(out),
+            (Some(ts), Some(ps)) => {
+                if let Some(name) = ts.strip_prefix('{').and_then(|x| x.strip_suffix('}')) {
+                    if ps.is_empty() {
+                        return None;
+                    }
+                    out.push((name, ps));
+                } else if ts != ps {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Does `key` (`"METHOD /tpl"` or `"/tpl"`) match this method and concrete path?
+pub fn key_matches_path(key: &str, method: &str, path: &str) -> bool {
+    match key.split_once(' ') {
+        Some((m, t)) => m.eq_ignore_ascii_case(method) && capture(t, path).is_some(),
+        None => capture(key, path).is_some(),
+    }
+}
+
 pub fn key_matches(key: &str, method: &str, endpoint: &str) -> bool {
     key == endpoint || key.split_once(' ').is_some_and(|(m, e)| m.eq_ignore_ascii_case(method) && e == endpoint)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::template;
+    use super::{capture, key_matches_path, template};
+
+    #[test]
+    fn captures_template_variables() {
+        assert_eq!(capture("/orders/{id}", "/orders/42"), Some(vec![("id", "42")]));
+        assert_eq!(capture("/a/{x}/b/{y}", "/a/1/b/2?q=1"), Some(vec![("x", "1"), ("y", "2")]));
+        assert_eq!(capture("/orders/{id}", "/orders/"), None);
+        assert_eq!(capture("/orders/{id}", "/orders/1/items"), None);
+        assert_eq!(capture("/orders", "/order"), None);
+        assert_eq!(capture("*", "/anything/at/all"), Some(vec![]));
+        assert!(key_matches_path("GET /orders/{id}", "get", "/orders/7"));
+        assert!(!key_matches_path("POST /orders/{id}", "GET", "/orders/7"));
+        assert!(key_matches_path("/orders/{id}", "DELETE", "/orders/7"));
+    }
 
     #[test]
     fn collapses_ids() {

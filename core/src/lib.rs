@@ -20,6 +20,8 @@ pub mod deadline;
 pub mod endpoint;
 mod engine;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod host;
 pub mod idempotency;
 pub mod json;

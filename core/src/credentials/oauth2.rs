@@ -47,7 +47,7 @@ impl TokenProvider for ClientCredentials {
             let mut headers = HeaderMap::new();
             headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/x-www-form-urlencoded"));
             headers.insert(http::header::ACCEPT, HeaderValue::from_static("application/json"));
-            let request = OutgoingRequest { method: Method::POST, url: self.token_url.clone(), headers, body: Some(Bytes::from(form)) };
+            let request = OutgoingRequest { method: Method::POST, url: self.token_url.clone(), headers, body: Some(Bytes::from(form)), fault: None };
             let exchange = self.transport.send(request).await.map_err(|f| ProviderError::new(format!("token endpoint: {}", f.message)))?;
             let status = exchange.status.as_u16();
             let mut body = exchange.body;

@@ -22,6 +22,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::config::Config;
 use crate::credentials::Providers;
+use crate::transport::mock::HostMocks;
 use crate::error::{ErrorKind, HarnessError};
 use crate::host::{Event, EventSink};
 use crate::observability::events::EventHub;
@@ -66,6 +67,10 @@ pub(crate) struct Engine {
     pub budgets: Arc<dyn RetryBudgetStore>,
     /// Host token providers (`type: callback`), by service.
     pub providers: Providers,
+    /// Mock rules set by host code (`client.mock`), kept across reloads.
+    pub mocks: Arc<HostMocks>,
+    /// Mock mode and fault injection are each announced once per client.
+    announced: Mutex<(bool, Option<u64>)>,
     fixed_transport: Option<Arc<dyn Transport>>,
     host_log_name: Option<&'static str>,
     rng: Mutex<SmallRng>,
@@ -91,13 +96,14 @@ impl Engine {
         let budgets: Arc<dyn RetryBudgetStore> = options.budgets.unwrap_or_else(|| Arc::new(MemoryState::new()));
         let registry = Registry::new(metrics.clone(), events.clone(), budgets.clone());
         let providers = Providers::default();
-        let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref(), &providers)?;
+        let mocks = Arc::new(HostMocks::default());
+        let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref(), &providers, &mocks)?;
         let rng = match options.jitter_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_os_rng(),
         };
         let audit_dropped = metrics.audit_dropped.clone();
-        Ok(Engine {
+        let engine = Engine {
             snapshot: ArcSwap::from_pointee(snapshot),
             registry,
             metrics,
@@ -109,6 +115,8 @@ impl Engine {
             me: std::sync::OnceLock::new(),
             budgets,
             providers,
+            mocks,
+            announced: Mutex::new((false, None)),
             fixed_transport: options.transport,
             host_log_name,
             rng: Mutex::new(rng),
@@ -116,7 +124,9 @@ impl Engine {
             pid: std::process::id(),
             reloading: Mutex::new(()),
             watcher: Mutex::new(None),
-        })
+        };
+        engine.announce();
+        Ok(engine)
     }
 
     /// The active snapshot; a request takes it once and keeps it to the end.
@@ -134,7 +144,7 @@ impl Engine {
         let built = config.and_then(|config| {
             check_log_sink(&config, self.host_log_name)?;
             let previous = self.snapshot.load();
-            Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref(), &self.providers)
+            Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref(), &self.providers, &self.mocks)
         });
         match built {
             Ok(snapshot) => {
@@ -149,6 +159,7 @@ impl Engine {
                 if let Err(e) = self.sync_scrape_inner() {
                     eprintln!("{{\"event\":\"harness.metrics_listen_failed\",\"error\":{:?}}}", e.message);
                 }
+                self.announce();
                 if let Err(e) = self.sync_otel() {
                     eprintln!("{{\"event\":\"harness.otel_failed\",\"error\":{:?}}}", e.message);
                 }
@@ -213,6 +224,37 @@ impl Engine {
             let task = crate::observability::scrape::start(&addr, text)?;
             *slot = Some((addr, task));
         }
+        Ok(())
+    }
+
+    /// Says once on stderr that mocks answer (and for which services), and whenever faults
+    /// are switched on or reseeded, with the seed that replays them.
+    fn announce(&self) {
+        let snapshot = self.snapshot();
+        let mut said = self.announced.lock();
+        if !snapshot.mocked.is_empty() && !said.0 {
+            said.0 = true;
+            tracing::warn!(target: "harness", services = ?snapshot.mocked, "mock mode: these services are answered by mock rules, not the network");
+            eprintln!("{}", serde_json::json!({"event": "harness.mock_mode", "client": &*snapshot.client_name, "services": snapshot.mocked}));
+        }
+        if snapshot.fault_seed.is_some() && said.1 != snapshot.fault_seed {
+            said.1 = snapshot.fault_seed;
+            let rules = snapshot.config.faults.rules.len();
+            tracing::warn!(target: "harness", seed = snapshot.fault_seed, rules, "fault injection is on");
+            eprintln!("{}", serde_json::json!({"event": "harness.faults_on", "client": &*snapshot.client_name, "seed": snapshot.fault_seed, "rules": rules}));
+        }
+    }
+
+    /// Rebuilds the active snapshot from its own config (host mocks changed which services
+    /// the mock answers); no reload event, since the config did not change.
+    pub fn rebuild(&self) -> Result<(), HarnessError> {
+        let _one_at_a_time = self.reloading.lock();
+        let previous = self.snapshot.load_full();
+        let config = (*previous.config).clone();
+        let snapshot = Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref(), &self.providers, &self.mocks)?;
+        self.snapshot.store(Arc::new(snapshot));
+        drop(_one_at_a_time);
+        self.announce();
         Ok(())
     }
 

@@ -18,6 +18,9 @@ use crate::redact::{redact_url, Secrets};
 use crate::ratelimit::ServiceLimiter;
 use crate::routing::RouteRuntime;
 use crate::state::{BudgetPolicy, RetryBudgetStore};
+use crate::observability::metrics::FaultLabels;
+use crate::transport::faults::FaultTransport;
+use crate::transport::mock::{HostMocks, MockRule, MockTransport};
 use crate::transport::reqwest::ReqwestTransport;
 use crate::transport::Transport;
 
@@ -33,6 +36,9 @@ pub(crate) struct Snapshot {
     pub routes: HashMap<String, Arc<RouteRuntime>>,
     /// The audit log's masking, compiled for this config (when auditing is on).
     pub audit_masker: Option<crate::observability::audit::Masker>,
+    /// Services answered by the mock (sorted), and the fault seed when faults are on.
+    pub mocked: Vec<String>,
+    pub fault_seed: Option<u64>,
 }
 
 /// One service, compiled.
@@ -40,8 +46,12 @@ pub(crate) struct ServiceRuntime {
     pub name: Arc<str>,
     pub config: ServiceConfig,
     pub transport: Arc<dyn Transport>,
-    /// What `transport` was built from; equal keys share the client across reloads.
+    /// The network transport under any mock or faults (shared across reloads by key).
+    network: Arc<dyn Transport>,
+    /// What `network` was built from; equal keys share the client across reloads.
     transport_key: String,
+    /// Faults may be injected: each attempt carries a mark for the record.
+    pub faulty: bool,
     /// Parsed once; each request only sets path and query (no host re-parse).
     pub base_url: url::Url,
     /// The base URL's own path prefix, without a trailing slash.
@@ -95,9 +105,13 @@ impl Snapshot {
         registry: &Registry,
         fixed_transport: Option<&Arc<dyn Transport>>,
         providers: &Providers,
+        mocks: &Arc<HostMocks>,
     ) -> Result<Snapshot, HarnessError> {
         config.validate()?;
         let mut services = HashMap::new();
+        let mock_all = config.mock.active();
+        let mut mocked = Vec::new();
+        let fault_seed = config.faults.active().then(|| config.faults.seed.unwrap_or_else(rand::random));
         for (name, svc) in &config.services {
             let mut static_headers = HeaderMap::new();
             let mut secrets = Secrets::default();
@@ -118,19 +132,47 @@ impl Snapshot {
             let previous_credential = previous.and_then(|p| p.services.get(name)).and_then(|s| s.credential.as_ref());
             let credential = svc.auth.as_ref().map(|a| Credential::build(name, svc, a, providers, previous_credential, registry.events(), registry.metrics())).transpose()?;
             let key = transport_key(&config.client.name, svc);
-            let transport: Arc<dyn Transport> = match (fixed_transport, previous.and_then(|p| p.services.get(name))) {
+            let network: Arc<dyn Transport> = match (fixed_transport, previous.and_then(|p| p.services.get(name))) {
                 (Some(t), _) => t.clone(),
-                (None, Some(prev)) if prev.transport_key == key => prev.transport.clone(),
+                (None, Some(prev)) if prev.transport_key == key => prev.network.clone(),
                 _ => Arc::new(ReqwestTransport::new(svc, &config.client.name)?),
             };
+            let base_path = base_url.path().trim_end_matches('/').to_string();
+            let mut transport = network.clone();
+            if mock_all || mocks.has(name) {
+                let rules = config.mock.services.get(name).map(Vec::as_slice).unwrap_or(&[]);
+                let rules = rules.iter().enumerate().map(|(i, r)| MockRule::from_config(&format!("mock.services.{name}[{i}]"), r)).collect::<Result<_, _>>()?;
+                transport = Arc::new(MockTransport::new(name, &base_path, rules, mocks.clone()));
+                mocked.push(name.clone());
+            }
+            let fault_rules: Vec<_> = match fault_seed {
+                Some(_) => config
+                    .faults
+                    .rules
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.service == *name)
+                    .map(|(i, r)| {
+                        let labels = FaultLabels { service: name.as_str().into(), fault: r.fault.as_str().into() };
+                        (i, r.clone(), registry.metrics().faults_injected.get_or_create(&labels).clone())
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            let faulty = !fault_rules.is_empty();
+            if let (true, Some(seed)) = (faulty, fault_seed) {
+                transport = Arc::new(FaultTransport::new(transport, &base_path, fault_rules, seed));
+            }
             services.insert(
                 name.clone(),
                 Arc::new(ServiceRuntime {
                     name: name.as_str().into(),
                     config: svc.clone(),
                     transport,
+                    network,
                     transport_key: key,
-                    base_path: base_url.path().trim_end_matches('/').to_string(),
+                    faulty,
+                    base_path,
                     base_url,
                     static_headers,
                     secrets,
@@ -155,6 +197,7 @@ impl Snapshot {
         let version = config.version();
         let client_name = config.client.name.as_str().into();
         let audit_masker = config.audit.enabled.then(|| crate::observability::audit::Masker::new(&config.audit));
-        Ok(Snapshot { config: Arc::new(config), version, client_name, services, routes, audit_masker })
+        mocked.sort_unstable();
+        Ok(Snapshot { config: Arc::new(config), version, client_name, services, routes, audit_masker, mocked, fault_seed })
     }
 }

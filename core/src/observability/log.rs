@@ -48,6 +48,9 @@ pub struct RequestRecord {
     /// `validate: warn`: where and how the 2xx body did not match its schema.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_violation: Option<String>,
+    /// The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<&'static str>,
 }
 
 impl RequestRecord {

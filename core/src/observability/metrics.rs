@@ -140,6 +140,12 @@ pub struct ProviderLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FaultLabels {
+    pub service: Label,
+    pub fault: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SchemaLabels {
     pub service: Label,
     pub endpoint: Label,
@@ -193,6 +199,7 @@ pub struct Metrics {
     pub failovers: Family<FailoverLabels, Counter>,
     pub fallbacks: Family<FallbackLabels, Counter>,
     pub schema_violations: Family<SchemaLabels, Counter>,
+    pub faults_injected: Family<FaultLabels, Counter>,
     pub token_refreshes: Family<OutcomeLabels, Counter>,
     pub budget_exhausted: Family<ServiceLabels, Counter>,
     /// 0 closed, 1 half-open, 2 open; set when metrics are read.
@@ -259,6 +266,8 @@ impl Metrics {
         registry.register("provider_health", "A route provider's health score, 0 to 1", provider_health.clone());
         let schema_violations = Family::<SchemaLabels, Counter>::default();
         registry.register("schema_violations", "2xx bodies that did not match the endpoint's JSON Schema (enforced or warned)", schema_violations.clone());
+        let faults_injected = Family::<FaultLabels, Counter>::default();
+        registry.register("faults_injected", "Faults injected by `faults:` rules, by service and kind", faults_injected.clone());
         let attempts = Family::<AttemptLabels, Counter>::default();
         let attempt_latency = Family::<AttemptLatencyLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
         registry.register("attempts", "Attempts by attempt number and outcome (the retry heatmap)", attempts.clone());
@@ -272,6 +281,7 @@ impl Metrics {
         Metrics {
             registry: Mutex::new(registry),
             schema_violations,
+            faults_injected,
             token_refreshes,
             budget_exhausted,
             breaker_state,

@@ -228,6 +228,7 @@ async fn exchange(
     let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
     let timer = tokio::time::sleep_until(until);
     tokio::pin!(timer);
+    let fault = request.fault.clone();
     let sent = tokio::select! {
         biased;
         r = svc.transport.send(request) => r,
@@ -237,6 +238,9 @@ async fn exchange(
             TransportFailure::new(Failure::ResponseTimeout, format!("no response within {} ms", response_timeout.as_millis()))
         }),
     };
+    if let Some(kind) = fault.as_ref().and_then(|m| m.get()) {
+        call.fault = Some(kind);
+    }
     match sent {
         Ok(exchange) if exchange.status.as_u16() < 400 => {
             let status = exchange.status.as_u16();

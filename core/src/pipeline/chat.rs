@@ -569,7 +569,7 @@ impl Live {
 
 /// The body as a byte stream for the SSE parser, refusing an event over `MAX_EVENT_BYTES`
 /// or a stream over `limit`.
-fn sse(body: Box<dyn BodySource>, since_event: Arc<AtomicU64>, limit: u64) -> impl Stream<Item = Result<Bytes, TransportFailure>> + Send {
+pub(crate) fn sse(body: Box<dyn BodySource>, since_event: Arc<AtomicU64>, limit: u64) -> impl Stream<Item = Result<Bytes, TransportFailure>> + Send {
     futures_util::stream::unfold((body, since_event, 0u64, false), move |(mut body, since, total, ended)| async move {
         if ended {
             return None;

@@ -66,10 +66,11 @@ pub(crate) fn transport(tf: TransportFailure) -> Classified {
     let kind = match tf.failure {
         Failure::Protocol => ErrorKind::Protocol,
         Failure::TooLarge => ErrorKind::ResponseTooLarge,
+        Failure::Unmatched => ErrorKind::Config,
         _ => tf.phase().map(ErrorKind::Timeout).unwrap_or(ErrorKind::Connect),
     };
     // An over-large body says nothing about the server's health.
-    let health = if tf.failure == Failure::TooLarge { Outcome::Ignored } else { Outcome::Failure };
+    let health = if matches!(tf.failure, Failure::TooLarge | Failure::Unmatched) { Outcome::Ignored } else { Outcome::Failure };
     Classified { failure: tf.failure, health, error: HarnessError::new(kind, tf.message), retry_after: None }
 }
 

@@ -94,6 +94,8 @@ pub(crate) struct Call {
     pub route: Option<Box<route::RouteCall>>,
     /// `validate: warn` found the answer off its schema (for the record).
     pub schema_violation: Option<String>,
+    /// The last fault injected into an attempt (for the record).
+    pub fault: Option<&'static str>,
 }
 
 impl Call {
@@ -146,6 +148,7 @@ impl Call {
             first: Some(first),
             route: None,
             schema_violation: None,
+            fault: None,
         })
     }
 
@@ -249,6 +252,7 @@ impl Call {
             cost: None,
             fallback: None,
             schema_violation: self.schema_violation.clone(),
+            fault: self.fault,
         };
         let mut record = record;
         if let Some(rc) = &self.route {
@@ -425,7 +429,7 @@ fn build_request(svc: &ServiceRuntime, req: &Request, body: &Body, method: &Meth
             Some(text.clone())
         }
     };
-    Ok(OutgoingRequest { method: method.clone(), url, headers, body })
+    Ok(OutgoingRequest { method: method.clone(), url, headers, body, fault: svc.faulty.then(Default::default) })
 }
 
 fn set_json_type(headers: &mut http::HeaderMap) {

@@ -245,6 +245,7 @@ pub(crate) fn start(
         first: None,
         route: Some(Box::new(rc)),
         schema_violation: None,
+        fault: None,
     })
 }
 

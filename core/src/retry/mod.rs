@@ -34,12 +34,14 @@ pub enum Failure {
     TooLarge,
     /// The server answered with this status.
     Status(u16),
+    /// Mock mode: no rule answers this request (nothing was sent; never retried).
+    Unmatched,
 }
 
 impl Failure {
     /// True when the request provably never reached the server.
     pub fn never_sent(self) -> bool {
-        matches!(self, Failure::ConnectRefused | Failure::ConnectTimeout)
+        matches!(self, Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Unmatched)
     }
 }
 
@@ -51,7 +53,7 @@ pub fn is_idempotent(method: &Method) -> bool {
 pub fn is_retryable(failure: Failure, cfg: &RetryConfig) -> bool {
     match failure {
         Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Broken | Failure::ResponseTimeout | Failure::IdleTimeout => true,
-        Failure::TotalTimeout | Failure::Protocol | Failure::TooLarge => false,
+        Failure::TotalTimeout | Failure::Protocol | Failure::TooLarge | Failure::Unmatched => false,
         Failure::Status(s) => matches!(s, 429 | 502 | 503 | 504) || (s == 500 && cfg.retry_on_500),
     }
 }

@@ -8,7 +8,9 @@
 //! pulled chunk by chunk: nothing is read ahead of the consumer beyond the
 //! transport's own socket buffer.
 
+pub mod faults;
 pub mod memory;
+pub mod mock;
 pub mod reqwest;
 
 use std::future::Future;
@@ -29,7 +31,12 @@ pub struct OutgoingRequest {
     pub url: url::Url,
     pub headers: HeaderMap,
     pub body: Option<Bytes>,
+    /// Where a fault-injecting transport names the fault it injected (only when faults are on).
+    pub fault: Option<FaultMark>,
 }
+
+/// The fault injected into one attempt, if any (`latency`, `status`, `reset`, `stream_cut`).
+pub type FaultMark = std::sync::Arc<std::sync::OnceLock<&'static str>>;
 
 /// A response head and the source of its body.
 pub struct Exchange {
