@@ -29,4 +29,14 @@ for binding in python node kotlin; do
   echo "== ${binding} binding"
   bash "bindings-${binding}/test.sh"
 done
+echo "== fault drill: harness chaos on examples/chaos.yaml (the CLI, embedded upstream)"
+cargo build -q -p harness-cli
+drill="$(target/$CARGO_BUILD_TARGET/debug/harness chaos --config examples/chaos.yaml --requests 1000 --seed 42)"
+echo "$drill"
+grep -q "^| success |" <<<"$drill"
+grep -q "^| faults injected: " <<<"$drill"
+
+echo "== chaos soak, short form (bench/soak.py through the Python binding)"
+HARNESS_UPSTREAM_BIN="$PWD/target/$CARGO_BUILD_TARGET/debug/harness-upstream" \
+  bindings-python/.venv/bin/python bench/soak.py --requests "${SOAK_REQUESTS:-50000}"
 echo "== all test suites passed"

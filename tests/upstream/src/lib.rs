@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
+mod ledger;
 mod otlp;
 mod provider;
 pub use provider::{ProviderSpec, StreamSpec};
@@ -101,6 +102,8 @@ struct State {
     providers: provider::Providers,
     /// Spans exported to `/v1/traces`.
     otlp: otlp::Receiver,
+    /// Side effects of `POST /ledger/...`, for the soak.
+    ledger: ledger::Ledger,
 }
 
 /// `{port}` (this upstream's port) and `{script}` (the script's name) in a scripted value.
@@ -330,6 +333,19 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
                 write_response(reader, 400, &json_ct, body.as_bytes()).await.map(|_| true)
             }
         };
+    }
+    if req.path.starts_with("/ledger/") && req.method == "POST" {
+        let header = |n: &str| req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v.as_str());
+        return match state.ledger.arrive(header("idempotency-key"), header("x-op-id")) {
+            Ok(v) => write_response(reader, 200, &json_ct, v.to_string().as_bytes()).await.map(|_| true),
+            Err(e) => write_response(reader, 400, &json_ct, json!({"error": e}).to_string().as_bytes()).await.map(|_| true),
+        };
+    }
+    if req.path == "/__admin/ledger" || req.path == "/__admin/ledger/reset" {
+        if req.path.ends_with("/reset") {
+            state.ledger.reset();
+        }
+        return write_response(reader, 200, &json_ct, state.ledger.summary().to_string().as_bytes()).await.map(|_| true);
     }
     if req.path == "/v1/traces" {
         return match state.otlp.accept(&req.body) {
