@@ -2,6 +2,7 @@
 //! (timeouts, retries, schema validation and metrics still apply); faults injected at the
 //! transport are met by the same policies as real failures, counted, marked in the record,
 //! replayable from their seed and switched on and off by a reload.
+#![allow(clippy::result_large_err)]
 
 use std::sync::Arc;
 

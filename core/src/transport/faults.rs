@@ -79,7 +79,7 @@ impl FaultsConfig {
     }
 
     /// Checks every rule; `services` are the configured service names.
-    pub fn validate<'a>(&self, mut services: impl FnMut(&str) -> bool) -> Result<(), HarnessError> {
+    pub fn validate(&self, mut services: impl FnMut(&str) -> bool) -> Result<(), HarnessError> {
         for (i, r) in self.rules.iter().enumerate() {
             let field = |f: &str| format!("faults.rules[{i}].{f}");
             let bad = |f: &str, m: String| Err(HarnessError::config(format!("{}: {m}", field(f))));
@@ -96,7 +96,7 @@ impl FaultsConfig {
                 return bad("rate", format!("expected a number from 0 to 1, got {}", r.rate));
             }
             match r.fault {
-                FaultKind::Latency if !r.latency_ms.is_some_and(|l| l <= 600_000) => return bad("latency_ms", "required for `latency`, at most 600000".into()),
+                FaultKind::Latency if r.latency_ms.is_none_or(|l| l > 600_000) => return bad("latency_ms", "required for `latency`, at most 600000".into()),
                 FaultKind::Status if !r.status.is_some_and(|s| (200..=599).contains(&s)) => return bad("status", "required for `status`: an HTTP status from 200 to 599".into()),
                 FaultKind::StreamCut if r.after_bytes.is_none() => return bad("after_bytes", "required for `stream_cut`".into()),
                 _ => {}
