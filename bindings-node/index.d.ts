@@ -16,6 +16,10 @@ export interface HarnessConfig {
   audit?: AuditConfig
   /** Spans to an OpenTelemetry collector over OTLP/HTTP (off until `endpoint` is set). */
   otel?: OtelConfig
+  /** Mock mode: services answered from rules, nothing sent (off unless `enabled` or `HARNESS_MOCK=1`). */
+  mock?: MockConfig
+  /** Seeded fault injection at the transport (off unless `enabled` or `HARNESS_FAULTS=1`). */
+  faults?: FaultsConfig
   /** Keys added by later core versions are passed through unchanged. */
   [key: string]: unknown
 }
@@ -63,6 +67,64 @@ export interface OtelConfig {
   max_batch?: number
   /** The longest a span waits for its batch (default 1000). */
   delay_ms?: number
+}
+
+/** `mock:`: rules per service, tried in order (after those set with `client.mock()`). */
+export interface MockConfig {
+  enabled?: boolean
+  services?: Record<string, MockRuleConfig[]>
+}
+
+/** One mock rule: `{name}` variables of `match.path` are substituted into the answer's strings. */
+export interface MockRuleConfig {
+  /** `method` absent: any method; `path` a template relative to the base URL, or `*`. */
+  match: { method?: string; path: string }
+  /** Default 200. */
+  status?: number
+  /** One of `json`, `json_file` (read when the config loads) or `body`. */
+  json?: unknown
+  json_file?: string
+  body?: string
+  headers?: Record<string, string>
+  latency_ms?: number
+}
+
+/** `faults:`: decisions are a pure function of `seed`, the rule and the request's number. */
+export interface FaultsConfig {
+  enabled?: boolean
+  seed?: number
+  rules?: FaultRuleConfig[]
+}
+
+export type FaultKind = 'latency' | 'status' | 'reset' | 'stream_cut'
+
+export interface FaultRuleConfig {
+  service: string
+  /** `"GET /orders/{id}"` or `"/orders/{id}"`; every endpoint when absent. */
+  endpoint?: string
+  /** The share of matching attempts that get the fault, 0 to 1. */
+  rate: number
+  fault: FaultKind
+  /** `latency`: the wait before sending. */
+  latency_ms?: number
+  /** `status`: the status answered (with `Retry-After: retry_after_s`). */
+  status?: number
+  retry_after_s?: number
+  /** `stream_cut`: the body breaks after this many bytes. */
+  after_bytes?: number
+}
+
+/** What `client.mock()` answers. */
+export interface MockResponse {
+  /** Default 200 (from 200 to 999). */
+  status?: number
+  /** A JSON answer (give `json` or `body`, not both); `{name}` path variables are substituted into its strings. */
+  json?: unknown
+  /** A text answer. */
+  body?: string
+  headers?: Pairs
+  /** Waited before answering (default 0); the service's timeouts apply to it. */
+  latencyMs?: number
 }
 
 /** One service's settings; every key has a safe default. */
@@ -548,6 +610,8 @@ export interface RequestFinishedEvent {
   cost?: number
   /** `cache` or `static` when no provider answered. */
   fallback?: 'cache' | 'static'
+  /** The fault injected into the last faulted attempt (absent when none was). */
+  fault?: FaultKind
 }
 
 /** A retry will be sent after `delay_ms`. */
@@ -795,6 +859,16 @@ export declare class Client extends EventEmitter {
    * Returns the new `configVersion`. @throws ConfigError for an unknown route or provider.
    */
   setWeight(route: string, provider: string, weight: number): string
+  /**
+   * From now on answers `service`'s requests that match `method` (`''` or `'*'`: any) and `path`
+   * (a template relative to the base URL, `/orders/{id}`, or `'*'`) with `response`, latest mock
+   * first; nothing is sent. The whole pipeline still runs; an unmatched request rejects with a
+   * `ConfigError` naming its method and path.
+   * @throws ConfigError naming the field (an unknown service, a path not starting with `/`, a status below 200).
+   */
+  mock(service: string, method: string, path: string, response?: MockResponse): void
+  /** Removes the mocks set with `mock()` on `service` (or on every service): it reaches the network again. */
+  clearMocks(service?: string): void
   /** Refuses new requests and stops watching; requests in flight finish. Queued events are delivered before it returns. */
   close(): void
   /** Whether `close()` was called. */

@@ -589,21 +589,22 @@ async function* chatChunks(stream) {
 
 // ---------------------------------------------------------------- requests
 
-function optString(v, field) {
+// `scope` prefixes the field in errors: `request.path`, `mock.path`.
+function optString(v, field, scope = 'request') {
   if (v === undefined || v === null) return undefined
-  if (typeof v !== 'string') throw configError(`request.${field}: expected a string, got ${typeof v}`)
-  if (!isWellFormed(v)) throw hostInputError('lone_surrogate', `request.${field}`)
+  if (typeof v !== 'string') throw configError(`${scope}.${field}: expected a string, got ${typeof v}`)
+  if (!isWellFormed(v)) throw hostInputError('lone_surrogate', `${scope}.${field}`)
   return v
 }
 
-function reqString(v, field) {
-  if (typeof v !== 'string') throw configError(`request.${field}: expected a string, got ${v === undefined ? 'nothing' : typeof v}`)
-  if (!isWellFormed(v)) throw hostInputError('lone_surrogate', `request.${field}`)
+function reqString(v, field, scope = 'request') {
+  if (typeof v !== 'string') throw configError(`${scope}.${field}: expected a string, got ${v === undefined ? 'nothing' : typeof v}`)
+  if (!isWellFormed(v)) throw hostInputError('lone_surrogate', `${scope}.${field}`)
   return v
 }
 
 // Accepts a plain object, a Map, a Headers/URLSearchParams or an array of pairs; returns flat pairs.
-function flatPairs(v, field) {
+function flatPairs(v, field, scope = 'request') {
   if (v === undefined || v === null) return undefined
   const out = []
   const push = (k, val, where) => {
@@ -613,18 +614,18 @@ function flatPairs(v, field) {
     }
     if (val === undefined || val === null) return
     if (typeof val !== 'string' && typeof val !== 'number' && typeof val !== 'boolean') {
-      throw configError(`request.${field}.${where}: expected a string, number or boolean`)
+      throw configError(`${scope}.${field}.${where}: expected a string, number or boolean`)
     }
     const name = String(k)
     // The name is not repeated in this message: it is the malformed part.
     if (!isWellFormed(name) || (typeof val === 'string' && !isWellFormed(val))) {
-      throw hostInputError('lone_surrogate', `request.${field}`)
+      throw hostInputError('lone_surrogate', `${scope}.${field}`)
     }
     out.push(name, String(val))
   }
   if (Array.isArray(v)) {
     v.forEach((pair, i) => {
-      if (!Array.isArray(pair) || pair.length !== 2) throw configError(`request.${field}[${i}]: expected a [name, value] pair`)
+      if (!Array.isArray(pair) || pair.length !== 2) throw configError(`${scope}.${field}[${i}]: expected a [name, value] pair`)
       push(pair[0], pair[1], String(pair[0]))
     })
   } else if (typeof v === 'object' && typeof v[Symbol.iterator] === 'function' && typeof v.entries === 'function') {
@@ -632,7 +633,7 @@ function flatPairs(v, field) {
   } else if (typeof v === 'object') {
     for (const k of Object.keys(v)) push(k, v[k], k)
   } else {
-    throw configError(`request.${field}: expected an object of name/value pairs`)
+    throw configError(`${scope}.${field}: expected an object of name/value pairs`)
   }
   return out
 }
@@ -1403,6 +1404,40 @@ class Client extends EventEmitter {
         lastError: k.lastError ?? null,
       })),
     }))
+  }
+
+  /**
+   * From now on answers `service`'s requests that match `method` (`''` or `'*'`: any) and `path`
+   * (a template relative to the service's base URL, `/orders/{id}`, or `'*'`) with `response`:
+   * `{ status = 200, json, body, headers, latencyMs = 0 }`, `{id}` captured from the path and
+   * substituted into the answer's strings. The latest mock is tried first; the whole pipeline
+   * (timeouts, retries, breaker, metrics, events) still runs, and a request no mock matches
+   * rejects with a ConfigError naming its method and path. For unit tests: nothing is sent.
+   * @throws ConfigError naming the field (an unknown service, a path not starting with `/`...).
+   */
+  mock(service, method, path, response) {
+    service = reqString(service, 'service', 'mock')
+    method = reqString(method, 'method', 'mock')
+    path = reqString(path, 'path', 'mock')
+    const r = response ?? NO_OPTIONS
+    if (typeof r !== 'object' || Array.isArray(r)) throw configError('mock.response: expected an object { status, json, body, headers, latencyMs }')
+    const status = r.status ?? 200
+    if (!Number.isInteger(status) || status < 0 || status > 0xffffffff) {
+      throw configError(`mock.status: expected an HTTP status from 200 to 999, got ${typeof status === 'number' ? status : typeof status}`)
+    }
+    const json = r.json === undefined ? undefined : jsonText(r.json, 'mock.json')
+    const body = optString(r.body, 'body', 'mock')
+    const headers = flatPairs(r.headers, 'headers', 'mock')
+    const latencyMs = r.latencyMs ?? 0
+    if (typeof latencyMs !== 'number') throw configError(`mock.latencyMs: expected a number, got ${typeof latencyMs}`)
+    const error = this._native.mock(service, method, path, status, json, body, headers, latencyMs)
+    if (error) throw errorFrom(error)
+  }
+
+  /** Removes the mocks set with `mock()` on `service` (or on every service): it reaches the network again. */
+  clearMocks(service) {
+    const error = this._native.clearMocks(optString(service, 'service', 'clearMocks') ?? null)
+    if (error) throw errorFrom(error)
   }
 
   /** Delivers this client's queued log records and events now (listeners run before it returns). */

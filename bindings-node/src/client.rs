@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use harness_core::transport::mock::MockResponse;
 use harness_core::{ClientOptions, Config};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -198,6 +199,32 @@ impl NativeClient {
         self.inner.credentials_state().into_iter().map(crate::credentials::state).collect()
     }
 
+    /// From now on answers `service`'s requests that match `method` (`""` or `"*"`: any) and
+    /// `path` (a template relative to the base URL, or `*`) with this response, latest mock
+    /// first. `json` is JSON text; `headers` flat name/value pairs.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn mock(
+        &self,
+        service: String,
+        method: String,
+        path: String,
+        status: u32,
+        json: Option<String>,
+        body: Option<String>,
+        headers: Option<Vec<String>>,
+        latency_ms: f64,
+    ) -> Option<NativeError> {
+        let response = mock_response(status, json, body, headers, latency_ms);
+        response.and_then(|r| self.inner.mock(&service, &method, &path, r)).err().map(native_error)
+    }
+
+    /// Removes the mocks host code set on `service` (or on every service): it reaches the network again.
+    #[napi]
+    pub fn clear_mocks(&self, service: Option<String>) -> Option<NativeError> {
+        self.inner.clear_mocks(service.as_deref()).err().map(native_error)
+    }
+
     /// Refuses new requests, stops watching, and flushes this client's log records and events.
     #[napi]
     pub fn close(&self) {
@@ -208,4 +235,15 @@ impl NativeClient {
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
     }
+}
+
+/// The JS fields of a mock answer; the core checks the rest (status range, headers, both bodies).
+fn mock_response(status: u32, json: Option<String>, body: Option<String>, headers: Option<Vec<String>>, latency_ms: f64) -> std::result::Result<MockResponse, harness_core::HarnessError> {
+    Ok(MockResponse {
+        status: u16::try_from(status).map_err(|_| harness_core::HarnessError::config(format!("mock.status: expected an HTTP status from 200 to 999, got {status}")))?,
+        json: json.map(|text| crate::convert::json_value("mock.json", &text)).transpose()?,
+        body,
+        headers: crate::convert::pairs(headers, "headers")?,
+        latency_ms: crate::convert::millis_of("mock.latency_ms", latency_ms)?,
+    })
 }

@@ -57,11 +57,22 @@ pub fn core_request(
 
 /// A JS timeout in milliseconds: an integer >= 0, or none.
 pub(crate) fn timeout_ms_of(timeout_ms: Option<f64>) -> Result<Option<u64>, HarnessError> {
-    match timeout_ms {
-        None => Ok(None),
-        Some(t) if t.is_finite() && t >= 0.0 && t.fract() == 0.0 && t <= u64::MAX as f64 => Ok(Some(t as u64)),
-        Some(t) => Err(HarnessError::config(format!("request.timeout_ms: expected an integer >= 0, got {t}"))),
+    timeout_ms.map(|t| millis_of("request.timeout_ms", t)).transpose()
+}
+
+/// A JS duration in milliseconds: an integer >= 0 (an error naming `field` otherwise).
+pub(crate) fn millis_of(field: &str, ms: f64) -> Result<u64, HarnessError> {
+    if ms.is_finite() && ms >= 0.0 && ms.fract() == 0.0 && ms <= u64::MAX as f64 {
+        Ok(ms as u64)
+    } else {
+        Err(HarnessError::config(format!("{field}: expected an integer >= 0, got {ms}")))
     }
+}
+
+/// JSON text from `JSON.stringify` as a value: checked (depth, lone surrogates) before parsing.
+pub(crate) fn json_value(field: &str, text: &str) -> Result<serde_json::Value, HarnessError> {
+    harness_core::json::check_text(field, text.as_bytes())?;
+    harness_core::json::parse_checked(text).map_err(|e| HarnessError::config(format!("{field}: not valid JSON: {e}")))
 }
 
 /// The length of `s` in UTF-16 code units (JS string indices).

@@ -130,10 +130,10 @@ pub(crate) fn chat_request(
     traceparent: Option<String>,
     principal: Option<String>,
 ) -> std::result::Result<ChatRequest, HarnessError> {
-    let messages = json_value("messages", &messages)?;
+    let messages = crate::convert::json_value("messages", &messages)?;
     let params = match params {
         None => serde_json::Map::new(),
-        Some(text) => match json_value("params", &text)? {
+        Some(text) => match crate::convert::json_value("params", &text)? {
             serde_json::Value::Object(map) => map,
             _ => return Err(HarnessError::config("params: expected an object of chat parameters")),
         },
@@ -146,11 +146,6 @@ pub(crate) fn chat_request(
         traceparent,
         principal,
     })
-}
-
-fn json_value(field: &str, text: &str) -> std::result::Result<serde_json::Value, HarnessError> {
-    harness_core::json::check_text(field, text.as_bytes())?;
-    harness_core::json::parse_checked(text).map_err(|e| HarnessError::config(format!("{field}: not valid JSON: {e}")))
 }
 
 /// An opened chat stream; `index.js` wraps it in `ChatStream` (an async iterable of chunks).
