@@ -405,6 +405,33 @@ impl NativeClient {
         py.detach(|| self.inner.set_weight(&route, &provider, weight)).map_err(|e| to_py(py, e))
     }
 
+    /// Answers `service`'s requests matching `method` (`""` or `"*"`: any) and the path
+    /// template `path` from this rule (latest first), with the whole pipeline still running.
+    #[pyo3(signature = (service, method, path, status, latency_ms, json=None, body=None, headers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn mock<'py>(
+        &self,
+        py: Python<'py>,
+        service: &Bound<'py, PyAny>,
+        method: &Bound<'py, PyAny>,
+        path: &Bound<'py, PyAny>,
+        status: &Bound<'py, PyAny>,
+        latency_ms: &Bound<'py, PyAny>,
+        json: Option<&Bound<'py, PyAny>>,
+        body: Option<&Bound<'py, PyAny>>,
+        headers: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<()> {
+        let (service, method, path, response) = convert::mock(convert::MockArgs { service, method, path, status, json, body, headers, latency_ms })?;
+        py.detach(|| self.inner.mock(&service, &method, &path, response)).map_err(|e| to_py(py, e))
+    }
+
+    /// Removes the mocks set by `mock` for `service` (all services when `None`).
+    #[pyo3(signature = (service=None))]
+    fn clear_mocks(&self, py: Python<'_>, service: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let service = service.filter(|s| !s.is_none()).map(|s| convert::string("service", s)).transpose()?;
+        py.detach(|| self.inner.clear_mocks(service.as_deref())).map_err(|e| to_py(py, e))
+    }
+
     /// The Prometheus text exposition of this client's metrics.
     fn metrics(&self) -> String {
         self.inner.metrics_text()

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use harness_core::json::{self as core_json, JsonWriter};
+use harness_core::transport::mock::MockResponse;
 use harness_core::{Body, ChatChunk, ChatRequest, ChatResponse, HarnessError, Request, Response, Routed, Usage};
 use pyo3::exceptions::PyUnicodeEncodeError;
 use pyo3::prelude::*;
@@ -152,6 +153,8 @@ pub enum JsonMode {
     Config,
     /// An idempotent handler's result, stored as JSON text: accepted as a body is.
     Result,
+    /// A mock's answer (`client.mock(..., json=...)`): accepted as a body is.
+    Mock,
 }
 
 impl JsonMode {
@@ -162,6 +165,7 @@ impl JsonMode {
             JsonMode::Params => "params",
             JsonMode::Config => "config",
             JsonMode::Result => "result",
+            JsonMode::Mock => "mock.json",
         }
     }
 }
@@ -406,6 +410,49 @@ pub fn request(py: Python<'_>, a: CallArgs<'_, '_>) -> PyResult<Request> {
         traceparent: opt_string("traceparent", a.traceparent)?,
         principal: opt_string("principal", a.principal)?,
     })
+}
+
+/// The arguments of `client.mock(...)`, as the Python wrapper passes them.
+pub struct MockArgs<'a, 'py> {
+    pub service: &'a Bound<'py, PyAny>,
+    pub method: &'a Bound<'py, PyAny>,
+    pub path: &'a Bound<'py, PyAny>,
+    pub status: &'a Bound<'py, PyAny>,
+    pub json: Option<&'a Bound<'py, PyAny>>,
+    pub body: Option<&'a Bound<'py, PyAny>>,
+    pub headers: Option<&'a Bound<'py, PyAny>>,
+    pub latency_ms: &'a Bound<'py, PyAny>,
+}
+
+/// A non-negative `int` (not a `bool`) for `field`; what it means is the core's to check.
+fn count(field: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+        return Err(config_error(v.py(), format!("{field}: expected an integer, got {}", type_name(v))));
+    }
+    v.extract::<u64>().map_err(|_| {
+        let negative = v.lt(0).unwrap_or(false);
+        config_error(v.py(), format!("{field}: expected an integer {}, got {v}", if negative { ">= 0" } else { "below 2**64" }))
+    })
+}
+
+/// A status as the core takes it (a `u16`); the core checks the range it accepts.
+fn status(v: &Bound<'_, PyAny>) -> PyResult<u16> {
+    let n = count("mock.status", v)?;
+    u16::try_from(n).map_err(|_| config_error(v.py(), format!("mock.status: expected an HTTP status, got {n}")))
+}
+
+/// `(service, method, path)` and the core's `MockResponse`; the core checks the service, the
+/// path template, the status range, the headers and `json` with `body`.
+pub fn mock(a: MockArgs<'_, '_>) -> PyResult<(String, String, String, MockResponse)> {
+    let (service, method, path) = (string("service", a.service)?, string("method", a.method)?, string("path", a.path)?);
+    let response = MockResponse {
+        status: status(a.status)?,
+        json: present(a.json).map(|j| json_value(j, JsonMode::Mock)).transpose()?,
+        body: opt_string("mock.body", a.body)?,
+        headers: present(a.headers).map(|h| pairs("mock.headers", h, false)).transpose()?.unwrap_or_default(),
+        latency_ms: count("mock.latency_ms", a.latency_ms)?,
+    };
+    Ok((service, method, path, response))
 }
 
 /// The arguments of one chat call, as the Python wrapper passes them.

@@ -887,6 +887,38 @@ class _Base:
         unknown route or provider."""
         return self._native.set_weight(route, provider, weight)
 
+    def mock(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        status: int = 200,
+        body: Optional[str] = None,
+        headers: Any = None,
+        latency_ms: int = 0,
+    ) -> None:
+        """Answers ``service``'s requests from this rule instead of the network, for unit tests.
+
+        ``method`` is an HTTP method, or ``""``/``"*"`` for any; ``path`` is a template relative
+        to the service's base URL (``/orders/{id}``) or ``"*"``. ``{id}`` in the strings of
+        ``json`` (or in ``body``) becomes the captured segment. The answer is ``status`` with
+        ``json`` (sent as ``json=`` is, with ``content-type: application/json``) or a text
+        ``body``, ``headers`` (a mapping or pairs), after ``latency_ms``. The latest rule
+        matching wins, then the config's ``mock.services`` rules; a request none matches raises
+        ``ConfigError`` naming its method and path. Timeouts, retries, the breaker, metrics,
+        events and schema validation run as for a real answer. Mocks stay across reloads until
+        ``clear_mocks``. ``ConfigError`` naming the field for an unknown service, a path not
+        starting with ``/``, a status below 200, or both ``json`` and ``body``.
+        """
+        self._native.mock(service, method, path, status, latency_ms, json, body, headers)
+
+    def clear_mocks(self, service: Optional[str] = None) -> None:
+        """Removes the mocks set by ``mock`` for ``service`` (every service when ``None``): its
+        requests reach the network again, unless mock mode is on in the config."""
+        self._native.clear_mocks(service)
+
     def flush(self) -> None:
         """Delivers this client's queued log records, events and audit records now (otherwise
         they go out on their own thread a moment after each request)."""

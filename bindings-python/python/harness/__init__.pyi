@@ -419,6 +419,22 @@ class Client:
         """The state of a route: strategy, and per provider weights, health, breaker, in-flight, cooling, last error."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight as a reload would; returns the new ``config_version``."""
+    def mock(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        status: int = 200,
+        body: Optional[str] = None,
+        headers: Pairs = None,
+        latency_ms: int = 0,
+    ) -> None:
+        """Answers ``service``'s requests matching ``method`` (``""``/``"*"``: any) and the path
+        template ``path`` from this rule (latest first); the whole pipeline still runs."""
+    def clear_mocks(self, service: Optional[str] = None) -> None:
+        """Removes the mocks set by ``mock`` for ``service`` (every service when ``None``)."""
     def flush(self) -> None:
         """Delivers this client's queued log records, events and audit records now."""
     def metrics(self) -> str:
@@ -529,6 +545,22 @@ class AsyncClient:
         """The state of a route: strategy, and per provider weights, health, breaker, in-flight, cooling, last error."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight as a reload would; returns the new ``config_version``."""
+    def mock(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        status: int = 200,
+        body: Optional[str] = None,
+        headers: Pairs = None,
+        latency_ms: int = 0,
+    ) -> None:
+        """Answers ``service``'s requests matching ``method`` (``""``/``"*"``: any) and the path
+        template ``path`` from this rule (latest first); the whole pipeline still runs."""
+    def clear_mocks(self, service: Optional[str] = None) -> None:
+        """Removes the mocks set by ``mock`` for ``service`` (every service when ``None``)."""
     def flush(self) -> None:
         """Delivers this client's queued log records, events and audit records now."""
     def metrics(self) -> str:

@@ -156,6 +156,20 @@ class Client:
         """The state of a route as a dict."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight; returns the new config version."""
+    def mock(
+        self,
+        service: str,
+        method: str,
+        path: str,
+        status: int,
+        latency_ms: int,
+        json: Any = None,
+        body: Optional[str] = None,
+        headers: _Pairs = None,
+    ) -> None:
+        """Answers ``service``'s matching requests from this rule (latest first)."""
+    def clear_mocks(self, service: Optional[str] = None) -> None:
+        """Removes the mocks set by ``mock`` for ``service`` (every service when ``None``)."""
     def metrics(self) -> str:
         """The Prometheus text exposition of this client's metrics."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
