@@ -25,6 +25,9 @@ use crate::error::HarnessError;
 use crate::redact::escape_control;
 use crate::retry::Failure;
 
+/// Rules named in an unmatched request's error, at most.
+const MAX_LISTED: usize = 8;
+
 /// `mock:`
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -250,7 +253,11 @@ impl MockTransport {
                 return Ok((s, h, b, r.latency));
             }
         }
-        let known: Vec<String> = host_rules.iter().chain(&self.rules).map(MockRule::describe).collect();
+        let count = host_rules.len() + self.rules.len();
+        let mut known: Vec<String> = host_rules.iter().chain(&self.rules).take(MAX_LISTED).map(MockRule::describe).collect();
+        if count > MAX_LISTED {
+            known.push(format!("and {} more", count - MAX_LISTED));
+        }
         Err(format!(
             "mock: no rule for {method} {} on service `{}` (rules: {})",
             escape_control(path),
