@@ -36,6 +36,8 @@ pub struct NativeRequestRecord {
     pub model: Option<String>,
     pub cost: Option<f64>,
     pub fallback: Option<String>,
+    /// The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`).
+    pub fault: Option<String>,
 }
 
 /// One audit record (`audit.sink.listener: true`), named as in the audit file's JSON line.
@@ -171,6 +173,7 @@ impl From<&RequestRecord> for NativeRequestRecord {
             model: r.model.clone(),
             cost: r.cost,
             fallback: r.fallback.map(str::to_string),
+            fault: r.fault.map(str::to_string),
         }
     }
 }

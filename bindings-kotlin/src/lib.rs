@@ -23,6 +23,7 @@ mod request_path;
 
 use std::sync::Arc;
 
+use harness_core::transport::mock::MockResponse;
 use harness_core::{Body, Client, ClientOptions, Config, ErrorKind, HarnessError, Request, Response};
 
 use events::HostSink;
@@ -83,6 +84,35 @@ pub struct NativeStreamHead {
     pub headers: Vec<NativeEntry>,
     pub attempts: u32,
     pub trace_id: String,
+}
+
+/// What `NativeClient::mock` answers with; `json` is JSON text the facade wrote.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeMockResponse {
+    /// Signed, so a negative or too-large status from the host is a `ConfigError`, not a wrap.
+    pub status: i32,
+    pub json: Option<String>,
+    pub body: Option<String>,
+    pub headers: Vec<NativeEntry>,
+    pub latency_ms: i64,
+}
+
+impl TryFrom<NativeMockResponse> for MockResponse {
+    type Error = NativeError;
+
+    fn try_from(r: NativeMockResponse) -> Result<MockResponse, NativeError> {
+        let status = u16::try_from(r.status)
+            .map_err(|_| config_error(format!("mock.status: expected an HTTP status from 200 to 999, got {}", r.status)))?;
+        let latency_ms = u64::try_from(r.latency_ms).map_err(|_| config_error(format!("mock.latency_ms: must not be negative, got {}", r.latency_ms)))?;
+        let json = match r.json {
+            Some(text) => {
+                harness_core::json::check_text("mock.json", text.as_bytes())?;
+                Some(harness_core::json::parse_checked(&text).map_err(|e| config_error(format!("mock.json: not JSON: {e}")))?)
+            }
+            None => None,
+        };
+        Ok(MockResponse { status, json, body: r.body, headers: pairs(r.headers), latency_ms })
+    }
 }
 
 /// The core error, flattened; the Kotlin facade maps `kind` to its sealed exception tree.
@@ -315,6 +345,17 @@ impl NativeClient {
         Ok(self.client.set_weight(&route, &provider, weight)?)
     }
 
+    /// Answers `service`'s requests for `method` ("" or "*": any) and the path template `path`
+    /// from now on, latest rule first, with no network; the whole pipeline still runs.
+    pub fn mock(&self, service: String, method: String, path: String, response: NativeMockResponse) -> Result<(), NativeError> {
+        Ok(self.client.mock(&service, &method, &path, response.try_into()?)?)
+    }
+
+    /// Removes host mocks for `service` (every service when None); it reaches the network again.
+    pub fn clear_mocks(&self, service: Option<String>) -> Result<(), NativeError> {
+        Ok(self.client.clear_mocks(service.as_deref())?)
+    }
+
     /// Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret.
     pub fn credentials_state(&self) -> Vec<NativeCredentialState> {
         self.client.credentials_state().into_iter().map(Into::into).collect()
@@ -456,6 +497,27 @@ pub(crate) mod tests {
         assert!(request_path::CLIENTS.get(h).is_some());
         drop(c);
         assert!(request_path::CLIENTS.get(h).is_none());
+    }
+
+    fn mock_response(status: i32, json: Option<&str>, latency_ms: i64) -> NativeMockResponse {
+        NativeMockResponse { status, json: json.map(str::to_string), body: None, headers: vec![], latency_ms }
+    }
+
+    #[test]
+    fn a_mock_out_of_range_or_not_json_is_a_config_error_naming_the_field() {
+        let reason = |r: NativeMockResponse| {
+            let NativeError::Failure { kind, reason, .. } = MockResponse::try_from(r).unwrap_err();
+            assert_eq!(kind, "ConfigError");
+            reason
+        };
+        assert!(reason(mock_response(-1, None, 0)).starts_with("mock.status:"));
+        assert!(reason(mock_response(70_000, None, 0)).starts_with("mock.status:"));
+        assert!(reason(mock_response(200, None, -5)).starts_with("mock.latency_ms:"));
+        assert!(reason(mock_response(200, Some("{"), 0)).starts_with("mock.json:"));
+        let deep = format!("{}{}", "[".repeat(1_000), "]".repeat(1_000));
+        assert!(reason(mock_response(200, Some(&deep), 0)).contains("nested deeper than 512"));
+        let ok = MockResponse::try_from(mock_response(201, Some(r#"{"id":"{id}"}"#), 5)).unwrap();
+        assert_eq!((ok.status, ok.latency_ms, ok.json), (201, 5, Some(serde_json::json!({"id": "{id}"}))));
     }
 
     #[test]

@@ -3,6 +3,7 @@ package dev.harness
 import dev.harness.ffi.NativeClient
 import dev.harness.ffi.NativeEntry
 import dev.harness.ffi.NativeException
+import dev.harness.ffi.NativeMockResponse
 import dev.harness.ffi.NativeRequest
 import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.Dispatchers
@@ -478,6 +479,51 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         requireUnicode("route" to route, "provider" to provider)
         if (weight < 0) throw HarnessException.config("weight: must not be negative, got $weight")
         return call { native.setWeight(route, provider, weight.toUInt()) }
+    }
+
+    /**
+     * Answers [service]'s requests for [method] (`""` or `"*"`: any) on the path template
+     * [path] (relative to the service's base URL: `/orders/{id}`, or `*`) with no network,
+     * from now on and across reloads; the latest mock that matches wins. The whole pipeline
+     * still runs (timeouts, retries, breaker, metrics, schema validation, events). A `{name}`
+     * captured by the path is substituted into the string values of [json]. Give [json] (any
+     * value a request's `json` takes) or a text [body], not both. A request of a mocked
+     * service that no mock matches fails with [HarnessException.Config] naming its method and
+     * path; bad input (unknown service, a path not starting with `/`, a status below 200) is a
+     * [HarnessException.Config] naming the field.
+     *
+     * ```kotlin
+     * client.mock("orders", "GET", "/orders/{id}", json = mapOf("id" to "{id}", "state" to "paid"))
+     * ```
+     */
+    @JvmOverloads
+    fun mock(
+        service: String,
+        method: String,
+        path: String,
+        status: Int = 200,
+        json: Any? = null,
+        body: String? = null,
+        headers: Map<String, String> = emptyMap(),
+        latencyMs: Long = 0,
+    ) {
+        requireUnicode("service" to service, "mock.match.method" to method, "mock.match.path" to path, "mock.body" to body)
+        for ((k, v) in headers) requireUnicode("mock.headers" to k, "mock.headers.$k" to v)
+        val response = NativeMockResponse(
+            status = status,
+            json = json?.let { Json.encode(it, "mock.json") },
+            body = body,
+            headers = headers.map { (k, v) -> NativeEntry(k, v) },
+            latencyMs = latencyMs,
+        )
+        call { native.mock(service, method, path, response) }
+    }
+
+    /** Removes the mocks [mock] set for [service] (every service when null): it reaches the network again. */
+    @JvmOverloads
+    fun clearMocks(service: String? = null) {
+        requireUnicode("service" to service)
+        call { native.clearMocks(service) }
     }
 
     /**

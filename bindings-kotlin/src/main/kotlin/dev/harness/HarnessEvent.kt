@@ -51,6 +51,8 @@ sealed class HarnessEvent {
         val cost: Double? = null,
         /** `cache` or `static` when no provider answered. */
         val fallback: String? = null,
+        /** The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`); null without `faults:`. */
+        val fault: String? = null,
     ) : HarnessEvent() {
         override val type: String get() = "request_finished"
 
@@ -65,6 +67,7 @@ sealed class HarnessEvent {
             model?.let { m["model"] = it }
             cost?.let { m["cost"] = it }
             fallback?.let { m["fallback"] = it }
+            fault?.let { m["fault"] = it }
         }
     }
 
@@ -286,6 +289,7 @@ internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = Harne
     model = model,
     cost = cost,
     fallback = fallback,
+    fault = fault,
 )
 
 internal fun NativeAuditRecord.toEvent(): HarnessEvent.AuditRecord = HarnessEvent.AuditRecord(

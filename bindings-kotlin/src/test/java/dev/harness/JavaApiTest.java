@@ -314,4 +314,20 @@ class JavaApiTest {
             assertTrue(noSig.getReason().startsWith("signature"));
         }
     }
+
+    @Test
+    void javaUnitTestsMockAServiceWithNoDownstream() {
+        Map<String, Object> cfg = Map.of(
+                "log", Map.of("enabled", false),
+                "services", Map.of("orders", Map.of("base_url", "http://127.0.0.1:9", "retry", Map.of("max_retries", 0))));
+        try (HarnessClient client = new HarnessClient(cfg)) {
+            client.mock("orders", "GET", "/orders/{id}", 200, Map.of("id", "{id}"));
+            client.mock("orders", "POST", "/orders", 201);
+            assertEquals("{\"id\":\"42\"}", client.getAsync("orders", "/orders/42").join().text());
+            assertEquals(201, client.postAsync("orders", "/orders", Map.of("sku", "A1")).join().getStatus());
+            client.clearMocks();
+            CompletionException e = assertThrows(CompletionException.class, () -> client.getAsync("orders", "/orders/42").join());
+            assertInstanceOf(HarnessException.Connect.class, e.getCause());
+        }
+    }
 }
