@@ -172,7 +172,7 @@ fn main() {
 /// three clients that differ only in that, interleaved over at least 5 rounds.
 fn overhead(handle: &tokio::runtime::Handle, http: &reqwest::Client, url: &str, total: usize) {
     let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(5);
-    let items: Vec<serde_json::Value> = (0..12).map(|i| json!({"sku": format!("SKU-{i:05}"), "qty": i + 1, "price": 9.99, "tags": ["a", "b"]})).collect();
+    let items: Vec<serde_json::Value> = (0..16).map(|i| json!({"sku": format!("SKU-{i:05}"), "qty": i + 1, "price": 9.99, "tags": ["a", "b"]})).collect();
     let order = json!({"id": 4242, "state": "paid", "customer": {"id": "c-1", "email": "ann@example.com"}, "items": items, "total": 123.45});
     let body = order.to_string();
     let step = json!({"steps": [{"json": order}]}).to_string();
@@ -208,7 +208,7 @@ fn overhead(handle: &tokio::runtime::Handle, http: &reqwest::Client, url: &str, 
             let c = c.clone();
             rows[i].push(handle.block_on(measure(64, n, move || {
                 let c = c.clone();
-                async move { c.request(Request::new("bench", "GET", "/s/kb/1")).await.map(|r| r.body.len() > 1000).unwrap_or(false) }
+                async move { c.request(Request::new("bench", "GET", "/s/kb/1")).await.map(|r| r.body.len() >= 1000).unwrap_or(false) }
             })));
         }
     }
