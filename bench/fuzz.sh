@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 export FUZZ_SECONDS="${FUZZ_SECONDS:-600}"
 echo "fuzzing each target for ${FUZZ_SECONDS} s"
-cargo test -q --release -p harness-core --lib fuzz:: -- --nocapture --test-threads 1 2>&1 | grep -E "^fuzz |panicked|minimal input|test result" || true
+cargo test -q --release -p harness-core --lib fuzz:: -- --nocapture --test-threads 1 2>&1 | grep -oE "fuzz [a-z_]+: [0-9]+ cases|panicked.*|minimal input.*|test result.*" || true

@@ -276,7 +276,8 @@ impl Config {
         json::check_value("config", &value)?;
         let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            HarnessError::config(describe_error(&path, &e.into_inner().to_string()))
+            // Keys come from the document: a control character in one is shown escaped.
+            HarnessError::config(escape_control(&describe_error(&path, &e.into_inner().to_string())))
         })?;
         config.validate()?;
         Ok(config)
@@ -420,7 +421,13 @@ pub(crate) fn describe_error(path: &str, serde_msg: &str) -> String {
     if let Some(rest) = serde_msg.strip_prefix("unknown field `") {
         let key = rest.split('`').next().unwrap_or("");
         // serde_path_to_error already ends the path with the unknown key.
-        let full = if path == "config" {
+        let full = if key.is_empty() {
+            // An empty key still gets a name a reader can see.
+            match path.trim_matches('.') {
+                "" | "config" => "\"\"".to_string(),
+                base => format!("{base}.\"\""),
+            }
+        } else if path == "config" {
             key.to_string()
         } else if path == key || path.ends_with(&format!(".{key}")) {
             path.clone()
@@ -487,6 +494,13 @@ mod tests {
     fn unknown_key_names_field() {
         let m = err(json!({"services": {"orders": {"base_url": "http://x", "retry": {"max_retry": 2}}}}));
         assert!(m.starts_with("services.orders.retry.max_retry: unknown key"), "{m}");
+        // Found by fuzzing: an empty key is still named, a control character shown escaped.
+        let m = err(json!({"": 1}));
+        assert!(m.starts_with("\"\": unknown key"), "{m}");
+        let m = err(json!({"services": {"orders": {"base_url": "http://x", "": 1}}}));
+        assert!(m.starts_with("services.orders.\"\": unknown key"), "{m}");
+        let m = err(json!({"lo\ng": 1}));
+        assert!(m.starts_with("lo\\ng: unknown key") && !m.contains('\n'), "{m}");
     }
 
     #[test]

@@ -144,6 +144,8 @@ mod tests {
         assert!(d >= Duration::from_secs(9) && d <= Duration::from_secs(10), "{d:?}");
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
+        // Found by fuzzing: delta-seconds has no sign.
+        assert_eq!(parse_retry_after("+0", now), None);
         assert_eq!(parse_retry_after("", now), None);
         let past = httpdate::fmt_http_date(now - Duration::from_secs(10));
         assert_eq!(parse_retry_after(&past, now), Some(Duration::ZERO));
