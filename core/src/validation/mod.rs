@@ -151,7 +151,7 @@ mod tests {
         assert!(!why.contains("4111"), "the value is masked: {why}");
         let why = s.check(br#"{"total": 1}"#).unwrap_err();
         assert!(why.contains("at /:") && why.contains("id"), "{why}");
-        assert_eq!(s.check(b"<html>").unwrap_err(), "the body is not JSON");
+        assert_eq!(s.check(b"<html>").unwrap_err(), "the body is not JSON (or nested too deep)");
     }
 
     #[test]
