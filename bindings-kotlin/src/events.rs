@@ -38,6 +38,8 @@ pub struct NativeRequestRecord {
     pub fallback: Option<String>,
     /// The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`).
     pub fault: Option<String>,
+    /// `validate: warn`: where and how the 2xx body did not match its schema.
+    pub schema_violation: Option<String>,
 }
 
 /// One audit record (`audit.sink.listener: true`), named as in the audit file's JSON line.
@@ -174,6 +176,7 @@ impl From<&RequestRecord> for NativeRequestRecord {
             cost: r.cost,
             fallback: r.fallback.map(str::to_string),
             fault: r.fault.map(str::to_string),
+            schema_violation: r.schema_violation.clone(),
         }
     }
 }

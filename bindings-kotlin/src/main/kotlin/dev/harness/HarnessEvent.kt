@@ -53,6 +53,8 @@ sealed class HarnessEvent {
         val fallback: String? = null,
         /** The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`); null without `faults:`. */
         val fault: String? = null,
+        /** `validate: warn`: where and how the 2xx body did not match its schema (never its values). */
+        val schemaViolation: String? = null,
     ) : HarnessEvent() {
         override val type: String get() = "request_finished"
 
@@ -68,6 +70,7 @@ sealed class HarnessEvent {
             cost?.let { m["cost"] = it }
             fallback?.let { m["fallback"] = it }
             fault?.let { m["fault"] = it }
+            schemaViolation?.let { m["schema_violation"] = it }
         }
     }
 
@@ -290,6 +293,7 @@ internal fun NativeRequestRecord.toEvent(): HarnessEvent.RequestFinished = Harne
     cost = cost,
     fallback = fallback,
     fault = fault,
+    schemaViolation = schemaViolation,
 )
 
 internal fun NativeAuditRecord.toEvent(): HarnessEvent.AuditRecord = HarnessEvent.AuditRecord(

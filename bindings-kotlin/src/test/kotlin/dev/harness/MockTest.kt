@@ -44,6 +44,22 @@ class MockTest {
     }
 
     @Test
+    fun `schema validation runs on a mock, and a warned drift is named in the record`() = runBlocking<Unit> {
+        val schema = mapOf("type" to "object", "properties" to mapOf("total" to mapOf("type" to "number")))
+        val endpoints = "endpoints" to mapOf("GET /orders/{id}" to mapOf("response_schema" to schema, "validate" to "warn"))
+        HarnessClient(config(nowhere, endpoints)).use { h ->
+            val records = CopyOnWriteArrayList<HarnessEvent.RequestFinished>()
+            h.addListener { if (it is HarnessEvent.RequestFinished) records += it }
+            h.mock("orders", "GET", "/orders/{id}", json = mapOf("total" to "4111-1111"))
+            assertEquals(200, h.get("orders", "/orders/1").status)
+            h.flush()
+            val violation = records.single().schemaViolation
+            assertTrue(violation!!.contains("at /total") && "4111" !in violation, violation)
+            assertEquals(violation, records.single().fields()["schema_violation"])
+        }
+    }
+
+    @Test
     fun `a mock still meets the pipeline - its latency past response_ms is a retried TimeoutError`() = runBlocking<Unit> {
         val svc = arrayOf(
             "timeouts" to mapOf("response_ms" to 50),
