@@ -11,6 +11,7 @@ use crate::error::HarnessError;
 use crate::host::EventSink;
 use crate::pipeline;
 use crate::request::Request;
+use crate::target;
 use crate::adapters::{ChatRequest, ChatResponse};
 use crate::pipeline::chat::ChatStream;
 use crate::response::{Response, StreamResponse};
@@ -292,6 +293,34 @@ impl Client {
         let ep = endpoint.map(str::to_string).unwrap_or_else(|| endpoint::template(path));
         let max = self.engine.snapshot().services.get(service).map(|s| s.config.limits.max_endpoints as usize).unwrap_or(usize::MAX);
         self.engine.registry.breaker_state(service, &ep, &method.to_ascii_uppercase(), max)
+    }
+
+    /// Every breaker the client has state for: `(service, endpoint, method, state)`.
+    pub fn breakers(&self) -> Vec<(String, String, String, &'static str)> {
+        self.engine.registry.breakers().into_iter().map(|(s, e, m, st)| (s, e, m, st.as_str())).collect()
+    }
+
+    /// Opens (`open: true`, held until closed by hand) or closes one endpoint's breaker by hand.
+    pub fn set_breaker(&self, service: &str, method: &str, endpoint: &str, open: bool) -> Result<(), HarnessError> {
+        let snapshot = self.engine.snapshot();
+        let Some(svc) = snapshot.services.get(service) else {
+            return Err(HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))));
+        };
+        let method = target::method(method)?;
+        target::check_endpoint(endpoint)?;
+        let ep = self.engine.registry.endpoint(service, endpoint, method.as_str(), svc.config.limits.max_endpoints);
+        if open {
+            ep.breaker.open_by_hand();
+        } else {
+            ep.breaker.close_by_hand();
+        }
+        Ok(())
+    }
+
+    /// A rate limiter outside any service (a gateway's per-caller limit), named `name` in
+    /// metrics and events; shared across processes with `config.shared`.
+    pub fn rate_limiter(&self, name: &str, config: &crate::ratelimit::RateLimitConfig) -> Result<Arc<crate::ratelimit::ServiceLimiter>, HarnessError> {
+        self.engine.registry.limiter(name, config, &format!("limiter.{name}"))
     }
 
     /// Bulkhead permits currently held on a service.

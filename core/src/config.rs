@@ -248,6 +248,12 @@ impl Config {
 
     /// Parses text in the given format (`yaml`, `yml`, `json` or `toml`).
     pub fn from_str_with_format(text: &str, format: &str) -> Result<Config, HarnessError> {
+        Self::from_value(Self::parse_text(text, format)?)
+    }
+
+    /// The config text as a JSON value, checked for depth, not yet for meaning (a gateway
+    /// takes its own sections out before the rest becomes a `Config`).
+    pub fn parse_text(text: &str, format: &str) -> Result<Value, HarnessError> {
         let parse_err = |e: String| HarnessError::config(format!("config: cannot parse {format}: {e}"));
         // Before the parser: a pathologically deep document is refused in linear time.
         match format {
@@ -267,7 +273,7 @@ impl Config {
                 )))
             }
         };
-        Self::from_value(value)
+        Ok(value)
     }
 
     /// Builds a config from the in-memory map the bindings pass.

@@ -374,6 +374,13 @@ impl Registry {
         self.breaker_state_enum(service, endpoint, method, max_endpoints).as_str()
     }
 
+    /// Every endpoint's breaker: (service, endpoint, method, state), sorted.
+    pub fn breakers(&self) -> Vec<(String, String, String, BreakerState)> {
+        let mut out: Vec<_> = self.endpoints.read().map.values().map(|e| (e.names.0.to_string(), e.names.1.to_string(), e.names.2.to_string(), e.breaker.state())).collect();
+        out.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+        out
+    }
+
     pub fn breaker_state_enum(&self, service: &str, endpoint: &str, method: &str, max_endpoints: usize) -> BreakerState {
         let eps = self.endpoints.read();
         let at_limit = eps.per_service.get(service).copied().unwrap_or(0) >= max_endpoints;

@@ -46,7 +46,9 @@ const MAX_EVENT_BYTES: u64 = 1 << 20;
 
 fn chat_request(engine: &Engine, route: &str, chat: &ChatRequest) -> Result<Request, HarnessError> {
     let snapshot = engine.snapshot();
-    let Some(rt) = snapshot.routes.get(route) else {
+    // `route/model` pins the model; the route itself must exist.
+    let name = route.split_once('/').filter(|(r, _)| snapshot.routes.contains_key(*r)).map_or(route, |(r, _)| r);
+    let Some(rt) = snapshot.routes.get(name) else {
         let mut known: Vec<&str> = snapshot.routes.keys().map(String::as_str).collect();
         known.sort_unstable();
         return Err(HarnessError::config(format!(

@@ -103,7 +103,14 @@ impl Call {
         let started = Instant::now();
         let snapshot = engine.snapshot();
         if let Some(rt) = snapshot.routes.get(&req.service).cloned() {
-            return route::start(engine, snapshot, rt, req, started, streaming);
+            return route::start(engine, snapshot, rt, req, started, streaming, None);
+        }
+        // `route/model`: the route, served only by its providers of that model.
+        if let Some((name, model)) = req.service.split_once('/') {
+            if let Some(rt) = snapshot.routes.get(name).cloned() {
+                let model = model.to_string();
+                return route::start(engine, snapshot, rt, req, started, streaming, Some(model));
+            }
         }
         let Some(svc) = snapshot.services.get(&req.service).cloned() else {
             let mut known: Vec<&str> = snapshot.services.keys().chain(snapshot.routes.keys()).map(String::as_str).collect();

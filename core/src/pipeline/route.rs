@@ -28,6 +28,7 @@ use super::attempt::{self, Mode, Once, Reached};
 use super::classify::Classified;
 use super::{build_request, Call};
 use crate::adapters::{openai, Usage};
+use crate::redact::escape_control;
 use crate::breaker::{BreakerState, Outcome};
 use crate::deadline::Deadline;
 use crate::endpoint;
@@ -175,6 +176,27 @@ impl RouteCall {
 }
 
 /// Builds the call for a request that names a route.
+/// Every provider, or only those serving `model` (`route/model`); a model no provider serves
+/// is a `ConfigError` naming the ones that are.
+fn pinned(rt: &RouteRuntime, model: Option<&str>) -> Result<Vec<Tried>, HarnessError> {
+    let mut tried = vec![Tried::default(); rt.providers.len()];
+    let Some(model) = model else { return Ok(tried) };
+    for (t, p) in tried.iter_mut().zip(&rt.providers) {
+        t.excluded = p.config.model.as_deref() != Some(model);
+    }
+    if tried.iter().all(|t| t.excluded) {
+        let mut models: Vec<&str> = rt.providers.iter().filter_map(|p| p.config.model.as_deref()).collect();
+        models.dedup();
+        return Err(HarnessError::config(format!(
+            "request.service: route `{}` has no provider of model `{}` (models: {})",
+            rt.name,
+            escape_control(model),
+            models.join(", ")
+        )));
+    }
+    Ok(tried)
+}
+
 pub(crate) fn start(
     engine: &Engine,
     snapshot: Arc<Snapshot>,
@@ -182,6 +204,7 @@ pub(crate) fn start(
     req: Request,
     started: Instant,
     streaming: bool,
+    model: Option<String>,
 ) -> Result<Call, HarnessError> {
     let method = target::method(&req.method)?;
     target::check_path(&req.path)?;
@@ -215,7 +238,7 @@ pub(crate) fn start(
         json,
         stream: streaming,
         current: None,
-        tried: vec![Tried::default(); n],
+        tried: pinned(&rt, model.as_deref())?,
         order: Vec::new(),
         eps,
         errors: vec![None; n],

@@ -60,7 +60,7 @@ fn quota(rps: f64, burst: u32) -> Quota {
 }
 
 /// A service's limiter: its own rate, any nested endpoint rates, the shared store, the pause.
-pub(crate) struct ServiceLimiter {
+pub struct ServiceLimiter {
     pub service: Arc<str>,
     pub config: RateLimitConfig,
     local: LocalLimit,
