@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use harness_core::{Client, Config, Event, EventSink, Request};
 use serde_json::json;
 
-const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S]";
+const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         Some("demo") | None => demo(),
         Some("chaos") => chaos::run(&args[1..]),
+        Some("serve") => serve(&args[1..]),
         Some("check-config") => match args.get(1) {
             Some(path) => match Config::from_path(path) {
                 Ok(c) => {
@@ -42,6 +43,33 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// `harness serve --config FILE [--listen 127.0.0.1:8787]`: the gateway, until SIGTERM.
+fn serve(args: &[String]) -> i32 {
+    let (mut config, mut listen) = (None, "127.0.0.1:8787".to_string());
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        match (flag.as_str(), it.next()) {
+            ("--config", Some(v)) => config = Some(v.clone()),
+            ("--listen", Some(v)) => listen = v.clone(),
+            _ => {
+                eprintln!("{USAGE}");
+                return 2;
+            }
+        }
+    }
+    let Some(config) = config else {
+        eprintln!("--config is required\n{USAGE}");
+        return 2;
+    };
+    match harness_gateway::run(&config, &listen) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
 }
 
 /// Prints each request as one narrated line, next to the JSON record.

@@ -1,0 +1,449 @@
+//! The routes: the OpenAI-compatible data plane, the service pipeline, the admin API and the
+//! operational endpoints.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use axum::{Json, Router};
+use harness_core::deadline::Deadline;
+use harness_core::{ChatChunkKind, ChatRequest, Request};
+use serde_json::{json, Map, Value};
+
+use crate::errors::ApiError;
+use crate::{Caller, Gateway, Loaded};
+
+type Gw = State<Arc<Gateway>>;
+
+pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/v1/services/{service}", any(service))
+        .route("/v1/services/{service}/{*rest}", any(service))
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/admin/routes", get(admin_routes))
+        .route("/admin/routes/{route}", get(admin_route))
+        .route("/admin/routes/{route}/providers/{provider}/weight", post(admin_weight))
+        .route("/admin/routes/{route}/providers/{provider}/test", post(admin_test))
+        .route("/admin/reload", post(admin_reload))
+        .route("/admin/breakers", get(admin_breakers))
+        .route("/admin/breakers/{action}", post(admin_breaker_set))
+        .route("/admin/credentials", get(admin_credentials))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such endpoint") })
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .with_state(gw)
+}
+
+/// The caller's key: `Authorization: Bearer <key>` (what OpenAI SDKs send) or `x-api-key`.
+fn key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        let (scheme, rest) = v.split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim()).filter(|k| !k.is_empty());
+    }
+    headers.get("x-api-key").and_then(|v| v.to_str().ok()).filter(|k| !k.is_empty())
+}
+
+fn authenticate(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Caller>, ApiError> {
+    match key(headers).and_then(|k| gw.caller(k)) {
+        Some(c) => Ok(c),
+        None => {
+            gw.metrics.unauthorized.inc();
+            Err(ApiError::unauthorized())
+        }
+    }
+}
+
+/// Counts a request in flight until dropped (a stream holds it to its end).
+struct InFlight(Arc<Gateway>);
+
+impl InFlight {
+    fn new(gw: &Arc<Gateway>) -> Self {
+        gw.in_flight.fetch_add(1, Ordering::Relaxed);
+        gw.metrics.in_flight.inc();
+        InFlight(gw.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.metrics.in_flight.dec();
+    }
+}
+
+fn access_log(caller: &str, api: &str, target: &str, status: u16, started: Instant, trace_id: Option<&str>, cost: Option<f64>) {
+    let line = json!({"event": "harness.gateway", "caller": caller, "api": api, "target": target, "status": status,
+        "duration_ms": (started.elapsed().as_secs_f64() * 1e6).round() / 1e3, "trace_id": trace_id, "cost": cost});
+    eprintln!("{line}");
+}
+
+fn traceparent(headers: &HeaderMap) -> Option<String> {
+    headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+/// Admission for a caller: its budget, then its rate limit.
+async fn admit(gw: &Gateway, caller: &Caller, what: &str) -> Result<(), ApiError> {
+    if !gw.budget_left(caller) {
+        let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "insufficient_quota", "budget_exceeded", format!("caller `{}` has spent its budget for today", caller.name));
+        e.retry_after_s = Some(86_400 - std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() % 86_400).unwrap_or(0));
+        return Err(e);
+    }
+    if let Some(l) = &caller.limiter {
+        l.acquire("POST", what, &Deadline::after(Duration::from_secs(60))).await?;
+    }
+    Ok(())
+}
+
+// ---- /v1/chat/completions ----
+
+async fn chat(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let caller = match authenticate(&gw, &headers) {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let guard = InFlight::new(&gw);
+    let (status, target, resp, trace, cost) = match chat_inner(&gw, &caller, &headers, &body, guard).await {
+        Ok(done) => done,
+        Err((target, e)) => (e.status.as_u16(), target, e.into_response_with_trace(), None, None),
+    };
+    gw.count(&caller.name, "chat", &target, status);
+    access_log(&caller.name, "chat", &target, status, started, trace.as_deref(), cost);
+    resp
+}
+
+type ChatDone = (u16, String, Response, Option<String>, Option<f64>);
+
+async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap, body: &[u8], guard: InFlight) -> Result<ChatDone, (String, ApiError)> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| (String::new(), ApiError::bad_request(format!("the body is not JSON: {e}"))))?;
+    let Some(mut obj) = v.as_object().cloned() else { return Err((String::new(), ApiError::bad_request("the body must be a JSON object"))) };
+    let model = match obj.remove("model") {
+        Some(Value::String(m)) if !m.is_empty() => m,
+        _ => return Err((String::new(), ApiError::bad_request("`model` is required: a route, or route/model"))),
+    };
+    let route = model.split('/').next().unwrap_or("").to_string();
+    if !gw.client.config().routes.contains_key(&route) {
+        let e = ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", format!("no route `{}`", harness_core::redact::escape_control(&route)));
+        return Err((route, e));
+    }
+    if !caller.may_use_route(&route) {
+        return Err((route.clone(), ApiError::forbidden(&format!("route `{route}`"))));
+    }
+    admit(gw, caller, "/v1/chat/completions").await.map_err(|e| (route.clone(), e))?;
+    let stream = obj.remove("stream").and_then(|s| s.as_bool()).unwrap_or(false);
+    obj.remove("stream_options");
+    let messages = obj.remove("messages").unwrap_or(Value::Null);
+    let req = ChatRequest { messages, params: obj, headers: Vec::new(), timeout_ms: None, traceparent: traceparent(headers), principal: Some(caller.name.clone()) };
+    if !stream {
+        let r = gw.client.chat(&model, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
+        gw.record_cost(caller, r.cost);
+        let body = json!({
+            "id": format!("chatcmpl-{}", r.trace_id),
+            "object": "chat.completion",
+            "created": now_s(),
+            "model": r.model.clone().unwrap_or_else(|| model.clone()),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": r.content}, "finish_reason": r.finish_reason.clone().unwrap_or_else(|| "stop".into())}],
+            "usage": r.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens})),
+            "harness": {"route": r.route, "provider": r.provider, "cost": r.cost, "attempts": r.attempts, "trace_id": r.trace_id, "fallback": r.fallback},
+        });
+        let mut resp = Json(body).into_response();
+        resp.headers_mut().insert("x-harness-trace-id", HeaderValue::from_str(&r.trace_id).unwrap_or(HeaderValue::from_static("")));
+        return Ok((200, route, resp, Some(r.trace_id), r.cost));
+    }
+    let s = gw.client.chat_stream(&model, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
+    let trace_id = s.trace_id.clone();
+    let id = format!("chatcmpl-{trace_id}");
+    let created = now_s();
+    let (gw2, caller2) = (gw.clone(), caller.clone());
+    // One SSE event per chunk, in OpenAI's shape; a failure after the head is the last event.
+    let events = futures_util::stream::unfold(Some((s, guard)), move |state| {
+        let (gw, caller, id, model) = (gw2.clone(), caller2.clone(), id.clone(), model.clone());
+        async move {
+            let (mut s, guard) = state?;
+            let chunk = |delta: Value, finish: Option<String>, extra: Option<(&str, Value)>| {
+                let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+                if let Some((k, v)) = extra {
+                    c[k] = v;
+                }
+                format!("data: {c}\n\n")
+            };
+            match s.next().await {
+                Ok(Some(c)) => {
+                    let text = match c.kind {
+                        ChatChunkKind::Delta => chunk(json!({"content": c.content}), None, None),
+                        ChatChunkKind::Restart => chunk(json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
+                        ChatChunkKind::Done => {
+                            gw.record_cost(&caller, c.cost);
+                            let usage = c.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}));
+                            let mut last = chunk(json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null))));
+                            last.push_str("data: [DONE]\n\n");
+                            return Some((Ok::<_, std::convert::Infallible>(Bytes::from(last)), None));
+                        }
+                    };
+                    Some((Ok(Bytes::from(text)), Some((s, guard))))
+                }
+                Ok(None) => Some((Ok(Bytes::from_static(b"data: [DONE]\n\n")), None)),
+                Err(e) => {
+                    let e = ApiError::from(e);
+                    Some((Ok(Bytes::from(format!("data: {}\n\n", e.body()))), None))
+                }
+            }
+        }
+    });
+    let mut resp = Response::new(Body::from_stream(events));
+    let h = resp.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    h.insert("x-harness-trace-id", HeaderValue::from_str(&trace_id).unwrap_or(HeaderValue::from_static("")));
+    Ok((200, route, resp, Some(trace_id), None))
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+impl ApiError {
+    fn into_response_with_trace(self) -> Response {
+        self.into_response()
+    }
+}
+
+// ---- /v1/models ----
+
+async fn models(State(gw): Gw, headers: HeaderMap) -> Response {
+    let caller = match authenticate(&gw, &headers) {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let cfg = gw.client.config();
+    let mut data = Vec::new();
+    for (name, r) in cfg.routes.iter().filter(|(n, _)| caller.may_use_route(n)) {
+        data.push(json!({"id": name, "object": "model", "created": 0, "owned_by": "harness"}));
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &r.providers {
+            if let Some(m) = p.model.as_deref().filter(|m| seen.insert(m.to_string())) {
+                data.push(json!({"id": format!("{name}/{m}"), "object": "model", "created": 0, "owned_by": p.id}));
+            }
+        }
+    }
+    Json(json!({"object": "list", "data": data})).into_response()
+}
+
+// ---- /v1/services/{service}/... ----
+
+/// Request headers a caller may pass on; anything else (credentials, cookies, host, framing,
+/// routing) is dropped.
+const FORWARDED: &[&str] = &["accept", "accept-language", "content-type", "if-match", "if-none-match", "if-modified-since", "prefer"];
+/// Response headers passed back.
+const RETURNED: &[&str] = &["content-type", "content-language", "cache-control", "etag", "last-modified", "location", "retry-after"];
+
+async fn service(State(gw): Gw, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let caller = match authenticate(&gw, &headers) {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let _guard = InFlight::new(&gw);
+    // The raw (still percent-encoded) path: the core refuses `..` however it is spelled.
+    let rest = uri.path().strip_prefix("/v1/services/").unwrap_or("");
+    let (name, path) = match rest.split_once('/') {
+        Some((n, p)) => (n.to_string(), format!("/{p}")),
+        None => (rest.to_string(), "/".to_string()),
+    };
+    let (status, resp, trace) = match service_inner(&gw, &caller, &name, &method, &path, uri.query(), &headers, body).await {
+        Ok(r) => r,
+        Err(e) => (e.status.as_u16(), e.into_response(), None),
+    };
+    gw.count(&caller.name, "service", &name, status);
+    access_log(&caller.name, "service", &name, status, started, trace.as_deref(), None);
+    resp
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn service_inner(gw: &Gateway, caller: &Caller, name: &str, method: &Method, path: &str, query: Option<&str>, headers: &HeaderMap, body: Bytes) -> Result<(u16, Response, Option<String>), ApiError> {
+    if !gw.client.config().services.contains_key(name) {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "service_not_found", "no such service"));
+    }
+    if !caller.may_use_service(name) {
+        return Err(ApiError::forbidden(&format!("service `{name}`")));
+    }
+    admit(gw, caller, "/v1/services").await?;
+    let full = match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    let mut req = Request::new(name, method.as_str(), full);
+    for (k, v) in headers {
+        if FORWARDED.contains(&k.as_str()) {
+            if let Ok(v) = v.to_str() {
+                req.headers.push((k.as_str().to_string(), v.to_string()));
+            }
+        }
+    }
+    req.idempotency_key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_string);
+    req.traceparent = traceparent(headers);
+    req.principal = Some(caller.name.clone());
+    if !body.is_empty() {
+        req.body = harness_core::Body::Bytes(body);
+    }
+    match gw.client.request(req).await {
+        Ok(r) => {
+            let mut resp = Response::new(Body::from(r.body));
+            *resp.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK);
+            for (k, v) in &r.headers {
+                if RETURNED.contains(&k.as_str()) {
+                    if let (Ok(k), Ok(v)) = (axum::http::HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+                        resp.headers_mut().append(k, v);
+                    }
+                }
+            }
+            resp.headers_mut().insert("x-harness-trace-id", HeaderValue::from_str(&r.trace_id).unwrap_or(HeaderValue::from_static("")));
+            Ok((r.status, resp, Some(r.trace_id)))
+        }
+        // The downstream's own answer (already scrubbed of known secrets) goes back as it came.
+        Err(e) if e.name() == "HttpStatusError" && e.body.is_some() => {
+            let status = e.status.unwrap_or(502);
+            let mut resp = Response::new(Body::from(e.body.clone().unwrap_or_default()));
+            *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            if let Some(ms) = e.retry_after_ms {
+                resp.headers_mut().insert("retry-after", HeaderValue::from(ms.div_ceil(1000)));
+            }
+            if let Some(t) = &e.trace_id {
+                resp.headers_mut().insert("x-harness-trace-id", HeaderValue::from_str(t).unwrap_or(HeaderValue::from_static("")));
+            }
+            Ok((status, resp, e.trace_id.clone()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+// ---- operations ----
+
+async fn readyz(State(gw): Gw) -> Response {
+    let cfg = gw.client.config();
+    let mut unready = Vec::new();
+    for (name, r) in &cfg.routes {
+        if r.criticality != harness_core::routing::config::Criticality::Core {
+            continue;
+        }
+        let healthy = gw.client.routing_state(name).map(|s| s.providers.iter().any(|p| p.effective_weight > 0.0)).unwrap_or(false);
+        if !healthy {
+            unready.push(name.clone());
+        }
+    }
+    if unready.is_empty() {
+        Json(json!({"status": "ready", "config_version": gw.client.config_version()})).into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "not_ready", "routes_without_a_healthy_provider": unready}))).into_response()
+    }
+}
+
+async fn metrics(State(gw): Gw) -> Response {
+    ([("content-type", "text/plain; version=0.0.4")], gw.metrics_text()).into_response()
+}
+
+// ---- admin ----
+
+fn admin(gw: &Gateway, headers: &HeaderMap) -> Result<(), ApiError> {
+    match key(headers).map(|k| gw.admin_ok(k)) {
+        _ if gw.settings.load().gateway.admin_key_sha256.is_none() => Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "the admin API is off (gateway.admin_key_sha256)")),
+        Some(Some(true)) => Ok(()),
+        _ => Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_admin_key", "the admin key is required")),
+    }
+}
+
+async fn admin_routes(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let names: Vec<String> = gw.client.config().routes.keys().cloned().collect();
+    let states: Vec<Value> = names.iter().filter_map(|n| gw.client.routing_state(n).ok()).map(|s| s.to_value()).collect();
+    Ok(Json(json!({"routes": states})).into_response())
+}
+
+async fn admin_route(State(gw): Gw, headers: HeaderMap, Path(route): Path<String>) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    Ok(Json(gw.client.routing_state(&route)?.to_value()).into_response())
+}
+
+async fn admin_weight(State(gw): Gw, headers: HeaderMap, Path((route, provider)): Path<(String, String)>, body: Bytes) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let v: Value = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("expected {\"weight\": n}"))?;
+    let weight = v.get("weight").and_then(Value::as_u64).filter(|w| *w <= u32::MAX as u64).ok_or_else(|| ApiError::bad_request("weight: expected an integer >= 0"))?;
+    let version = gw.client.set_weight(&route, &provider, weight as u32)?;
+    Ok(Json(json!({"ok": true, "config_version": version})).into_response())
+}
+
+async fn admin_reload(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let loaded = if body.is_empty() {
+        let path = gw.path.as_deref().ok_or_else(|| ApiError::bad_request("no config file to re-read: send the config as the body"))?;
+        Loaded::from_path(path)
+    } else {
+        let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the config must be UTF-8 text"))?;
+        let json = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.contains("json"));
+        Loaded::from_text(text, if json { "json" } else { "yaml" })
+    };
+    let version = gw.reload(loaded?)?;
+    Ok(Json(json!({"ok": true, "config_version": version})).into_response())
+}
+
+/// A direct call to one provider, bypassing routing and weights (the first step when adding a
+/// provider at weight 0).
+async fn admin_test(State(gw): Gw, headers: HeaderMap, Path((route, provider)): Path<(String, String)>, body: Bytes) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let cfg = gw.client.config();
+    let r = cfg.routes.get(&route).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such route"))?;
+    let p = r.providers.iter().find(|p| p.id == provider).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such provider"))?;
+    let messages = if body.is_empty() {
+        json!([{"role": "user", "content": "Reply with the single word: ok"}])
+    } else {
+        serde_json::from_slice::<Value>(&body).ok().and_then(|v| v.get("messages").cloned()).ok_or_else(|| ApiError::bad_request("expected {\"messages\": [...]}"))?
+    };
+    let mut b = Map::new();
+    if let Some(m) = &p.model {
+        b.insert("model".into(), Value::String(m.clone()));
+    }
+    b.insert("messages".into(), messages);
+    b.insert("max_tokens".into(), json!(16));
+    let mut req = Request::new(p.service.clone(), "POST", r.path.clone());
+    req.body = harness_core::Body::Json(Value::Object(b));
+    let started = Instant::now();
+    let out = match gw.client.request(req).await {
+        Ok(resp) => json!({"ok": true, "status": resp.status, "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0, "trace_id": resp.trace_id,
+            "body": serde_json::from_slice::<Value>(&resp.body).unwrap_or(Value::Null)}),
+        Err(e) => json!({"ok": false, "error": ApiError::from(e).body()["error"], "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0}),
+    };
+    Ok(Json(out).into_response())
+}
+
+async fn admin_breakers(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let list: Vec<Value> = gw.client.breakers().into_iter().map(|(s, e, m, st)| json!({"service": s, "endpoint": e, "method": m, "state": st})).collect();
+    Ok(Json(json!({"breakers": list})).into_response())
+}
+
+async fn admin_breaker_set(State(gw): Gw, headers: HeaderMap, Path(action): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let open = match action.as_str() {
+        "open" => true,
+        "close" => false,
+        _ => return Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "expected /admin/breakers/open or /close")),
+    };
+    let v: Value = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("expected {\"service\", \"method\", \"endpoint\"}"))?;
+    let field = |k: &str| v.get(k).and_then(Value::as_str).ok_or_else(|| ApiError::bad_request(format!("{k}: required")));
+    gw.client.set_breaker(field("service")?, field("method")?, field("endpoint")?, open)?;
+    Ok(Json(json!({"ok": true, "state": if open { "open" } else { "closed" }})).into_response())
+}
+
+async fn admin_credentials(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    Ok(Json(json!({"credentials": serde_json::to_value(gw.client.credentials_state()).unwrap_or(Value::Null)})).into_response())
+}

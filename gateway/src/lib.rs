@@ -1,0 +1,205 @@
+//! Harness as an HTTP access layer: the same engine and config behind an OpenAI-compatible
+//! API (`/v1/chat/completions`, `/v1/models`), a plain pipeline for configured services
+//! (`/v1/services/{service}/...`), per-caller keys, an admin API, `/healthz`, `/readyz`,
+//! `/metrics`, and a graceful drain on SIGTERM.
+//!
+//! Guarantees: it runs on the core's own tokio runtime (no second runtime); callers are known
+//! only by the SHA-256 of their keys; a request without a valid key is answered 401 and
+//! nothing is forwarded; a caller's headers never replace credentials, routing or framing
+//! (only a short allowlist is forwarded); request heads and bodies are bounded and a head must
+//! arrive within `header_timeout_ms`; on shutdown, no new connection is accepted and in-flight
+//! requests and streams get `drain_ms` to finish.
+
+pub mod config;
+pub mod errors;
+mod handlers;
+mod server;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicI64;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use harness_core::ratelimit::ServiceLimiter;
+use harness_core::{Client, ClientOptions, HarnessError};
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+pub use config::{sha256_hex, CallerConfig, GatewayConfig, Loaded};
+pub use server::{run, start, Started};
+
+/// One caller, compiled from `callers:`.
+pub struct Caller {
+    pub name: String,
+    routes: Vec<String>,
+    services: Vec<String>,
+    limiter: Option<Arc<ServiceLimiter>>,
+    budget_per_day: Option<f64>,
+}
+
+impl Caller {
+    fn may_use_route(&self, route: &str) -> bool {
+        self.routes.iter().any(|r| r == "*" || r == route)
+    }
+
+    fn may_use_service(&self, service: &str) -> bool {
+        self.services.iter().any(|s| s == "*" || s == service)
+    }
+}
+
+/// What a reload replaces.
+struct Settings {
+    gateway: GatewayConfig,
+    /// Callers by the hex SHA-256 of their key.
+    callers: HashMap<String, Arc<Caller>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    caller: String,
+    api: String,
+    target: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallerLabels {
+    caller: String,
+}
+
+struct GatewayMetrics {
+    registry: Mutex<Registry>,
+    requests: Family<RequestLabels, Counter>,
+    cost: Family<CallerLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    in_flight: Gauge,
+    unauthorized: Counter,
+}
+
+impl GatewayMetrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("harness_gateway");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let cost = Family::<CallerLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        let in_flight = Gauge::default();
+        let unauthorized = Counter::default();
+        registry.register("requests", "Gateway requests by caller, API, route or service, and HTTP status", requests.clone());
+        registry.register("cost", "Spend by caller, in the routes' price unit", cost.clone());
+        registry.register("in_flight", "Requests (and streams) being served", in_flight.clone());
+        registry.register("unauthorized", "Requests refused for a missing or wrong key (nothing forwarded)", unauthorized.clone());
+        GatewayMetrics { registry: Mutex::new(registry), requests, cost, in_flight, unauthorized }
+    }
+}
+
+/// The gateway's state: the core client and what the config says about callers.
+pub struct Gateway {
+    pub client: Client,
+    settings: ArcSwap<Settings>,
+    /// The config file, re-read by an admin reload without a body.
+    path: Option<String>,
+    metrics: GatewayMetrics,
+    /// Spend per caller name: (UTC day, amount); kept across reloads.
+    spend: Mutex<HashMap<String, (u64, f64)>>,
+    /// Requests and streams being served (for the drain report).
+    pub in_flight: AtomicI64,
+}
+
+impl Gateway {
+    pub fn new(loaded: Loaded, path: Option<String>) -> Result<Arc<Gateway>, HarnessError> {
+        let client = Client::with_options(loaded.core.clone(), ClientOptions::default())?;
+        let settings = compile(&client, &loaded)?;
+        Ok(Arc::new(Gateway {
+            client,
+            settings: ArcSwap::from_pointee(settings),
+            path,
+            metrics: GatewayMetrics::new(),
+            spend: Mutex::new(HashMap::new()),
+            in_flight: AtomicI64::new(0),
+        }))
+    }
+
+    /// Validates `loaded` whole, then swaps it in (the core first; callers after).
+    pub fn reload(&self, loaded: Loaded) -> Result<String, HarnessError> {
+        let settings = compile(&self.client, &loaded)?;
+        let version = self.client.reload(loaded.core)?;
+        self.settings.store(Arc::new(settings));
+        Ok(version)
+    }
+
+    fn gateway_config(&self) -> GatewayConfig {
+        self.settings.load().gateway.clone()
+    }
+
+    /// The caller a key belongs to.
+    fn caller(&self, key: &str) -> Option<Arc<Caller>> {
+        self.settings.load().callers.get(&sha256_hex(key.as_bytes())).cloned()
+    }
+
+    fn admin_ok(&self, key: &str) -> Option<bool> {
+        let s = self.settings.load();
+        let want = s.gateway.admin_key_sha256.as_deref()?;
+        let got = sha256_hex(key.as_bytes());
+        // Both are fixed-length hex digests: compare without an early exit.
+        Some(ring_eq(got.as_bytes(), want.to_ascii_lowercase().as_bytes()))
+    }
+
+    fn today() -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0)
+    }
+
+    /// Whether `caller` has budget left today.
+    fn budget_left(&self, caller: &Caller) -> bool {
+        let Some(budget) = caller.budget_per_day else { return true };
+        let spend = self.spend.lock();
+        match spend.get(&caller.name) {
+            Some((day, spent)) if *day == Self::today() => *spent < budget,
+            _ => budget > 0.0,
+        }
+    }
+
+    fn record_cost(&self, caller: &Caller, cost: Option<f64>) {
+        let Some(cost) = cost.filter(|c| *c > 0.0) else { return };
+        self.metrics.cost.get_or_create(&CallerLabels { caller: caller.name.clone() }).inc_by(cost);
+        let today = Self::today();
+        let mut spend = self.spend.lock();
+        let e = spend.entry(caller.name.clone()).or_insert((today, 0.0));
+        if e.0 != today {
+            *e = (today, 0.0);
+        }
+        e.1 += cost;
+    }
+
+    fn count(&self, caller: &str, api: &str, target: &str, status: u16) {
+        self.metrics.requests.get_or_create(&RequestLabels { caller: caller.into(), api: api.into(), target: target.into(), status: status.to_string() }).inc();
+    }
+
+    /// The core's series and the gateway's, as one Prometheus text.
+    pub fn metrics_text(&self) -> String {
+        let mut text = self.client.metrics_text();
+        if let Some(cut) = text.rfind("# EOF") {
+            text.truncate(cut);
+        }
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.metrics.registry.lock());
+        text
+    }
+}
+
+/// Constant-time equality of two byte strings of the same length.
+fn ring_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn compile(client: &Client, loaded: &Loaded) -> Result<Settings, HarnessError> {
+    let mut callers = HashMap::new();
+    for (name, c) in &loaded.callers {
+        let limiter = c.rate_limit.as_ref().map(|rl| client.rate_limiter(&format!("caller:{name}"), rl)).transpose()?;
+        callers.insert(
+            c.key_sha256.to_ascii_lowercase(),
+            Arc::new(Caller { name: name.clone(), routes: c.routes.clone(), services: c.services.clone(), limiter, budget_per_day: c.budget_per_day }),
+        );
+    }
+    Ok(Settings { gateway: loaded.gateway.clone(), callers })
+}
