@@ -364,3 +364,32 @@ async fn reload_and_drain_under_load_drop_no_request() {
     assert_eq!(ok, served, "every request the upstream served reached its caller");
     assert!(ok > 40, "{ok}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_sharing_one_redis_enforce_one_caller_limit_together() {
+    let w = World::new().await;
+    w.script("g8", json!([{"status": 200, "json": {"ok": true}}])).await;
+    let redis = harness_upstream::redis_server::RedisServer::start();
+    let shared = json!({"callers": {"bob": {"rate_limit": {"rps": 5, "burst": 5, "max_wait_ms": 0,
+        "shared": {"redis_url": redis.url(), "key": "caller-bob", "expected_instances": 2}}}}});
+    let (g1, g2) = (w.gateway(w.config("g8", shared.clone())).await, w.gateway(w.config("g8", shared)).await);
+    // 20 calls alternating between the two instances, at once: the fleet allows the burst (5).
+    let mut calls = Vec::new();
+    for i in 0..20 {
+        let u = url(if i % 2 == 0 { &g1 } else { &g2 }, &format!("/v1/services/orders/s/g8/{i}"));
+        let http = w.http.clone();
+        calls.push(tokio::spawn(async move { http.get(u).bearer_auth(BOB).send().await.unwrap().status().as_u16() }));
+    }
+    let mut ok = 0;
+    for c in calls {
+        match c.await.unwrap() {
+            200 => ok += 1,
+            429 => {}
+            other => panic!("status {other}"),
+        }
+    }
+    assert!((5..=6).contains(&ok), "{ok} of 20 passed the shared limit of burst 5 (each instance alone would pass 5)");
+    assert_eq!(w.script_log("g8").await["requests"].as_array().unwrap().len(), ok);
+    g1.shutdown().await;
+    g2.shutdown().await;
+}

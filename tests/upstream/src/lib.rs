@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 mod ledger;
 mod otlp;
 mod provider;
+pub mod redis_server;
 pub use provider::{ProviderSpec, StreamSpec};
 
 /// One scripted answer.
