@@ -10,6 +10,8 @@
 //! arrive within `header_timeout_ms`; on shutdown, no new connection is accepted and in-flight
 //! requests and streams get `drain_ms` to finish.
 
+#![allow(clippy::result_large_err)]
+
 pub mod config;
 pub mod errors;
 mod handlers;
