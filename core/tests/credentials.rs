@@ -4,7 +4,6 @@
 //! mid-run and an auth server down in the soft window never fail a request; a
 //! shared token is sealed at rest; no token appears in any record or event.
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,43 +12,7 @@ use harness_core::{Client, ClientOptions, Config, Event, EventSink, Request};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
-/// A redis-server on a free loopback port, killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (apt-get install -y redis-server); .ci/run installs it");
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(10), "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Redis { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+use harness_upstream::redis_server::RedisServer as Redis;
 
 async fn script(base: &str, name: &str, steps: Value) {
     let _ = rustls::crypto::ring::default_provider().install_default();

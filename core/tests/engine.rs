@@ -20,16 +20,7 @@ fn config(extra: Value) -> Config {
     Config::from_value(base).unwrap()
 }
 
-fn merge(base: &mut Value, over: &Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                merge(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, o) => *b = o.clone(),
-    }
-}
+use harness_upstream::merge_json as merge;
 
 fn client_with(transport: Arc<MemoryTransport>, extra: Value) -> Client {
     let t: Arc<dyn Transport> = transport;

@@ -48,16 +48,7 @@ impl Sim {
     }
 }
 
-fn merge(base: &mut Value, over: &Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                merge(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, o) => *b = o.clone(),
-    }
-}
+use harness_upstream::merge_json as merge;
 
 /// A client with one service per provider (named like it) and route `chat` over them.
 fn make(sim: &Sim, providers: Value, route: Value, service_extra: Value) -> (Client, Arc<Events>) {

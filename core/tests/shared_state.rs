@@ -54,16 +54,7 @@ fn make(base: &str, svc: Value) -> (Client, Arc<Events>) {
     (Client::with_options(config, ClientOptions { sinks: vec![sink], ..Default::default() }).unwrap(), events)
 }
 
-fn merge(base: &mut Value, over: &Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                merge(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, o) => *b = o.clone(),
-    }
-}
+use harness_upstream::merge_json as merge;
 
 // ---- local rate limits and the 429 pause ----
 

@@ -30,16 +30,7 @@ fn substitute(v: &mut Value, ctx: &Ctx) {
     }
 }
 
-fn merge(base: &mut Value, over: &Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                merge(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, o) => *b = o.clone(),
-    }
-}
+use harness_upstream::merge_json as merge;
 
 fn build_request(scenario: &str, call: &Value) -> Request {
     let s = |k: &str| call.get(k).and_then(Value::as_str).map(str::to_string);

@@ -45,6 +45,7 @@ test('a stream cut mid-answer fails over unseen', async () => {
   const cutBefore = (await world.providerLog('relay-a')).count
   // `mid_stream: hold` (the route's default) restarts on provider b before the caller sees a chunk.
   const { chunks, text } = await collect(await client().chat.completions.create({ model: 'relay', messages: MESSAGES, stream: true }))
+  assert.ok(chunks.every((c) => c.harness === undefined), 'no restart chunk reached the caller')
   assert.equal(text, world.providers['relay-b'].content)
   assert.equal(chunks.at(-1).choices[0].finish_reason, 'stop')
   assert.ok((await world.providerLog('relay-a')).count > cutBefore, 'provider a was tried first and cut its stream')

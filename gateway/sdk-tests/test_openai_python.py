@@ -42,6 +42,7 @@ def test_a_stream_cut_mid_answer_fails_over_unseen(world):
     stream = client(world).chat.completions.create(model="relay", messages=MESSAGES, stream=True)
     # `mid_stream: hold` (the route's default) restarts on provider b before the caller sees a chunk.
     chunks = list(stream)
+    assert not any((c.model_extra or {}).get("harness") for c in chunks), "no restart chunk reached the caller"
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == world.providers["relay-b"]["content"]
     assert chunks[-1].choices[0].finish_reason == "stop"

@@ -72,16 +72,7 @@ impl World {
     }
 }
 
-fn merge(base: &mut Value, over: &Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                merge(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, o) => *b = o.clone(),
-    }
-}
+use harness_upstream::merge_json as merge;
 
 fn url(g: &Started, path: &str) -> String {
     format!("http://{}{path}", g.addr)

@@ -111,31 +111,26 @@ impl CircuitBreaker {
 
     /// Opened by hand (an operator): refuses every call until `close_by_hand`.
     pub fn open_by_hand(&self) {
-        let mut s = self.inner.lock();
-        let from = s.state;
-        s.state = BreakerState::Open;
-        s.generation += 1;
-        s.consecutive_failures = 0;
-        s.probes_in_flight = 0;
-        s.probe_successes = 0;
         // Held open: about a century, until closed by hand.
-        s.open_until = Instant::now() + Duration::from_secs(3_000_000_000);
-        if from != BreakerState::Open {
-            (self.on_transition)(from, BreakerState::Open);
-        }
+        self.set_by_hand(BreakerState::Open, Instant::now() + Duration::from_secs(3_000_000_000));
     }
 
     /// Closed by hand: traffic flows again, failures counted from zero.
     pub fn close_by_hand(&self) {
+        self.set_by_hand(BreakerState::Closed, Instant::now());
+    }
+
+    fn set_by_hand(&self, to: BreakerState, open_until: Instant) {
         let mut s = self.inner.lock();
         let from = s.state;
-        s.state = BreakerState::Closed;
+        s.state = to;
         s.generation += 1;
         s.consecutive_failures = 0;
         s.probes_in_flight = 0;
         s.probe_successes = 0;
-        if from != BreakerState::Closed {
-            (self.on_transition)(from, BreakerState::Closed);
+        s.open_until = open_until;
+        if from != to {
+            (self.on_transition)(from, to);
         }
     }
 

@@ -21,6 +21,19 @@ mod provider;
 pub mod redis_server;
 pub use provider::{ProviderSpec, StreamSpec};
 
+/// Deep-merges `over` into `base` (objects key by key; anything else replaced): how tests
+/// lay a scenario's config over a base one.
+pub fn merge_json(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                merge_json(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
 /// One scripted answer.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
