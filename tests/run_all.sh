@@ -29,6 +29,8 @@ for binding in python node kotlin; do
   echo "== ${binding} binding"
   bash "bindings-${binding}/test.sh"
 done
+echo "== gateway through the OpenAI SDKs"
+bash gateway/sdk-tests/test.sh
 echo "== fault drill: harness chaos on examples/chaos.yaml (the CLI, embedded upstream)"
 cargo build -q -p harness-cli
 drill="$(target/$CARGO_BUILD_TARGET/debug/harness chaos --config examples/chaos.yaml --requests 1000 --seed 42)"
