@@ -168,7 +168,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
         let (gw, caller, id, model) = (gw2.clone(), caller2.clone(), id.clone(), model.clone());
         async move {
             let (mut s, guard) = state?;
-            let chunk = |delta: Value, finish: Option<String>, extra: Option<(&str, Value)>| {
+            let chunk = |model: &str, delta: Value, finish: Option<String>, extra: Option<(&str, Value)>| {
                 let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
                 if let Some((k, v)) = extra {
@@ -178,13 +178,15 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
             };
             match s.next().await {
                 Ok(Some(c)) => {
+                    // The model that answered, as a non-streamed answer names it.
+                    let m = c.model.as_deref().unwrap_or(&model);
                     let text = match c.kind {
-                        ChatChunkKind::Delta => chunk(json!({"content": c.content}), None, None),
-                        ChatChunkKind::Restart => chunk(json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
+                        ChatChunkKind::Delta => chunk(m, json!({"content": c.content}), None, None),
+                        ChatChunkKind::Restart => chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
                         ChatChunkKind::Done => {
                             gw.record_cost(&caller, c.cost);
                             let usage = c.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}));
-                            let mut last = chunk(json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null))));
+                            let mut last = chunk(m, json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null))));
                             last.push_str("data: [DONE]\n\n");
                             return Some((Ok::<_, std::convert::Infallible>(Bytes::from(last)), None));
                         }

@@ -152,6 +152,7 @@ async fn a_stream_fails_over_mid_answer_and_ends_with_done() {
     assert!(content.contains("alpha") && content.contains("gamma"), "{content} / {text}");
     assert!(text.trim_end().ends_with("data: [DONE]"));
     assert!(events.iter().all(|e| e["object"] == "chat.completion.chunk"));
+    assert_eq!(events.last().unwrap()["model"], "model-b", "the model that answered");
     assert_eq!(events.last().unwrap()["choices"][0]["finish_reason"], "stop");
     g.shutdown().await;
 }
