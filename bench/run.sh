@@ -4,12 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
-cargo build -q --release -p harness-bench -p harness-upstream
+cargo build -q --release -p harness-bench -p harness-upstream -p harness-cli
 # Log lines go to stderr; the table goes to stdout.
 target/x86_64-unknown-linux-gnu/release/harness-bench 2>/dev/null
 echo
 # Shared state: local and Redis rate-limit checks (starts redis-server if installed).
 target/x86_64-unknown-linux-gnu/release/harness-state-bench 2>/dev/null
+echo; target/x86_64-unknown-linux-gnu/release/harness-gateway-bench 2>/dev/null
 
 if [ "${1:-}" = "--all" ]; then
   echo; echo "== Python"

@@ -80,9 +80,13 @@ impl Drop for InFlight {
 }
 
 fn access_log(caller: &str, api: &str, target: &str, status: u16, started: Instant, trace_id: Option<&str>, cost: Option<f64>) {
-    let line = json!({"event": "harness.gateway", "caller": caller, "api": api, "target": target, "status": status,
-        "duration_ms": (started.elapsed().as_secs_f64() * 1e6).round() / 1e3, "trace_id": trace_id, "cost": cost});
-    eprintln!("{line}");
+    use std::io::Write;
+    let mut line = json!({"event": "harness.gateway", "caller": caller, "api": api, "target": target, "status": status,
+        "duration_ms": (started.elapsed().as_secs_f64() * 1e6).round() / 1e3, "trace_id": trace_id, "cost": cost})
+    .to_string();
+    line.push('\n');
+    // One write per line (stderr is unbuffered: formatting into it would write piece by piece).
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 fn traceparent(headers: &HeaderMap) -> Option<String> {
