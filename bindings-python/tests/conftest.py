@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import time
 import urllib.request
@@ -98,3 +99,13 @@ def config(upstream):
         return {"client": {"name": "pytest"}, "log": {"enabled": False}, "services": {"svc": {"base_url": upstream.url, **svc}}}
 
     return make
+
+
+@pytest.fixture
+def sigint():
+    """Python's own Ctrl-C handler for the test: a process started in the background by a
+    non-interactive shell inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt (what the Ctrl-C tests check the binding honours)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -132,7 +132,7 @@ def test_sixteen_threads_share_one_sync_client(upstream, config):
         assert c.bulkhead_in_use("svc") == 0
 
 
-def test_ctrl_c_interrupts_a_sync_call_within_100ms(upstream, config):
+def test_ctrl_c_interrupts_a_sync_call_within_100ms(upstream, config, sigint):
     upstream.script("ctrlc", [{"action": "hang"}])
     with harness.Client(config()) as c:
         threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()

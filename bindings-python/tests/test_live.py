@@ -251,7 +251,7 @@ def test_stream_idle_timeout_and_cut_raise_while_reading(upstream, config):
         assert permits_freed(c)
 
 
-def test_ctrl_c_during_a_chunk_wait_interrupts_within_100ms(upstream, config):
+def test_ctrl_c_during_a_chunk_wait_interrupts_within_100ms(upstream, config, sigint):
     upstream.script("st_ctrlc", [{"chunks": [{"data": "a"}, {"data": "b", "delay_ms": 5000}]}])
     with harness.Client(config()) as c:
         with pytest.raises(KeyboardInterrupt):
