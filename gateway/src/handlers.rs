@@ -117,7 +117,7 @@ async fn chat(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Response {
     let guard = InFlight::new(&gw);
     let (status, target, resp, trace, cost) = match chat_inner(&gw, &caller, &headers, &body, guard).await {
         Ok(done) => done,
-        Err((target, e)) => (e.status.as_u16(), target, e.into_response_with_trace(), None, None),
+        Err((target, e)) => (e.status.as_u16(), target, e.into_response(), None, None),
     };
     gw.count(&caller.name, "chat", &target, status);
     access_log(&caller.name, "chat", &target, status, started, trace.as_deref(), cost);
@@ -215,12 +215,6 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
 
 fn now_s() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
-
-impl ApiError {
-    fn into_response_with_trace(self) -> Response {
-        self.into_response()
-    }
 }
 
 // ---- /v1/models ----

@@ -57,6 +57,8 @@ pub async fn start(loaded: Loaded, path: Option<String>, listen: &str) -> Result
 
 async fn serve(gw: Arc<Gateway>, listener: TcpListener, mut stopped: oneshot::Receiver<()>) {
     let graceful = GracefulShutdown::new();
+    // Built once, rebuilt only when a reload changes the body limit (a clone is a reference count).
+    let mut router: Option<(usize, axum::Router)> = None;
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -65,7 +67,14 @@ async fn serve(gw: Arc<Gateway>, listener: TcpListener, mut stopped: oneshot::Re
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
         let g = gw.gateway_config();
-        let router = crate::handlers::router(gw.clone(), g.max_body_bytes);
+        let router = match &router {
+            Some((limit, r)) if *limit == g.max_body_bytes => r.clone(),
+            _ => {
+                let r = crate::handlers::router(gw.clone(), g.max_body_bytes);
+                router = Some((g.max_body_bytes, r.clone()));
+                r
+            }
+        };
         let mut http = hyper::server::conn::http1::Builder::new();
         // hyper's floor for the read buffer is 8 KiB; a head over it is refused with 431.
         http.max_buf_size(g.max_header_bytes.max(8192))
