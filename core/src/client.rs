@@ -38,6 +38,40 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// One breaker as the state API shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BreakerInfo {
+    pub service: String,
+    pub endpoint: String,
+    pub method: String,
+    /// `closed`, `open` or `half_open` (probing or ramping back).
+    pub state: &'static str,
+    /// `closed`, `open`, `probing` or `ramping`.
+    pub phase: &'static str,
+    /// The share of calls let through now.
+    pub admit_ratio: f64,
+    /// Calls in the current window (`sliding_window` breakers).
+    pub calls: u32,
+    pub failure_rate: f64,
+    pub slow_call_rate: f64,
+}
+
+impl BreakerInfo {
+    fn new(service: String, endpoint: String, method: String, v: crate::breaker::BreakerView) -> Self {
+        BreakerInfo {
+            service,
+            endpoint,
+            method,
+            state: v.state.as_str(),
+            phase: v.phase,
+            admit_ratio: v.admit_ratio,
+            calls: v.calls,
+            failure_rate: v.failure_rate,
+            slow_call_rate: v.slow_call_rate,
+        }
+    }
+}
+
 impl Client {
     pub fn new(config: Config) -> Result<Client, HarnessError> {
         Self::with_options(config, ClientOptions::default())
@@ -295,9 +329,24 @@ impl Client {
         self.engine.registry.breaker_state(service, &ep, &method.to_ascii_uppercase(), max)
     }
 
+    /// The breaker for (service, endpoint, method) with its phase and current window's
+    /// rates; `endpoint` defaults to the template of `path`.
+    pub fn breaker_details(&self, service: &str, method: &str, path: &str, endpoint: Option<&str>) -> BreakerInfo {
+        let ep = endpoint.map(str::to_string).unwrap_or_else(|| endpoint::template(path));
+        let method = method.to_ascii_uppercase();
+        let max = self.engine.snapshot().services.get(service).map(|s| s.config.limits.max_endpoints as usize).unwrap_or(usize::MAX);
+        let v = self.engine.registry.breaker_view(service, &ep, &method, max);
+        BreakerInfo::new(service.to_string(), ep, method, v)
+    }
+
     /// Every breaker the client has state for: `(service, endpoint, method, state)`.
     pub fn breakers(&self) -> Vec<(String, String, String, &'static str)> {
-        self.engine.registry.breakers().into_iter().map(|(s, e, m, st)| (s, e, m, st.as_str())).collect()
+        self.engine.registry.breakers().into_iter().map(|(s, e, m, v)| (s, e, m, v.state.as_str())).collect()
+    }
+
+    /// Every breaker with its phase and its current window's rates.
+    pub fn all_breaker_details(&self) -> Vec<BreakerInfo> {
+        self.engine.registry.breakers().into_iter().map(|(s, e, m, v)| BreakerInfo::new(s, e, m, v)).collect()
     }
 
     /// Opens (`open: true`, held until closed by hand) or closes one endpoint's breaker by hand.
@@ -321,6 +370,16 @@ impl Client {
     /// metrics and events; shared across processes with `config.shared`.
     pub fn rate_limiter(&self, name: &str, config: &crate::ratelimit::RateLimitConfig) -> Result<Arc<crate::ratelimit::ServiceLimiter>, HarnessError> {
         self.engine.registry.limiter(name, config, &format!("limiter.{name}"))
+    }
+
+    /// A service's bulkhead limit now (it moves when `bulkhead.adaptive` is set).
+    pub fn bulkhead_limit(&self, service: &str) -> Result<u32, HarnessError> {
+        self.engine
+            .snapshot()
+            .services
+            .get(service)
+            .map(|s| s.shared.bulkhead.max())
+            .ok_or_else(|| HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))))
     }
 
     /// Bulkhead permits currently held on a service.

@@ -87,7 +87,9 @@ pub struct ServiceConfig {
     pub auth: Option<crate::credentials::AuthConfig>,
     /// Client-side rate limit (GCRA), local or shared by a fleet; the 429 pause.
     pub rate_limit: Option<crate::ratelimit::RateLimitConfig>,
-    /// Per endpoint (`GET /orders/{id}` or `/orders/{id}`): response validation.
+    /// Hedged reads: a second attempt when the first is slower than the endpoint's p95 (off by default).
+    pub hedge: Option<crate::hedge::HedgeConfig>,
+    /// Per endpoint (`GET /orders/{id}` or `/orders/{id}`): response validation, breaker, hedging.
     pub endpoints: BTreeMap<String, crate::validation::EndpointConfig>,
 }
 
@@ -104,6 +106,7 @@ impl fmt::Debug for ServiceConfig {
             .field("redirects", &self.redirects)
             .field("limits", &self.limits)
             .field("auth", &self.auth)
+            .field("hedge", &self.hedge)
             .field("endpoints", &self.endpoints.keys().collect::<Vec<_>>())
             .field("rate_limit", &self.rate_limit.as_ref().map(|r| (r.rps, r.burst, r.shared.as_ref().map(|s| redact_url(&s.redis_url).into_owned()))))
             .finish()
@@ -210,29 +213,20 @@ impl Default for RetryConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BreakerConfig {
-    pub failure_threshold: u32,
-    pub open_ms: u64,
-    pub half_open_probes: u32,
-}
-
-impl Default for BreakerConfig {
-    fn default() -> Self {
-        BreakerConfig { failure_threshold: 5, open_ms: 30000, half_open_probes: 1 }
-    }
-}
+pub use crate::breaker::config::BreakerConfig;
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BulkheadConfig {
+    /// The fixed limit (unused when `adaptive` is set).
     pub max_concurrency: u32,
+    /// A limit that follows the measured latency (Gradient2 or Vegas), within `min..=max`.
+    pub adaptive: Option<crate::bulkhead::adaptive::AdaptiveConfig>,
 }
 
 impl Default for BulkheadConfig {
     fn default() -> Self {
-        BulkheadConfig { max_concurrency: 200 }
+        BulkheadConfig { max_concurrency: 200, adaptive: None }
     }
 }
 
@@ -321,7 +315,6 @@ impl Config {
                 ("timeouts.response_ms", s.timeouts.response_ms),
                 ("timeouts.request_ms", s.timeouts.request_ms),
                 ("timeouts.idle_ms", s.timeouts.idle_ms),
-                ("breaker.open_ms", s.breaker.open_ms),
             ] {
                 if v == 0 {
                     return Err(bad(p(field), "expected an integer >= 1, got 0"));
@@ -336,14 +329,24 @@ impl Config {
             if !(0.0..=1.0).contains(&s.retry.budget_ratio) || s.retry.budget_ratio.is_nan() {
                 return Err(bad(p("retry.budget_ratio"), format!("expected a number from 0 to 1, got {}", s.retry.budget_ratio)));
             }
-            if s.breaker.failure_threshold == 0 {
-                return Err(bad(p("breaker.failure_threshold"), "expected an integer >= 1, got 0"));
-            }
-            if s.breaker.half_open_probes == 0 {
-                return Err(bad(p("breaker.half_open_probes"), "expected an integer >= 1, got 0"));
-            }
+            s.breaker.validate(&p("breaker"))?;
             if s.bulkhead.max_concurrency == 0 {
                 return Err(bad(p("bulkhead.max_concurrency"), "expected an integer >= 1, got 0"));
+            }
+            if let Some(a) = &s.bulkhead.adaptive {
+                a.validate(&p("bulkhead.adaptive"))?;
+            }
+            if let Some(h) = &s.hedge {
+                h.validate(&p("hedge"))?;
+            }
+            for (key, ep) in &s.endpoints {
+                let at = p(&format!("endpoints.{}", escape_control(key)));
+                if let Some(b) = &ep.breaker {
+                    b.validate(&format!("{at}.breaker"))?;
+                }
+                if let Some(h) = &ep.hedge {
+                    h.validate(&format!("{at}.hedge"))?;
+                }
             }
             for (k, v) in &s.headers.0 {
                 if target::is_forbidden_header(k) {

@@ -20,6 +20,7 @@ pub mod deadline;
 pub mod endpoint;
 mod engine;
 pub mod error;
+pub mod hedge;
 #[cfg(test)]
 mod fuzz;
 pub mod host;

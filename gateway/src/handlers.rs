@@ -426,7 +426,7 @@ async fn admin_test(State(gw): Gw, headers: HeaderMap, Path((route, provider)): 
 
 async fn admin_breakers(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
     admin(&gw, &headers)?;
-    let list: Vec<Value> = gw.client.breakers().into_iter().map(|(s, e, m, st)| json!({"service": s, "endpoint": e, "method": m, "state": st})).collect();
+    let list: Vec<Value> = gw.client.all_breaker_details().into_iter().map(|b| json!(b)).collect();
     Ok(Json(json!({"breakers": list})).into_response())
 }
 

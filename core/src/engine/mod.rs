@@ -150,7 +150,7 @@ impl Engine {
             Ok(snapshot) => {
                 let version = snapshot.version.clone();
                 for svc in snapshot.services.values() {
-                    svc.shared.bulkhead.resize(svc.config.bulkhead.max_concurrency);
+                    svc.shared.bulkhead.configure(&svc.config.bulkhead);
                 }
                 self.snapshot.store(Arc::new(snapshot));
                 self.metrics.config_reloads.get_or_create(&ReloadLabels { result: "applied".into() }).inc();

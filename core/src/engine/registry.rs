@@ -37,10 +37,13 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// Per-service state kept across reloads.
 pub(crate) struct ServiceShared {
     pub bulkhead: Bulkhead,
+    pub hedges: crate::hedge::HedgeBudget,
 }
 
 pub(crate) struct EndpointState {
     pub breaker: Arc<CircuitBreaker>,
+    /// Recent attempt latencies, for a hedge's `after: pNN` (recorded only when hedging).
+    pub latencies: crate::hedge::Latencies,
     pub latency: Histogram,
     pub retries: Counter,
     /// The heatmap's commonest cell (first attempt, success) and its latency, looked up once.
@@ -153,15 +156,17 @@ impl Registry {
         }
     }
 
-    /// The shared state of `name`, created with `max_concurrency` if new (a reload
-    /// resizes existing bulkheads once it has swapped the snapshot in).
-    pub fn service(&self, name: &str, max_concurrency: u32) -> Arc<ServiceShared> {
+    /// The shared state of `name`, created with `bulkhead` if new (a reload
+    /// reconfigures existing bulkheads once it has swapped the snapshot in).
+    pub fn service(&self, name: &str, bulkhead: &crate::config::BulkheadConfig) -> Arc<ServiceShared> {
         self.services
             .lock()
             .entry(name.to_string())
             .or_insert_with(|| {
-                let gauge = self.metrics.bulkhead_in_use.get_or_create(&ServiceLabels { service: name.into() }).clone();
-                Arc::new(ServiceShared { bulkhead: Bulkhead::new(max_concurrency, gauge) })
+                let labels = ServiceLabels { service: name.into() };
+                let gauge = self.metrics.bulkhead_in_use.get_or_create(&labels).clone();
+                let limit = self.metrics.bulkhead_limit.get_or_create(&labels).clone();
+                Arc::new(ServiceShared { bulkhead: Bulkhead::new(bulkhead, gauge, limit), hedges: Default::default() })
             })
             .clone()
     }
@@ -295,6 +300,7 @@ impl Registry {
         }));
         Arc::new(EndpointState {
             breaker,
+            latencies: Default::default(),
             latency: self.metrics.latency.get_or_create(&labels).clone(),
             retries: self.metrics.retries.get_or_create(&labels).clone(),
             first_success: self
@@ -355,12 +361,18 @@ impl Registry {
     /// Sets the breaker-state gauges from every endpoint's breaker (at a metrics read).
     pub fn refresh_breaker_gauges(&self) {
         for e in self.endpoints.read().map.values() {
-            let v = match e.breaker.state() {
+            let view = e.breaker.view();
+            let v = match view.state {
                 BreakerState::Closed => 0,
                 BreakerState::HalfOpen => 1,
                 BreakerState::Open => 2,
             };
             self.metrics.breaker_state.get_or_create(&e.labels).set(v);
+            self.metrics.breaker_admit_ratio.get_or_create(&e.labels).set(view.admit_ratio);
+            if view.calls > 0 || self.metrics.breaker_failure_rate.get(&e.labels).is_some() {
+                self.metrics.breaker_failure_rate.get_or_create(&e.labels).set(view.failure_rate);
+                self.metrics.breaker_slow_call_rate.get_or_create(&e.labels).set(view.slow_call_rate);
+            }
         }
     }
 
@@ -374,14 +386,19 @@ impl Registry {
         self.breaker_state_enum(service, endpoint, method, max_endpoints).as_str()
     }
 
-    /// Every endpoint's breaker: (service, endpoint, method, state), sorted.
-    pub fn breakers(&self) -> Vec<(String, String, String, BreakerState)> {
-        let mut out: Vec<_> = self.endpoints.read().map.values().map(|e| (e.names.0.to_string(), e.names.1.to_string(), e.names.2.to_string(), e.breaker.state())).collect();
+    /// Every endpoint's breaker: (service, endpoint, method, state and window rates), sorted.
+    pub fn breakers(&self) -> Vec<(String, String, String, crate::breaker::BreakerView)> {
+        let mut out: Vec<_> = self.endpoints.read().map.values().map(|e| (e.names.0.to_string(), e.names.1.to_string(), e.names.2.to_string(), e.breaker.view())).collect();
         out.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
         out
     }
 
     pub fn breaker_state_enum(&self, service: &str, endpoint: &str, method: &str, max_endpoints: usize) -> BreakerState {
+        self.breaker_view(service, endpoint, method, max_endpoints).state
+    }
+
+    /// The breaker of a key with its phase and window rates (a key with no traffic: closed, empty).
+    pub fn breaker_view(&self, service: &str, endpoint: &str, method: &str, max_endpoints: usize) -> crate::breaker::BreakerView {
         let eps = self.endpoints.read();
         let at_limit = eps.per_service.get(service).copied().unwrap_or(0) >= max_endpoints;
         let found = eps
@@ -389,8 +406,8 @@ impl Registry {
             .get(&KeyRef(service, endpoint, method))
             .or_else(|| at_limit.then(|| eps.map.get(&KeyRef(service, endpoint::OTHER, method))).flatten());
         match found {
-            Some(e) => e.breaker.state(),
-            None => BreakerState::Closed,
+            Some(e) => e.breaker.view(),
+            None => crate::breaker::BreakerView::closed(),
         }
     }
 }

@@ -70,9 +70,31 @@ pub(crate) struct ServiceRuntime {
     pub budgets: Arc<dyn RetryBudgetStore>,
     /// Response schemas by endpoint key, compiled for this snapshot.
     pub schemas: Vec<(String, Arc<crate::validation::Schema>)>,
+    /// Endpoints with their own breaker settings (most services have none).
+    pub endpoint_breakers: Vec<(String, Arc<crate::breaker::BreakerConfig>)>,
+    /// The service's breaker settings (a permit holds them until its outcome is recorded).
+    pub breaker: Arc<crate::breaker::BreakerConfig>,
+    /// Endpoints with their own hedging.
+    pub endpoint_hedges: Vec<(String, crate::hedge::HedgeConfig)>,
 }
 
 impl ServiceRuntime {
+    /// The breaker settings for (`method`, `endpoint`): the endpoint's own, else the service's.
+    pub fn breaker_for(&self, method: &str, endpoint: &str) -> &Arc<crate::breaker::BreakerConfig> {
+        if self.endpoint_breakers.is_empty() {
+            return &self.breaker;
+        }
+        self.endpoint_breakers.iter().find(|(k, _)| crate::endpoint::key_matches(k, method, endpoint)).map_or(&self.breaker, |(_, b)| b)
+    }
+
+    /// The hedging for (`method`, `endpoint`): the endpoint's own, else the service's.
+    pub fn hedge_for(&self, method: &str, endpoint: &str) -> Option<&crate::hedge::HedgeConfig> {
+        if self.endpoint_hedges.is_empty() {
+            return self.config.hedge.as_ref();
+        }
+        self.endpoint_hedges.iter().find(|(k, _)| crate::endpoint::key_matches(k, method, endpoint)).map(|(_, h)| h).or(self.config.hedge.as_ref())
+    }
+
     /// The response schema for (`method`, `endpoint`), if one applies.
     pub fn schema_for(&self, method: &str, endpoint: &str) -> Option<&Arc<crate::validation::Schema>> {
         if self.schemas.is_empty() {
@@ -181,11 +203,14 @@ impl Snapshot {
                         min_per_sec: svc.retry.budget_min_per_sec,
                         ttl: BUDGET_TTL,
                     },
-                    shared: registry.service(name, svc.bulkhead.max_concurrency),
+                    shared: registry.service(name, &svc.bulkhead),
                     credential,
                     limiter: svc.rate_limit.as_ref().map(|rl| registry.limiter(name, rl, &format!("services.{name}.rate_limit"))).transpose()?,
                     budgets: registry.budget_store(name, svc.retry.budget_shared.as_ref())?,
                     schemas: crate::validation::compile(name, &svc.endpoints)?,
+                    endpoint_breakers: svc.endpoints.iter().filter_map(|(k, e)| Some((k.clone(), Arc::new(e.breaker.clone()?)))).collect(),
+                    breaker: Arc::new(svc.breaker.clone()),
+                    endpoint_hedges: svc.endpoints.iter().filter_map(|(k, e)| Some((k.clone(), e.hedge.clone()?))).collect(),
                 }),
             );
         }

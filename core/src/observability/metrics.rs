@@ -211,6 +211,14 @@ pub struct Metrics {
     pub rate_limited: Family<ServiceLabels, Counter>,
     pub rate_limit_wait: Family<ServiceLabels, Histogram, fn() -> Histogram>,
     pub rate_limit_paused: Family<ServiceLabels, Gauge>,
+    pub hedges_sent: Family<ServiceLabels, Counter>,
+    pub hedges_won: Family<ServiceLabels, Counter>,
+    pub bulkhead_limit: Family<ServiceLabels, Gauge>,
+    /// Per endpoint, set when metrics are read (`sliding_window` breakers; 0 otherwise).
+    pub breaker_failure_rate: Family<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    pub breaker_slow_call_rate: Family<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// The share of calls a breaker lets through: 1 closed, 0 open, the ramp step's fraction.
+    pub breaker_admit_ratio: Family<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -278,7 +286,25 @@ impl Metrics {
         registry.register("rate_limited", "Requests refused by a client-side rate limit (nothing was sent)", rate_limited.clone());
         registry.register("rate_limit_wait_seconds", "Time requests waited for rate-limit capacity or a pause", rate_limit_wait.clone());
         registry.register("rate_limit_paused_ms", "Milliseconds left of a 429 pause, per service (0: not paused)", rate_limit_paused.clone());
+        let hedges_sent = Family::<ServiceLabels, Counter>::default();
+        let hedges_won = Family::<ServiceLabels, Counter>::default();
+        let bulkhead_limit = Family::<ServiceLabels, Gauge>::default();
+        let breaker_failure_rate = Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let breaker_slow_call_rate = Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let breaker_admit_ratio = Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register("hedges_sent", "Hedged attempts started (a second attempt on a slow idempotent request)", hedges_sent.clone());
+        registry.register("hedges_won", "Hedged attempts whose answer was used", hedges_won.clone());
+        registry.register("bulkhead_limit", "The bulkhead's current limit (moves when adaptive)", bulkhead_limit.clone());
+        registry.register("breaker_failure_rate", "Failure rate over a sliding-window breaker's window", breaker_failure_rate.clone());
+        registry.register("breaker_slow_call_rate", "Slow-call rate over a sliding-window breaker's window", breaker_slow_call_rate.clone());
+        registry.register("breaker_admit_ratio", "Share of calls a breaker lets through: 1 closed, 0 open, the ramp step while recovering", breaker_admit_ratio.clone());
         Metrics {
+            hedges_sent,
+            hedges_won,
+            bulkhead_limit,
+            breaker_failure_rate,
+            breaker_slow_call_rate,
+            breaker_admit_ratio,
             registry: Mutex::new(registry),
             schema_violations,
             faults_injected,
@@ -319,6 +345,9 @@ impl Metrics {
     pub fn remove_endpoint(&self, labels: &EndpointLabels, statuses: &[String]) {
         self.latency.remove(labels);
         self.breaker_state.remove(labels);
+        self.breaker_failure_rate.remove(labels);
+        self.breaker_slow_call_rate.remove(labels);
+        self.breaker_admit_ratio.remove(labels);
         self.retries.remove(labels);
         for n in 0..=10u32 {
             let attempt: Label = attempt_label(n).into();

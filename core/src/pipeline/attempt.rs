@@ -128,7 +128,7 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
         }
     }
     // Breaker before every attempt.
-    let breaker = match ep.breaker.acquire(&cfg.breaker) {
+    let breaker = match ep.breaker.acquire(svc.breaker_for(&ep.names.2, &ep.names.1)) {
         Ok(p) => p,
         Err(r) => {
             let mut e = HarnessError::new(ErrorKind::CircuitOpen, "circuit breaker is open: the call was not sent");
@@ -168,7 +168,30 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
     };
 
     let started = Instant::now();
-    let once = exchange(engine, call, ep, &svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle).await;
+    let (_, endpoint, method) = &ep.names;
+    // Hedging: buffered reads (or keyed writes) on a service with `hedge:`.
+    let hedge = match mode {
+        Mode::Buffered if call.route.is_none() => svc.hedge_for(method, endpoint),
+        _ => None,
+    }
+    .filter(|_| retry::is_idempotent(&call.method) || call.req.idempotency_key.is_some());
+    let once = match hedge {
+        None => {
+            let (once, side) = exchange(engine, call, ep, &svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle).await;
+            side.apply(call);
+            once
+        }
+        Some(h) => {
+            let first = Racer { request, applied, breaker, bulkhead: bulkhead_permit };
+            let (mut once, side, extra) = hedged(engine, call, ep, &svc, h, first, started).await;
+            side.apply(call);
+            call.attempts += extra;
+            if let Once::Reached(Reached::Buffered(r)) = &mut once {
+                r.attempts = call.attempts;
+            }
+            once
+        }
+    };
     // The retry heatmap: every attempt that was sent, by number and outcome.
     let outcome = match &once {
         Once::Reached(_) => Some("success"),
@@ -209,11 +232,135 @@ fn attempt_span(call: &mut Call, svc: &ServiceRuntime, once: &Once, outcome: &'s
     }
 }
 
+/// What an attempt learned for the request's record, applied once it is over (an
+/// attempt only reads the call, so that hedged attempts can share it).
+#[derive(Default)]
+pub(crate) struct Side {
+    fault: Option<&'static str>,
+    schema_violation: Option<String>,
+    auth_replayed: bool,
+}
+
+impl Side {
+    fn apply(self, call: &mut Call) {
+        if self.fault.is_some() {
+            call.fault = self.fault;
+        }
+        if self.schema_violation.is_some() {
+            call.schema_violation = self.schema_violation;
+        }
+        call.auth_replayed |= self.auth_replayed;
+    }
+}
+
+/// One attempt's request and the permits it holds.
+struct Racer {
+    request: crate::transport::OutgoingRequest,
+    applied: Option<crate::credentials::Applied>,
+    breaker: Permit,
+    bulkhead: BulkheadPermit,
+}
+
+type RaceFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Once, Side, bool)> + Send + 'a>>;
+
+/// The first attempt, and a hedge (up to `max_extra`) each time the attempts in flight
+/// have not answered after the hedge delay. The first answer wins; the others are
+/// dropped, which cancels them (the connection closes) and releases their permits. A
+/// failed attempt waits for the others; no hedge starts after one. Returns the result,
+/// what the winner learned, and how many hedges were sent.
+async fn hedged(engine: &Engine, call: &Call, ep: &EndpointState, svc: &ServiceRuntime, h: &crate::hedge::HedgeConfig, first: Racer, started: Instant) -> (Once, Side, u32) {
+    let response_timeout = Duration::from_millis(svc.config.timeouts.response_ms);
+    let idle = Duration::from_millis(svc.config.timeouts.idle_ms);
+    let shared = &svc.shared;
+    shared.hedges.deposit(h.budget_ratio);
+    let quantile = h.quantile();
+    let latencies = &ep.latencies;
+    let record = |took: Duration| {
+        if let Some(q) = quantile {
+            latencies.record(took, q);
+        }
+    };
+    let Some(delay) = h.delay(latencies) else {
+        // No basis for a delay yet: a plain attempt, whose latency starts the basis.
+        let (once, side) = exchange(engine, call, ep, svc, first.request, first.applied, first.breaker, first.bulkhead, Mode::Buffered, response_timeout, idle).await;
+        record(started.elapsed());
+        return (once, side, 0);
+    };
+    let race = |r: Racer, is_hedge: bool| -> RaceFuture<'_> {
+        Box::pin(async move {
+            let (once, side) = exchange(engine, call, ep, svc, r.request, r.applied, r.breaker, r.bulkhead, Mode::Buffered, response_timeout, idle).await;
+            (once, side, is_hedge)
+        })
+    };
+    let mut racers = futures_util::stream::FuturesUnordered::new();
+    racers.push(race(first, false));
+    let mut extra = 0u32;
+    let mut may_hedge = true;
+    let mut next_at = started + delay;
+    let mut failed: Option<(Once, Side)> = None;
+    let labels = crate::observability::metrics::ServiceLabels { service: svc.name.as_ref().into() };
+    loop {
+        let timer = tokio::time::sleep_until(next_at);
+        tokio::select! {
+            biased;
+            done = futures_util::StreamExt::next(&mut racers) => {
+                let Some((once, side, is_hedge)) = done else {
+                    let (once, side) = failed.expect("a race ends with an answer or a failure");
+                    return (once, side, extra);
+                };
+                if !is_hedge {
+                    record(started.elapsed());
+                }
+                let reached = matches!(once, Once::Reached(_));
+                if reached || racers.is_empty() {
+                    if reached && is_hedge {
+                        engine.metrics.hedges_won.get_or_create(&labels).inc();
+                    }
+                    // Losers still racing are dropped with `racers`: cancelled, permits released.
+                    return (once, side, extra);
+                }
+                // A failure while others still run: wait for them, start no more.
+                may_hedge = false;
+                failed = Some((once, side));
+            }
+            _ = timer, if may_hedge && extra < h.max_extra => {
+                next_at += delay;
+                match start_hedge(call, ep, svc, &shared.hedges).await {
+                    Some(r) => {
+                        extra += 1;
+                        engine.metrics.hedges_sent.get_or_create(&labels).inc();
+                        racers.push(race(r, true));
+                    }
+                    None => may_hedge = false,
+                }
+            }
+        }
+    }
+}
+
+/// A hedge's request and permits, if the budget, the breaker and the bulkhead allow one.
+async fn start_hedge(call: &Call, ep: &EndpointState, svc: &ServiceRuntime, budget: &crate::hedge::HedgeBudget) -> Option<Racer> {
+    let (_, endpoint, method) = &ep.names;
+    // Permits first (cheap, and a refusal costs no budget), then the budget.
+    let breaker = ep.breaker.acquire(svc.breaker_for(method, endpoint)).ok()?;
+    let bulkhead = svc.shared.bulkhead.try_acquire()?;
+    if !budget.withdraw() {
+        return None;
+    }
+    let wire = call.trace.next_span();
+    let mut request = super::build_request(svc, &call.req, &call.req.body, &call.method, &wire).ok()?;
+    let applied = match &svc.credential {
+        Some(c) => Some(c.apply(&mut request, call.deadline.remaining()).await.ok()?),
+        None => None,
+    };
+    Some(Racer { request, applied, breaker, bulkhead })
+}
+
 /// Sends one attempt and reads its answer (the head, for a stream).
 #[allow(clippy::too_many_arguments)]
 async fn exchange(
     engine: &Engine,
-    call: &mut Call,
+    call: &Call,
     ep: &EndpointState,
     svc: &ServiceRuntime,
     request: crate::transport::OutgoingRequest,
@@ -223,6 +370,26 @@ async fn exchange(
     mode: Mode,
     response_timeout: Duration,
     idle: Duration,
+) -> (Once, Side) {
+    let mut side = Side::default();
+    let once = exchange_inner(engine, call, ep, svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle, &mut side).await;
+    (once, side)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn exchange_inner(
+    engine: &Engine,
+    call: &Call,
+    ep: &EndpointState,
+    svc: &ServiceRuntime,
+    request: crate::transport::OutgoingRequest,
+    applied: Option<crate::credentials::Applied>,
+    breaker: Permit,
+    bulkhead_permit: BulkheadPermit,
+    mode: Mode,
+    response_timeout: Duration,
+    idle: Duration,
+    side: &mut Side,
 ) -> Once {
     let cfg = &svc.config;
     let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
@@ -239,7 +406,7 @@ async fn exchange(
         }),
     };
     if let Some(kind) = fault.as_ref().and_then(|m| m.get()) {
-        call.fault = Some(kind);
+        side.fault = Some(kind);
     }
     match sent {
         Ok(exchange) if exchange.status.as_u16() < 400 => {
@@ -273,21 +440,21 @@ async fn exchange(
                             }
                             if schema.mode == ValidateMode::Enforce {
                                 let health = if schema.breaker_counts { Outcome::Failure } else { Outcome::Success };
-                                breaker.record(health, &cfg.breaker);
+                                breaker.record(health);
                                 let mut error = crate::validation::error(status, &what);
                                 error.body = Some(if body.len() > MAX_ERROR_BODY { Bytes::copy_from_slice(&body[..MAX_ERROR_BODY]) } else { body });
                                 return Once::Failed(Classified { failure: Failure::Protocol, health, error, retry_after: None });
                             }
-                            call.schema_violation = Some(what);
+                            side.schema_violation = Some(what);
                         }
                     }
-                    breaker.record(Outcome::Success, &cfg.breaker);
+                    breaker.record(Outcome::Success);
                     let resp = Response { status, headers, body, elapsed_ms: 0.0, attempts: call.attempts, trace_id: String::new(), routed: None };
                     Once::Reached(Reached::Buffered(resp))
                 }
                 Err(tf) => {
                     let c = classify::transport(tf);
-                    breaker.record(c.health, &cfg.breaker);
+                    breaker.record(c.health);
                     Once::Failed(c)
                 }
             }
@@ -309,12 +476,12 @@ async fn exchange(
                 secrets.add(a.secret.expose());
             }
             let c = classify::status(status, &exchange.headers, body, &secrets);
-            breaker.record(c.health, &cfg.breaker);
+            breaker.record(c.health);
             // A credential the downstream refused (401, or 403/429 for a pool key):
             // refresh or rotate, and replay once, whatever the method: it was not executed.
             if let (Some(cred), Some(a)) = (&svc.credential, &applied) {
                 if matches!(status, 401 | 403 | 429) && !call.auth_replayed && cred.answer(a, status, c.retry_after) {
-                    call.auth_replayed = true;
+                    side.auth_replayed = true;
                     return Once::Replay;
                 }
             }
@@ -329,7 +496,7 @@ async fn exchange(
         Err(tf) => {
             drop(bulkhead_permit);
             let c = classify::transport(tf);
-            breaker.record(c.health, &cfg.breaker);
+            breaker.record(c.health);
             Once::Failed(c)
         }
     }

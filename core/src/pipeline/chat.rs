@@ -204,7 +204,7 @@ impl ChatStream {
         if let Some(mut live) = self.live.take() {
             if let Some(a) = live.attempt.take() {
                 if let Some(p) = a.breaker {
-                    p.record(Outcome::Ignored, &live.call.svc.config.breaker);
+                    p.record(Outcome::Ignored);
                 }
             }
             let e = HarnessError::new(ErrorKind::Cancelled, "the consumer stopped reading the stream");
@@ -438,7 +438,7 @@ impl Live {
         let a = self.attempt.take().expect("attempt");
         let latency = a.sent.elapsed();
         if let Some(p) = a.breaker {
-            p.record(Outcome::Success, &self.call.svc.config.breaker);
+            p.record(Outcome::Success);
         }
         let rc = self.call.route.as_mut().expect("route");
         let rt = rc.rt.clone();
@@ -464,7 +464,7 @@ impl Live {
         let a = self.attempt.take().expect("attempt");
         let health = if failure == Failure::TooLarge { Outcome::Ignored } else { Outcome::Failure };
         if let Some(p) = a.breaker {
-            p.record(health, &self.call.svc.config.breaker);
+            p.record(health);
         }
         let rt = self.call.route.as_ref().expect("route").rt.clone();
         let from = rt.providers[a.idx].id.to_string();
@@ -533,7 +533,7 @@ impl Live {
             // `hold` past `hold_bytes`: part of the answer is out and cannot be taken back.
             let a = self.attempt.take().expect("attempt");
             if let Some(p) = a.breaker {
-                p.record(Outcome::Ignored, &self.call.svc.config.breaker);
+                p.record(Outcome::Ignored);
             }
             return Err(self.original.clone().expect("a mid-stream failure"));
         };
@@ -559,7 +559,7 @@ impl Live {
     fn fail(mut self, e: HarnessError) -> HarnessError {
         if let Some(a) = self.attempt.take() {
             if let Some(p) = a.breaker {
-                p.record(Outcome::Ignored, &self.call.svc.config.breaker);
+                p.record(Outcome::Ignored);
             }
         }
         let e = self.call.with_context(e);

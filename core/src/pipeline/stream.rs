@@ -143,9 +143,8 @@ impl Drop for StreamResponse {
 impl Live {
     /// Records the stream's outcome once: breaker, metrics, log line, events.
     fn end(mut self, failure: Option<(Outcome, HarnessError)>) {
-        let cfg = &self.call.svc.config.breaker;
         if let Some(permit) = self.breaker.take() {
-            permit.record(failure.as_ref().map(|(o, _)| *o).unwrap_or(Outcome::Success), cfg);
+            permit.record(failure.as_ref().map(|(o, _)| *o).unwrap_or(Outcome::Success));
         }
         drop(self.body);
         let elapsed_ms = self.call.started.elapsed().as_secs_f64() * 1000.0;

@@ -37,6 +37,10 @@ pub struct EndpointConfig {
     pub validate: ValidateMode,
     /// A `SchemaError` counts as a downstream failure for the breaker.
     pub breaker_counts: bool,
+    /// This endpoint's own breaker settings (instead of the service's).
+    pub breaker: Option<crate::breaker::BreakerConfig>,
+    /// This endpoint's own hedging (instead of the service's).
+    pub hedge: Option<crate::hedge::HedgeConfig>,
 }
 
 /// One endpoint's compiled schema.

@@ -80,10 +80,23 @@ pub struct ChunkStep {
 #[serde(deny_unknown_fields)]
 struct ScriptSpec {
     steps: Vec<Step>,
+    /// Serve at most this many requests at once; the rest queue (adaptive-limit tests).
+    capacity: Option<u32>,
+}
+
+/// What a script's requests did, beyond its log.
+#[derive(Default)]
+struct ScriptStats {
+    /// Clients that closed the connection while their answer was being delayed.
+    disconnects: std::sync::atomic::AtomicU64,
+    in_flight: std::sync::atomic::AtomicU64,
+    max_in_flight: std::sync::atomic::AtomicU64,
 }
 
 struct Script {
     steps: Vec<Step>,
+    gate: Option<Arc<tokio::sync::Semaphore>>,
+    stats: Arc<ScriptStats>,
     /// Index of the current step and how many requests it has answered.
     cursor: (usize, u32),
     installed: Instant,
@@ -320,6 +333,24 @@ async fn write_generated(
     Ok(true)
 }
 
+/// Counts a script's requests in flight (and the most at once) while held.
+struct InFlight(Arc<ScriptStats>);
+
+impl InFlight {
+    fn enter(stats: &Arc<ScriptStats>) -> InFlight {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = stats.in_flight.fetch_add(1, Relaxed) + 1;
+        stats.max_in_flight.fetch_max(now, Relaxed);
+        InFlight(stats.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Answers one request; returns whether the connection stays open.
 async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State) -> std::io::Result<bool> {
     let json_ct = vec![("content-type".to_string(), "application/json".to_string())];
@@ -327,9 +358,10 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         let spec: Result<ScriptSpec, _> = serde_json::from_slice(&req.body);
         return match spec {
             Ok(spec) => {
+                let gate = spec.capacity.map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize)));
                 state.scripts.lock().insert(
                     name.to_string(),
-                    Script { steps: spec.steps, cursor: (0, 0), installed: Instant::now(), log: Vec::new() },
+                    Script { steps: spec.steps, gate, stats: Default::default(), cursor: (0, 0), installed: Instant::now(), log: Vec::new() },
                 );
                 write_response(reader, 200, &json_ct, b"{\"ok\":true}").await.map(|_| true)
             }
@@ -388,6 +420,18 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         let name = rest.split(['/', '?']).next().unwrap_or("").to_string();
         return provider::serve(reader, &state.providers, &name, &req.body).await;
     }
+    if let Some(name) = req.path.strip_prefix("/__admin/stats/") {
+        use std::sync::atomic::Ordering::Relaxed;
+        let body = match state.scripts.lock().get(name) {
+            Some(s) => json!({
+                "requests": s.log.len(),
+                "disconnects": s.stats.disconnects.load(Relaxed),
+                "max_in_flight": s.stats.max_in_flight.load(Relaxed),
+            }),
+            None => json!({"requests": 0, "disconnects": 0, "max_in_flight": 0}),
+        };
+        return write_response(reader, 200, &json_ct, body.to_string().as_bytes()).await.map(|_| true);
+    }
     if let Some(name) = req.path.strip_prefix("/__admin/log/") {
         let log = state.scripts.lock().get(name).map(|s| s.log.clone()).unwrap_or_default();
         let body = json!({ "requests": log }).to_string();
@@ -397,6 +441,8 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         .path
         .strip_prefix("/s/")
         .map(|rest| rest.split(['/', '?']).next().unwrap_or("").to_string());
+    let mut gate = None;
+    let mut stats = None;
     let step = match script_name {
         None => {
             return write_response(reader, 200, &json_ct, b"{\"ok\":true}").await.map(|_| true);
@@ -417,6 +463,8 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
                         "body": String::from_utf8_lossy(&req.body),
                         "at_ms": script.installed.elapsed().as_secs_f64() * 1000.0,
                     }));
+                    gate = script.gate.clone();
+                    stats = Some(script.stats.clone());
                     Some(script.next_step())
                 }
             }
@@ -427,8 +475,27 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         let body = br#"{"error":{"code":"no_script","message":"no script installed for this path"}}"#;
         return write_response(reader, 404, &json_ct, body).await.map(|_| true);
     };
+    let stats = stats.expect("a scripted request has stats");
+    let _in_flight = InFlight::enter(&stats);
+    // A capacity: the rest queue here, as a saturated server's requests would.
+    let _served = match &gate {
+        Some(g) => Some(g.clone().acquire_owned().await.expect("the gate is never closed")),
+        None => None,
+    };
     if let Some(ms) = step.delay_ms {
-        tokio::time::sleep(Duration::from_millis(ms)).await;
+        // Watch the connection while the answer waits: a client that gives up is counted.
+        let mut probe = [0u8; 1];
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            n = reader.get_mut().read(&mut probe) => {
+                if matches!(n, Ok(0) | Err(_)) {
+                    stats.disconnects.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(false);
+                }
+                // A byte of a pipelined request: not something these tests send.
+                return Ok(false);
+            }
+        }
     }
     match step.action.as_deref() {
         Some("hang") => {
