@@ -455,6 +455,32 @@ impl NativeClient {
         ))
     }
 
+    /// The breaker for (service, endpoint, method) as a dict: `state`, `phase`, `admit_ratio`
+    /// and the current window's `calls`, `failure_rate` and `slow_call_rate`.
+    #[pyo3(signature = (service, method, path, endpoint=None))]
+    fn breaker_details<'py>(
+        &self,
+        py: Python<'py>,
+        service: &Bound<'py, PyAny>,
+        method: &Bound<'py, PyAny>,
+        path: &Bound<'py, PyAny>,
+        endpoint: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let endpoint = endpoint.filter(|e| !e.is_none()).map(|e| convert::string("endpoint", e)).transpose()?;
+        let info = self.inner.breaker_details(
+            &convert::string("service", service)?,
+            &convert::string("method", method)?,
+            &convert::string("path", path)?,
+            endpoint.as_deref(),
+        );
+        crate::callbacks::to_py(py, &serde_json::to_value(&info).expect("breaker details always serialise"))
+    }
+
+    /// The bulkhead's current concurrency limit on a service (adaptive limits move).
+    fn bulkhead_limit(&self, py: Python<'_>, service: &Bound<'_, PyAny>) -> PyResult<u32> {
+        self.inner.bulkhead_limit(&convert::string("service", service)?).map_err(|e| to_py(py, e))
+    }
+
     /// Bulkhead permits currently held on a service.
     fn bulkhead_in_use(&self, py: Python<'_>, service: &Bound<'_, PyAny>) -> PyResult<usize> {
         self.inner.bulkhead_in_use(&convert::string("service", service)?).map_err(|e| to_py(py, e))

@@ -7,6 +7,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -41,8 +42,11 @@ class Upstream:
                 out["{" + key + "}"] = "http://" + addr
         return out
 
-    def script(self, name: str, steps: list) -> None:
-        body = json.dumps({"steps": steps}).encode()
+    def script(self, name: str, steps: list, capacity: Optional[int] = None) -> None:
+        """Installs script `name` (served at `/s/{name}/...`); `capacity` serves at most that many
+        requests at once, the rest queue."""
+        spec = {"steps": steps} if capacity is None else {"steps": steps, "capacity": capacity}
+        body = json.dumps(spec).encode()
         req = urllib.request.Request(f"{self.url}/__admin/script/{name}", data=body, method="PUT")
         with _NO_PROXY.open(req, timeout=10) as r:
             assert 200 <= r.status < 300, r.read()
@@ -50,6 +54,11 @@ class Upstream:
     def log(self, name: str) -> list:
         with _NO_PROXY.open(f"{self.url}/__admin/log/{name}", timeout=10) as r:
             return json.loads(r.read())["requests"]
+
+    def stats(self, name: str) -> dict:
+        """`{"requests", "disconnects", "max_in_flight"}` of script `name`."""
+        with _NO_PROXY.open(f"{self.url}/__admin/stats/{name}", timeout=10) as r:
+            return json.loads(r.read())
 
     def otlp_spans(self, trace_id: str, want: int, timeout: float = 5.0) -> list:
         """The spans of `trace_id` the upstream's OTLP receiver got (tests/upstream/src/otlp.rs),

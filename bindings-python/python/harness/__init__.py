@@ -935,6 +935,23 @@ class _Base:
         """
         return self._native.breaker_state(service, method, path, endpoint)
 
+    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> Dict[str, Any]:
+        """The circuit breaker for (service, endpoint, method), as a dict: ``service``,
+        ``endpoint``, ``method``, ``state`` (``closed``, ``open``, ``half_open``), ``phase``
+        (``closed``, ``open``, ``probing``, ``ramping``), ``admit_ratio`` (the share of calls let
+        through now, 0 to 1), and for the current window ``calls``, ``failure_rate`` and
+        ``slow_call_rate`` (0 to 1).
+
+        ``endpoint`` defaults to the template of ``path`` (IDs collapsed to ``{id}``).
+        """
+        return self._native.breaker_details(service, method, path, endpoint)
+
+    def bulkhead_limit(self, service: str) -> int:
+        """The bulkhead's current concurrency limit on ``service``: ``max_concurrency``, or
+        for an adaptive bulkhead the limit it has settled on now. ``ConfigError`` for an
+        unknown service."""
+        return self._native.bulkhead_limit(service)
+
     def bulkhead_in_use(self, service: str) -> int:
         """Bulkhead permits currently held on ``service`` (0 at rest)."""
         return self._native.bulkhead_in_use(service)

@@ -20,6 +20,10 @@ RouteState = Dict[str, Any]
 """``route``, ``strategy`` and ``providers``: per provider ``id``, ``service``, ``model``, ``weight``,
 ``effective_weight``, ``health``, ``success_rate``, ``latency_ewma_ms``, ``breaker``, ``in_flight``,
 ``cooling_ms``, ``last_error``."""
+BreakerDetails = Dict[str, Any]
+"""``service``, ``endpoint``, ``method``, ``state`` (``closed``/``open``/``half_open``), ``phase``
+(``closed``/``open``/``probing``/``ramping``), ``admit_ratio``, ``calls``, ``failure_rate``,
+``slow_call_rate``."""
 CredentialState = Dict[str, Any]
 """``service``, ``type``, ``status`` (``valid``/``refreshing``/``expired``/``dead``),
 ``expires_at_ms``, ``last_refresh_ms``, ``last_error``, ``keys`` (pools: name or index and status)."""
@@ -441,6 +445,10 @@ class Client:
         """This client's metrics in the Prometheus text format."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
         """The circuit breaker state: ``closed``, ``open`` or ``half_open``."""
+    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> BreakerDetails:
+        """The circuit breaker with its phase, admit ratio and current window's rates."""
+    def bulkhead_limit(self, service: str) -> int:
+        """The bulkhead's current concurrency limit on ``service`` (adaptive limits move)."""
     def bulkhead_in_use(self, service: str) -> int:
         """Bulkhead permits currently held on ``service``."""
     def close(self) -> None:
@@ -567,6 +575,10 @@ class AsyncClient:
         """This client's metrics in the Prometheus text format."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
         """The circuit breaker state: ``closed``, ``open`` or ``half_open``."""
+    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> BreakerDetails:
+        """The circuit breaker with its phase, admit ratio and current window's rates."""
+    def bulkhead_limit(self, service: str) -> int:
+        """The bulkhead's current concurrency limit on ``service`` (adaptive limits move)."""
     def bulkhead_in_use(self, service: str) -> int:
         """Bulkhead permits currently held on ``service``."""
     def close(self) -> None:

@@ -174,6 +174,10 @@ class Client:
         """The Prometheus text exposition of this client's metrics."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
         """The breaker state (``closed``, ``open``, ``half_open``)."""
+    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> Dict[str, Any]:
+        """The breaker as a dict: state, phase, admit ratio and the current window's rates."""
+    def bulkhead_limit(self, service: str) -> int:
+        """The bulkhead's current concurrency limit on a service."""
     def bulkhead_in_use(self, service: str) -> int:
         """Bulkhead permits currently held on a service."""
     def close(self) -> None:
