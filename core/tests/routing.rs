@@ -625,3 +625,32 @@ async fn a_hostile_stream_with_an_endless_event_is_cut_and_failed_over() {
     let state = client.routing_state("chat").unwrap();
     assert!(state.providers[0].last_error.as_deref().unwrap().contains("ProtocolError"), "{state:?}");
 }
+
+#[tokio::test]
+async fn a_slow_provider_is_hedged_on_another_and_the_first_answer_wins() {
+    let sim = Sim::start().await;
+    sim.provider("slow", json!({"latency_ms": 400})).await;
+    sim.provider("fast", json!({})).await;
+    let (client, _) = make(
+        &sim,
+        json!([p("slow", 1), p("fast", 1)]),
+        json!({"strategy": "priority", "hedge": {"after_ms": 50, "budget_ratio": 1.0}}),
+        json!({}),
+    );
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let r = client.chat("chat", hello()).await.unwrap();
+        assert_eq!(r.provider.as_deref(), Some("fast"), "the hedge on the next provider answered first");
+        assert!(t.elapsed() < Duration::from_millis(300), "{:?}: the slow provider was not waited for", t.elapsed());
+        assert_eq!(r.attempts, 2);
+        assert_eq!(r.attempts_by_provider, vec![("slow".to_string(), 1), ("fast".to_string(), 1)]);
+    }
+    assert_eq!(sim.count("slow").await, 5);
+    assert_eq!(sim.count("fast").await, 5);
+    let text = client.metrics_text();
+    assert!(text.contains("harness_hedges_won_total{service=\"chat\"} 5"), "{}", text.lines().filter(|l| l.contains("hedge")).collect::<Vec<_>>().join("\n"));
+    // Streams are never hedged: the stream waits for the slow provider.
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (_, chunks) = collect(&mut s).await.unwrap();
+    assert_eq!(chunks.last().unwrap().provider.as_deref(), Some("slow"));
+}

@@ -125,6 +125,8 @@ pub(crate) struct Registry {
     providers: Mutex<HashMap<(String, String), Arc<ProviderHealth>>>,
     /// Fallback answers by route.
     route_caches: Mutex<HashMap<String, Arc<FallbackCache>>>,
+    /// Hedge budgets by route (`route:<name>`); a service's lives in its `ServiceShared`.
+    hedge_budgets: Mutex<HashMap<String, Arc<crate::hedge::HedgeBudget>>>,
     /// One Redis connection per URL, shared by every store on it.
     redis: Mutex<HashMap<String, Arc<RedisConn>>>,
     /// Rate limiters by service (or `route:<name>`), kept while their settings hold.
@@ -143,6 +145,7 @@ impl Registry {
     pub fn new(metrics: Arc<Metrics>, events: Arc<EventHub>, budgets: Arc<dyn RetryBudgetStore>) -> Self {
         Registry {
             redis: Mutex::new(HashMap::new()),
+            hedge_budgets: Mutex::new(HashMap::new()),
             limiters: Mutex::new(HashMap::new()),
             shared_budgets: Mutex::new(HashMap::new()),
             budgets,
@@ -169,6 +172,11 @@ impl Registry {
                 Arc::new(ServiceShared { bulkhead: Bulkhead::new(bulkhead, gauge, limit), hedges: Default::default() })
             })
             .clone()
+    }
+
+    /// A route's hedge budget, kept across reloads.
+    pub fn hedge_budget(&self, key: &str) -> Arc<crate::hedge::HedgeBudget> {
+        self.hedge_budgets.lock().entry(key.to_string()).or_default().clone()
     }
 
     /// The health of `provider` on `route`, kept across reloads while the id stays.

@@ -169,12 +169,19 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
 
     let started = Instant::now();
     let (_, endpoint, method) = &ep.names;
-    // Hedging: buffered reads (or keyed writes) on a service with `hedge:`.
-    let hedge = match mode {
-        Mode::Buffered if call.route.is_none() => svc.hedge_for(method, endpoint),
-        _ => None,
+    // Hedging: buffered reads (or keyed writes, or chat completions) with `hedge:` on the
+    // service, the endpoint or the route (a route hedges on another provider).
+    let route = call.route.as_ref().map(|rc| (rc.rt.clone(), rc.current.unwrap_or(0)));
+    let hedge = match (&route, mode) {
+        (_, Mode::Stream) => None,
+        (None, _) => svc.hedge_for(method, endpoint),
+        (Some((rt, _)), _) => rt.config.hedge.as_ref(),
     }
-    .filter(|_| retry::is_idempotent(&call.method) || call.req.idempotency_key.is_some());
+    .filter(|_| {
+        retry::is_idempotent(&call.method)
+            || call.req.idempotency_key.is_some()
+            || route.as_ref().is_some_and(|(rt, _)| rt.config.adapter == crate::routing::config::AdapterKind::OpenaiCompatible)
+    });
     let once = match hedge {
         None => {
             let (once, side) = exchange(engine, call, ep, &svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle).await;
@@ -183,7 +190,12 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
         }
         Some(h) => {
             let first = Racer { request, applied, breaker, bulkhead: bulkhead_permit };
-            let (mut once, side, extra) = hedged(engine, call, ep, &svc, h, first, started).await;
+            let (source, budget) = match &route {
+                None => (Source::Service, &svc.shared.hedges),
+                Some((rt, first)) => (Source::Route(rt, *first), &*rt.hedges),
+            };
+            let lane = Lane { ep, svc: &svc, provider: route.as_ref().map(|(_, i)| *i) };
+            let (mut once, side, extra) = hedged(engine, call, lane, h, first, started, source, budget).await;
             side.apply(call);
             call.attempts += extra;
             if let Once::Reached(Reached::Buffered(r)) = &mut once {
@@ -239,6 +251,8 @@ pub(crate) struct Side {
     fault: Option<&'static str>,
     schema_violation: Option<String>,
     auth_replayed: bool,
+    /// A route's hedge on another provider won: that provider answered.
+    provider: Option<usize>,
 }
 
 impl Side {
@@ -250,6 +264,9 @@ impl Side {
             call.schema_violation = self.schema_violation;
         }
         call.auth_replayed |= self.auth_replayed;
+        if let (Some(i), Some(rc)) = (self.provider, call.route.as_mut()) {
+            rc.current = Some(i);
+        }
     }
 }
 
@@ -263,18 +280,41 @@ struct Racer {
 
 type RaceFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Once, Side, bool)> + Send + 'a>>;
 
+/// Where an attempt goes: its endpoint state (breaker), its service, and for a route the provider.
+#[derive(Clone, Copy)]
+struct Lane<'a> {
+    ep: &'a EndpointState,
+    svc: &'a ServiceRuntime,
+    provider: Option<usize>,
+}
+
+/// Where hedges go: the same service, or another provider of the route (the first one's index).
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Service,
+    Route(&'a crate::routing::RouteRuntime, usize),
+}
+
 /// The first attempt, and a hedge (up to `max_extra`) each time the attempts in flight
 /// have not answered after the hedge delay. The first answer wins; the others are
 /// dropped, which cancels them (the connection closes) and releases their permits. A
 /// failed attempt waits for the others; no hedge starts after one. Returns the result,
 /// what the winner learned, and how many hedges were sent.
-async fn hedged(engine: &Engine, call: &Call, ep: &EndpointState, svc: &ServiceRuntime, h: &crate::hedge::HedgeConfig, first: Racer, started: Instant) -> (Once, Side, u32) {
-    let response_timeout = Duration::from_millis(svc.config.timeouts.response_ms);
-    let idle = Duration::from_millis(svc.config.timeouts.idle_ms);
-    let shared = &svc.shared;
-    shared.hedges.deposit(h.budget_ratio);
+#[allow(clippy::too_many_arguments)]
+async fn hedged<'a>(
+    engine: &'a Engine,
+    call: &'a Call,
+    lane: Lane<'a>,
+    h: &crate::hedge::HedgeConfig,
+    first: Racer,
+    started: Instant,
+    source: Source<'a>,
+    budget: &crate::hedge::HedgeBudget,
+) -> (Once, Side, u32) {
+    budget.deposit(h.budget_ratio);
     let quantile = h.quantile();
-    let latencies = &ep.latencies;
+    // The latency of the request's own endpoint (the route's, for a route).
+    let latencies = &call.ep.latencies;
     let record = |took: Duration| {
         if let Some(q) = quantile {
             latencies.record(took, q);
@@ -282,29 +322,27 @@ async fn hedged(engine: &Engine, call: &Call, ep: &EndpointState, svc: &ServiceR
     };
     let Some(delay) = h.delay(latencies) else {
         // No basis for a delay yet: a plain attempt, whose latency starts the basis.
-        let (once, side) = exchange(engine, call, ep, svc, first.request, first.applied, first.breaker, first.bulkhead, Mode::Buffered, response_timeout, idle).await;
+        let (once, side, _) = race(engine, call, lane, first, false).await;
         record(started.elapsed());
         return (once, side, 0);
     };
-    let race = |r: Racer, is_hedge: bool| -> RaceFuture<'_> {
-        Box::pin(async move {
-            let (once, side) = exchange(engine, call, ep, svc, r.request, r.applied, r.breaker, r.bulkhead, Mode::Buffered, response_timeout, idle).await;
-            (once, side, is_hedge)
-        })
-    };
     let mut racers = futures_util::stream::FuturesUnordered::new();
-    racers.push(race(first, false));
+    racers.push(Box::pin(race(engine, call, lane, first, false)) as RaceFuture<'a>);
     let mut extra = 0u32;
     let mut may_hedge = true;
     let mut next_at = started + delay;
     let mut failed: Option<(Once, Side)> = None;
-    let labels = crate::observability::metrics::ServiceLabels { service: svc.name.as_ref().into() };
+    let name = match source {
+        Source::Service => lane.svc.name.as_ref(),
+        Source::Route(rt, _) => rt.name.as_ref(),
+    };
+    let labels = crate::observability::metrics::ServiceLabels { service: name.into() };
     loop {
         let timer = tokio::time::sleep_until(next_at);
         tokio::select! {
             biased;
             done = futures_util::StreamExt::next(&mut racers) => {
-                let Some((once, side, is_hedge)) = done else {
+                let Some((once, mut side, is_hedge)) = done else {
                     let (once, side) = failed.expect("a race ends with an answer or a failure");
                     return (once, side, extra);
                 };
@@ -316,6 +354,9 @@ async fn hedged(engine: &Engine, call: &Call, ep: &EndpointState, svc: &ServiceR
                     if reached && is_hedge {
                         engine.metrics.hedges_won.get_or_create(&labels).inc();
                     }
+                    if !is_hedge {
+                        side.provider = None;
+                    }
                     // Losers still racing are dropped with `racers`: cancelled, permits released.
                     return (once, side, extra);
                 }
@@ -325,11 +366,11 @@ async fn hedged(engine: &Engine, call: &Call, ep: &EndpointState, svc: &ServiceR
             }
             _ = timer, if may_hedge && extra < h.max_extra => {
                 next_at += delay;
-                match start_hedge(call, ep, svc, &shared.hedges).await {
-                    Some(r) => {
+                match start_hedge(engine, call, lane, source, budget).await {
+                    Some((r, hedge_lane)) => {
                         extra += 1;
                         engine.metrics.hedges_sent.get_or_create(&labels).inc();
-                        racers.push(race(r, true));
+                        racers.push(Box::pin(race(engine, call, hedge_lane, r, true)));
                     }
                     None => may_hedge = false,
                 }
@@ -338,22 +379,48 @@ async fn hedged(engine: &Engine, call: &Call, ep: &EndpointState, svc: &ServiceR
     }
 }
 
-/// A hedge's request and permits, if the budget, the breaker and the bulkhead allow one.
-async fn start_hedge(call: &Call, ep: &EndpointState, svc: &ServiceRuntime, budget: &crate::hedge::HedgeBudget) -> Option<Racer> {
-    let (_, endpoint, method) = &ep.names;
+/// One racing attempt on its lane; the side notes the lane's provider.
+async fn race<'a>(engine: &'a Engine, call: &'a Call, lane: Lane<'a>, r: Racer, is_hedge: bool) -> (Once, Side, bool) {
+    let response_timeout = Duration::from_millis(lane.svc.config.timeouts.response_ms);
+    let idle = Duration::from_millis(lane.svc.config.timeouts.idle_ms);
+    let (once, mut side) = exchange(engine, call, lane.ep, lane.svc, r.request, r.applied, r.breaker, r.bulkhead, Mode::Buffered, response_timeout, idle).await;
+    side.provider = lane.provider;
+    (once, side, is_hedge)
+}
+
+/// A hedge's lane, request and permits, if there is somewhere to send it and the budget,
+/// the breaker and the bulkhead allow one. A route's hedge goes to the provider its
+/// strategy would pick next with the first one set aside.
+async fn start_hedge<'a>(engine: &Engine, call: &'a Call, first: Lane<'a>, source: Source<'a>, budget: &crate::hedge::HedgeBudget) -> Option<(Racer, Lane<'a>)> {
+    let (lane, body) = match source {
+        Source::Service => (first, None),
+        Source::Route(rt, first_idx) => {
+            let rc = call.route.as_ref()?;
+            let breakers: Vec<crate::breaker::BreakerState> = rc.eps.iter().map(|e| e.breaker.state()).collect();
+            let mut tried = rc.tried.clone();
+            tried[first_idx].excluded = true;
+            let crate::routing::strategy::Pick::Provider(j) = crate::routing::strategy::pick(rt, &breakers, &tried, Instant::now(), || engine.jitter()) else {
+                return None;
+            };
+            let p = &rt.providers[j];
+            let body = rc.json.as_ref().map(|json| crate::request::Body::Json(crate::adapters::openai::prepare(json, &p.config, false)));
+            (Lane { ep: &rc.eps[j], svc: &p.svc, provider: Some(j) }, body)
+        }
+    };
+    let (_, endpoint, method) = &lane.ep.names;
     // Permits first (cheap, and a refusal costs no budget), then the budget.
-    let breaker = ep.breaker.acquire(svc.breaker_for(method, endpoint)).ok()?;
-    let bulkhead = svc.shared.bulkhead.try_acquire()?;
+    let breaker = lane.ep.breaker.acquire(lane.svc.breaker_for(method, endpoint)).ok()?;
+    let bulkhead = lane.svc.shared.bulkhead.try_acquire()?;
     if !budget.withdraw() {
         return None;
     }
     let wire = call.trace.next_span();
-    let mut request = super::build_request(svc, &call.req, &call.req.body, &call.method, &wire).ok()?;
-    let applied = match &svc.credential {
+    let mut request = super::build_request(lane.svc, &call.req, body.as_ref().unwrap_or(&call.req.body), &call.method, &wire).ok()?;
+    let applied = match &lane.svc.credential {
         Some(c) => Some(c.apply(&mut request, call.deadline.remaining()).await.ok()?),
         None => None,
     };
-    Some(Racer { request, applied, breaker, bulkhead })
+    Some((Racer { request, applied, breaker, bulkhead }, lane))
 }
 
 /// Sends one attempt and reads its answer (the head, for a stream).

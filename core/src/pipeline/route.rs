@@ -386,6 +386,18 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
         let t0 = Instant::now();
         let mut outcome = attempt::once(engine, call, &ep, mode).await;
         drop(in_flight);
+        // A hedge on another provider may have answered first: the answer is that provider's.
+        let won = rc(call).current.unwrap_or(idx);
+        if won != idx {
+            let r = rc(call);
+            if !r.order.contains(&won) {
+                r.order.push(won);
+            }
+            r.tried[won].attempts += 1;
+            r.tried[won].sent_at.push(now);
+        }
+        let idx = won;
+        let p = &rt.providers[idx];
         // An `openai-compatible` 2xx that is not a chat completion is a broken answer.
         if let Once::Reached(Reached::Buffered(resp)) = &outcome {
             if cfg.adapter == AdapterKind::OpenaiCompatible {

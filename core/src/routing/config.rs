@@ -97,6 +97,8 @@ pub struct RouteConfig {
     pub fallback: FallbackConfig,
     /// A limit on the route's requests, before any provider's own.
     pub rate_limit: Option<crate::ratelimit::RateLimitConfig>,
+    /// Hedged requests: a second attempt on another provider when the first is slow (not streams).
+    pub hedge: Option<crate::hedge::HedgeConfig>,
 }
 
 impl Default for RouteConfig {
@@ -119,6 +121,7 @@ impl Default for RouteConfig {
             on_error: BTreeMap::new(),
             fallback: FallbackConfig::default(),
             rate_limit: None,
+            hedge: None,
         }
     }
 }
@@ -220,6 +223,9 @@ pub(crate) fn validate(name: &str, r: &RouteConfig, services: &BTreeMap<String, 
     }
     if r.providers.is_empty() {
         return Err(bad("providers", "expected at least one provider".into()));
+    }
+    if let Some(h) = &r.hedge {
+        h.validate(&format!("routes.{name}.hedge"))?;
     }
     if r.max_attempts == 0 {
         return Err(bad("max_attempts", "expected an integer >= 1, got 0".into()));

@@ -40,6 +40,8 @@ pub(crate) struct RouteRuntime {
     pub fallback: Arc<fallback::FallbackCache>,
     /// `rate_limit` on the route's requests, before any provider's own.
     pub limiter: Option<Arc<crate::ratelimit::ServiceLimiter>>,
+    /// The route's hedge budget; outlives snapshots.
+    pub hedges: Arc<crate::hedge::HedgeBudget>,
 }
 
 pub(crate) struct ProviderRuntime {
@@ -76,6 +78,7 @@ impl RouteRuntime {
             .transpose()?;
         Ok(RouteRuntime {
             limiter,
+            hedges: registry.hedge_budget(&format!("route:{name}")),
             name: name.into(),
             budget: BudgetPolicy { ratio: config.budget_ratio, min_per_sec: config.budget_min_per_sec, ttl: BUDGET_TTL },
             budget_key: format!("route:{name}"),
