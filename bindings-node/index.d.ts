@@ -147,9 +147,13 @@ export interface ServiceConfig {
     budget_shared?: { redis_url: string; key: string }
   }
   /** Circuit breaker per (service, endpoint template, method). */
-  breaker?: { failure_threshold?: number; open_ms?: number; half_open_probes?: number }
-  /** Concurrency limit for the service. */
-  bulkhead?: { max_concurrency?: number }
+  breaker?: BreakerConfig
+  /** Concurrency limit for the service: fixed, or `adaptive` (it follows the measured latency). */
+  bulkhead?: BulkheadConfig
+  /** Hedged reads: an idempotent request still unanswered after `after` / `after_ms` is sent again; the first answer wins. */
+  hedge?: HedgeConfig
+  /** Per endpoint (`GET /orders/{id}` or `/orders/{id}`): a response schema, and its own breaker and hedging. */
+  endpoints?: Record<string, EndpointConfig>
   /** Static headers sent with every request (values never appear in logs or errors). */
   headers?: Record<string, string>
   /** Redirects: none followed by default; `follow: true` follows same-origin ones only, up to `max`. */
@@ -161,6 +165,77 @@ export interface ServiceConfig {
   /** A client-side rate limit (GCRA); past it a request waits up to `max_wait_ms`, then `RateLimitedError`. */
   rate_limit?: RateLimitConfig
   [key: string]: unknown
+}
+
+/**
+ * `breaker:` on a service or an endpoint. `consecutive` (the default) opens after
+ * `failure_threshold` failures in a row; `sliding_window` opens when the failure rate (or the
+ * slow-call rate) over `window` reaches its threshold, once the window holds `minimum_calls`.
+ * After `open_ms`, `half_open` probes decide; with a `ramp`, traffic comes back through those
+ * fractions, one step every `step_ms`.
+ */
+export interface BreakerConfig {
+  mode?: 'consecutive' | 'sliding_window'
+  /** `consecutive`: failures in a row that open the breaker (default 5). */
+  failure_threshold?: number
+  /** How long the breaker stays open before probing (default 30000). */
+  open_ms?: number
+  /** Trial calls after `open_ms` (the older spelling of `half_open.probes`). */
+  half_open_probes?: number
+  /** `sliding_window`: the last `size` calls (default 100), or the calls of the last `size_ms` (default 10000). */
+  window?: { type?: 'count'; size?: number } | { type: 'time'; size_ms?: number }
+  /** `sliding_window`: no decision on fewer calls than this in the window (default 20). */
+  minimum_calls?: number
+  /** `sliding_window`: the failure rate, 0 to 1, that opens the breaker (default 0.5). */
+  failure_rate_threshold?: number
+  /** A call that took at least `duration_ms` is slow; a slow-call rate of `rate_threshold` opens the breaker. */
+  slow_call?: { duration_ms: number; rate_threshold: number }
+  /** `probes` trial calls, `success_rate` of which must succeed; then the `ramp` fractions, one per `step_ms`. */
+  half_open?: { probes?: number; success_rate?: number; ramp?: number[]; step_ms?: number }
+}
+
+/** `bulkhead:` on a service. */
+export interface BulkheadConfig {
+  /** The fixed limit (default 200; unused when `adaptive` is set). */
+  max_concurrency?: number
+  /** A limit that follows the measured round-trip time, within `min..max`, starting at `initial`. */
+  adaptive?: {
+    algorithm?: 'gradient2' | 'vegas'
+    min?: number
+    max?: number
+    initial?: number
+    /** `gradient2`: the latency rise over the long-term average taken as no queueing (1 to 10). */
+    tolerance?: number
+    /** Shortest sampling window. */
+    window_ms?: number
+  }
+}
+
+/**
+ * `hedge:` on a service or an endpoint. Only idempotent requests (or ones with an idempotency key)
+ * are hedged, and hedges draw on their own budget (`budget_ratio` of requests, default 0.05).
+ */
+export interface HedgeConfig {
+  /** A quantile of the endpoint's observed latency, `p50` to `p99.9`. */
+  after?: string
+  /** A fixed delay instead of `after`. */
+  after_ms?: number
+  /** Extra attempts at most (default 1). */
+  max_extra?: number
+  budget_ratio?: number
+}
+
+/** `services.<name>.endpoints.<"METHOD /template" or "/template">`. */
+export interface EndpointConfig {
+  /** A schema file path or the JSON Schema itself; a 2xx JSON body is checked against it. */
+  response_schema?: string | Record<string, unknown>
+  validate?: 'enforce' | 'warn' | 'off'
+  /** A `SchemaError` counts as a downstream failure for the breaker. */
+  breaker_counts?: boolean
+  /** This endpoint's own breaker (instead of the service's). */
+  breaker?: BreakerConfig
+  /** This endpoint's own hedging (instead of the service's). */
+  hedge?: HedgeConfig
 }
 
 /**
@@ -364,6 +439,28 @@ export type ResponseHeaders = Readonly<Record<string, string>> & ResponseHeaderL
 
 /** Circuit breaker state. */
 export type BreakerState = 'closed' | 'open' | 'half_open'
+
+/** Where a breaker is in its cycle: `half_open` is `probing` (trial calls) or `ramping` (part of the traffic). */
+export type BreakerPhase = 'closed' | 'open' | 'probing' | 'ramping'
+
+/** One breaker now (`client.breakerDetails`). */
+export interface BreakerDetails {
+  service: string
+  /** The endpoint template the breaker is kept for. */
+  endpoint: string
+  /** Upper case. */
+  method: string
+  state: BreakerState
+  phase: BreakerPhase
+  /** The share of calls let through now (1 when closed, 0 when open, a ramp step while ramping). */
+  admitRatio: number
+  /** Calls in the current window (`sliding_window` breakers; 0 otherwise). */
+  calls: number
+  /** Failure rate over the current window, 0 to 1. */
+  failureRate: number
+  /** Slow-call rate over the current window, 0 to 1. */
+  slowCallRate: number
+}
 
 /** A buffered response. */
 export declare class Response {
@@ -830,6 +927,13 @@ export declare class Client extends EventEmitter {
   metrics(): string
   /** The breaker state for (service, endpoint, method); `endpoint` defaults to the template of `path`. */
   breakerState(service: string, method: string, path: string, endpoint?: string): BreakerState
+  /**
+   * The breaker for (service, endpoint, method) with its phase and current window's rates;
+   * `endpoint` defaults to the template of `path`.
+   */
+  breakerDetails(service: string, method: string, path: string, endpoint?: string): BreakerDetails
+  /** A service's bulkhead limit now (it moves when `bulkhead.adaptive` is set). @throws ConfigError for an unknown service. */
+  bulkheadLimit(service: string): number
   /** Bulkhead permits currently held on a service. @throws ConfigError for an unknown service. */
   bulkheadInUse(service: string): number
   /**

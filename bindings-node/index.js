@@ -1364,6 +1364,40 @@ class Client extends EventEmitter {
     )
   }
 
+  /**
+   * The breaker for (service, endpoint, method) with its phase and current window's rates:
+   * `{ service, endpoint, method, state, phase, admitRatio, calls, failureRate, slowCallRate }`.
+   * `endpoint` defaults to the template of `path`; a key with no traffic yet shows a closed breaker.
+   */
+  breakerDetails(service, method, path, endpoint) {
+    const b = this._native.breakerDetails(
+      reqString(service, 'service'),
+      reqString(method, 'method'),
+      reqString(path, 'path'),
+      optString(endpoint, 'endpoint') ?? null,
+    )
+    return {
+      service: b.service,
+      endpoint: b.endpoint,
+      method: b.method,
+      state: b.state,
+      phase: b.phase,
+      admitRatio: b.admitRatio,
+      calls: b.calls,
+      failureRate: b.failureRate,
+      slowCallRate: b.slowCallRate,
+    }
+  }
+
+  /**
+   * A service's bulkhead limit now (`max_concurrency`, or where `bulkhead.adaptive` has moved it).
+   * @throws ConfigError for an unknown service.
+   */
+  bulkheadLimit(service) {
+    const r = this._native.bulkheadLimit(reqString(service, 'service'))
+    return unwrap(r, typeof r === 'number')
+  }
+
   /** Bulkhead permits currently held on a service. */
   bulkheadInUse(service) {
     const r = this._native.bulkheadInUse(reqString(service, 'service'))

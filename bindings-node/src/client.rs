@@ -176,6 +176,18 @@ impl NativeClient {
         self.inner.breaker_state(&service, &method, &path, endpoint.as_deref()).to_string()
     }
 
+    /// The breaker for (service, endpoint, method) with its phase and current window's rates.
+    #[napi]
+    pub fn breaker_details(&self, service: String, method: String, path: String, endpoint: Option<String>) -> NativeBreakerDetails {
+        breaker_details(self.inner.breaker_details(&service, &method, &path, endpoint.as_deref()))
+    }
+
+    /// A service's bulkhead limit now (it moves when `bulkhead.adaptive` is set).
+    #[napi]
+    pub fn bulkhead_limit(&self, service: String) -> Outcome<u32> {
+        outcome(self.inner.bulkhead_limit(&service))
+    }
+
     /// Bulkhead permits currently held on a service.
     #[napi]
     pub fn bulkhead_in_use(&self, service: String) -> Outcome<u32> {
@@ -234,6 +246,36 @@ impl NativeClient {
     #[napi]
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
+    }
+}
+
+/// One breaker as `client.breakerDetails` shows it.
+#[napi(object, object_from_js = false)]
+pub struct NativeBreakerDetails {
+    pub service: String,
+    pub endpoint: String,
+    pub method: String,
+    /// `closed`, `open` or `half_open`.
+    pub state: String,
+    /// `closed`, `open`, `probing` or `ramping`.
+    pub phase: String,
+    pub admit_ratio: f64,
+    pub calls: u32,
+    pub failure_rate: f64,
+    pub slow_call_rate: f64,
+}
+
+fn breaker_details(b: harness_core::client::BreakerInfo) -> NativeBreakerDetails {
+    NativeBreakerDetails {
+        service: b.service,
+        endpoint: b.endpoint,
+        method: b.method,
+        state: b.state.to_string(),
+        phase: b.phase.to_string(),
+        admit_ratio: b.admit_ratio,
+        calls: b.calls,
+        failure_rate: b.failure_rate,
+        slow_call_rate: b.slow_call_rate,
     }
 }
 
