@@ -370,6 +370,8 @@ async fn hedged<'a>(
                     Some((r, hedge_lane)) => {
                         extra += 1;
                         engine.metrics.hedges_sent.get_or_create(&labels).inc();
+                        // Shown from the first hedge on, as 0 until one wins.
+                        engine.metrics.hedges_won.get_or_create(&labels);
                         racers.push(Box::pin(race(engine, call, hedge_lane, r, true)));
                     }
                     None => may_hedge = false,
