@@ -23,6 +23,7 @@ mod request_path;
 
 use std::sync::Arc;
 
+use harness_core::client::BreakerInfo;
 use harness_core::transport::mock::MockResponse;
 use harness_core::{Body, Client, ClientOptions, Config, ErrorKind, HarnessError, Request, Response};
 
@@ -84,6 +85,37 @@ pub struct NativeStreamHead {
     pub headers: Vec<NativeEntry>,
     pub attempts: u32,
     pub trace_id: String,
+}
+
+/// One breaker now, as `breaker_details` shows it: its state, its phase, the share of calls it
+/// lets through and its current window's counts and rates.
+#[derive(uniffi::Record, Debug, Clone)]
+pub struct NativeBreakerDetails {
+    pub service: String,
+    pub endpoint: String,
+    pub method: String,
+    pub state: String,
+    pub phase: String,
+    pub admit_ratio: f64,
+    pub calls: u32,
+    pub failure_rate: f64,
+    pub slow_call_rate: f64,
+}
+
+impl From<BreakerInfo> for NativeBreakerDetails {
+    fn from(b: BreakerInfo) -> Self {
+        NativeBreakerDetails {
+            service: b.service,
+            endpoint: b.endpoint,
+            method: b.method,
+            state: b.state.to_string(),
+            phase: b.phase.to_string(),
+            admit_ratio: b.admit_ratio,
+            calls: b.calls,
+            failure_rate: b.failure_rate,
+            slow_call_rate: b.slow_call_rate,
+        }
+    }
 }
 
 /// What `NativeClient::mock` answers with; `json` is JSON text the facade wrote.
@@ -324,8 +356,18 @@ impl NativeClient {
         self.client.breaker_state(&service, &method, &path, endpoint.as_deref()).to_string()
     }
 
+    /// State, phase, admit ratio and window rates of the breaker for (service, endpoint, method).
+    pub fn breaker_details(&self, service: String, method: String, path: String, endpoint: Option<String>) -> NativeBreakerDetails {
+        self.client.breaker_details(&service, &method, &path, endpoint.as_deref()).into()
+    }
+
     pub fn bulkhead_in_use(&self, service: String) -> Result<u64, NativeError> {
         Ok(self.client.bulkhead_in_use(&service)? as u64)
+    }
+
+    /// The service's bulkhead limit now (fixed, or where its adaptive limit stands).
+    pub fn bulkhead_limit(&self, service: String) -> Result<u32, NativeError> {
+        Ok(self.client.bulkhead_limit(&service)?)
     }
 
     /// The token provider for a service with `auth.type: callback` (replaces any earlier one).

@@ -371,7 +371,7 @@ async fn hedged<'a>(
                         extra += 1;
                         engine.metrics.hedges_sent.get_or_create(&labels).inc();
                         // Shown from the first hedge on, as 0 until one wins.
-                        engine.metrics.hedges_won.get_or_create(&labels);
+                        let _ = engine.metrics.hedges_won.get_or_create(&labels);
                         racers.push(Box::pin(race(engine, call, hedge_lane, r, true)));
                     }
                     None => may_hedge = false,

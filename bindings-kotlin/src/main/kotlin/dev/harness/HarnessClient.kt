@@ -430,10 +430,31 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         return native.breakerState(service, method, path, endpoint)
     }
 
+    /**
+     * The breaker for (service, endpoint, method) in detail: [BreakerDetails.state], its
+     * [BreakerDetails.phase] (`probing` or `ramping` while half open), the share of calls it
+     * admits and its current window's calls, failure rate and slow-call rate. Endpoint defaults
+     * to the path's template, as in [breakerState].
+     */
+    @JvmOverloads
+    fun breakerDetails(service: String, method: String, path: String, endpoint: String? = null): BreakerDetails {
+        requireUnicode("service" to service, "method" to method, "path" to path, "endpoint" to endpoint)
+        return native.breakerDetails(service, method, path, endpoint).toDetails()
+    }
+
     /** Bulkhead permits currently held on [service]; a [HarnessException.Config] for an unknown service. */
     fun bulkheadInUse(service: String): Int {
         requireUnicode("service" to service)
         return call { native.bulkheadInUse(service).toInt() }
+    }
+
+    /**
+     * The bulkhead limit of [service] now: `max_concurrency`, or where an adaptive limit
+     * (`bulkhead.adaptive`) stands. A [HarnessException.Config] for an unknown service.
+     */
+    fun bulkheadLimit(service: String): Int {
+        requireUnicode("service" to service)
+        return call { native.bulkheadLimit(service).toInt() }
     }
 
     /**

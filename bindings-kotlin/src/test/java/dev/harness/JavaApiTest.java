@@ -56,6 +56,12 @@ class JavaApiTest {
             assertTrue(client.metrics().contains("harness_requests_total"));
             assertEquals("closed", client.breakerState("svc", "GET", "/s/java_api/a"));
             assertEquals(0, client.bulkheadInUse("svc"));
+            BreakerDetails details = client.breakerDetails("svc", "GET", "/s/java_api/a");
+            assertEquals("closed", details.getPhase());
+            assertEquals(1.0, details.getAdmitRatio());
+            assertEquals(0.0, details.getFailureRate());
+            assertEquals("/named", client.breakerDetails("svc", "GET", "/s/java_api/a", "/named").getEndpoint());
+            assertTrue(client.bulkheadLimit("svc") > 0);
         }
     }
 

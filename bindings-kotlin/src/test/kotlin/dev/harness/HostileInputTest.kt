@@ -112,6 +112,8 @@ class HostileInputTest {
             }.let { (it.cause as HarnessException.Config).reason })
             assertTrue(configError { h.bulkheadInUse(lone) }.reason.startsWith("service:"))
             assertTrue(configError { h.breakerState("svc", "GET", lone) }.reason.startsWith("path:"))
+            assertTrue(configError { h.bulkheadLimit(lone) }.reason.startsWith("service:"))
+            assertTrue(configError { h.breakerDetails("svc", "GET", "/x", lone) }.reason.startsWith("endpoint:"))
             // A surrogate pair is a character like any other.
             assertEquals(200, runBlocking { h.post("svc", p, json = mapOf("emoji" to "😀"), headers = mapOf("x-ok" to "1")) }.status)
         }

@@ -50,6 +50,10 @@ object TestUpstream {
 
     fun log(name: String): JSONObject = JSONObject(logText(name))
 
+    /** What script [name]'s requests did: `{"requests", "disconnects", "max_in_flight"}`. */
+    fun stats(name: String): JSONObject =
+        JSONObject(admin.send(HttpRequest.newBuilder(URI("$url/__admin/stats/$name")).GET().build(), HttpResponse.BodyHandlers.ofString()).body())
+
     /**
      * Sets how simulated provider [name] answers `POST {url}/llm/{name}/...` (a spec of
      * tests/upstream/src/provider.rs as a Map, or JSON text).
