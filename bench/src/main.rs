@@ -33,9 +33,17 @@ where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
+    measure_after(concurrency * 4, concurrency, total, call).await
+}
+
+/// `measure`, after `warm_up` calls one at a time (to fill the pool).
+async fn measure_after<F, Fut>(warm_up: usize, concurrency: usize, total: usize, call: F) -> Row
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
     let call = Arc::new(call);
-    // Warm-up: fill the pool.
-    for _ in 0..concurrency * 4 {
+    for _ in 0..warm_up {
         call().await;
     }
     let per_worker = total / concurrency;
@@ -163,6 +171,7 @@ fn main() {
     }
     if std::env::var("BENCH_OVERHEAD").map(|v| v != "0").unwrap_or(true) {
         overhead(&handle, &plain, &url, total);
+        adaptive_cost(&handle, &url, total);
     }
     drop(child.stdin.take());
     let _ = child.wait();
@@ -228,4 +237,116 @@ fn overhead(handle: &tokio::runtime::Handle, http: &reqwest::Client, url: &str, 
             (us / base_us - 1.0) * 100.0
         );
     }
+}
+
+/// What the adaptive options cost at c=64, in two tables, each interleaved over at least 5
+/// rounds after one unrecorded round (so that an adaptive limit has found its level):
+/// 1. the machinery: the instant loopback answer (CPU-bound, where any per-request cost
+///    shows), every option on; the adaptive limits get `min: 64`, so that they cannot hold
+///    the benchmark's own callers back and only their sampling is measured;
+/// 2. the adaptive limits as configured (`min: 4`, `initial: 20`) on a healthy upstream: one
+///    that answers in 20 ms whatever the load (latency that does not rise with load), where
+///    they must settle at or above the callers' 64 and refuse nothing.
+/// A `BulkheadFullError` is tried again at once and counted: its cost shows as throughput.
+fn adaptive_cost(handle: &tokio::runtime::Handle, url: &str, total: usize) {
+    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(5);
+    let make = |extra: serde_json::Value| {
+        let mut svc = json!({"base_url": url, "retry": {"max_retries": 1}, "bulkhead": {"max_concurrency": 256}});
+        for (k, v) in extra.as_object().unwrap() {
+            svc[k] = v.clone();
+        }
+        Client::from_value(json!({"client": {"name": "bench"}, "log": {"enabled": false}, "services": {"bench": svc}})).unwrap()
+    };
+    let sliding = json!({"mode": "sliding_window", "window": {"type": "time", "size_ms": 10000}, "minimum_calls": 20,
+        "failure_rate_threshold": 0.5, "slow_call": {"duration_ms": 2000, "rate_threshold": 0.8},
+        "half_open": {"probes": 5, "success_rate": 0.8, "ramp": [0.1, 0.5, 1.0], "step_ms": 5000}});
+    let adaptive = |algorithm: &str, min: u32| json!({"bulkhead": {"adaptive": {"algorithm": algorithm, "min": min, "max": 1000, "initial": 20.max(min)}}});
+    let machinery = [
+        ("plain (consecutive breaker, fixed bulkhead)", make(json!({}))),
+        ("sliding-window breaker + slow calls + ramp", make(json!({"breaker": sliding}))),
+        ("hedge after p95", make(json!({"hedge": {"after": "p95", "max_extra": 1, "budget_ratio": 0.05}}))),
+        ("adaptive bulkhead, gradient2 (min 64)", make(adaptive("gradient2", 64))),
+        ("adaptive bulkhead, vegas (min 64)", make(adaptive("vegas", 64))),
+    ];
+    let healthy = [
+        ("plain (fixed bulkhead)", make(json!({}))),
+        ("adaptive bulkhead, gradient2", make(adaptive("gradient2", 4))),
+        ("adaptive bulkhead, vegas", make(adaptive("vegas", 4))),
+    ];
+    let http = reqwest::Client::new();
+    let install = || {
+        // Installing again also empties the script's request log.
+        let step = json!({"steps": [{"delay_ms": 20}]}).to_string();
+        handle.block_on(async { http.put(format!("{url}/__admin/script/healthy")).body(step).send().await.unwrap() });
+    };
+    let full = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let run = |c: &Client, path: &'static str, n: usize| {
+        let (c, full) = (c.clone(), full.clone());
+        // The pool is warm after the first cell: only the first call of a client warms up.
+        let warm_up = if c.metrics_text().contains("harness_requests_total") { 0 } else { 256 };
+        handle.block_on(measure_after(warm_up, 64, n, move || {
+            let (c, full) = (c.clone(), full.clone());
+            async move {
+                loop {
+                    match c.request(Request::new("bench", "GET", path)).await {
+                        Ok(r) => return r.status == 200,
+                        Err(e) if e.kind == harness_core::ErrorKind::BulkheadFull => {
+                            full.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            tokio::task::yield_now().await;
+                        }
+                        Err(_) => return false,
+                    }
+                }
+            }
+        }))
+    };
+    let table = |title: String, clients: &[(&str, Client)], path: &'static str, n: usize| {
+        // Warm-up: one unrecorded round, longer for an adaptive limit still below the callers
+        // (how long 64 callers took to bring it from `initial` to 64 is printed).
+        let mut warm = Vec::new();
+        for (_, c) in clients {
+            install();
+            run(c, path, 256);
+            let t = Instant::now();
+            while c.bulkhead_limit("bench").unwrap() < 64 && t.elapsed() < Duration::from_secs(30) {
+                run(c, path, 256);
+            }
+            warm.push(t.elapsed());
+            run(c, path, n);
+        }
+        full.store(0, std::sync::atomic::Ordering::Relaxed);
+        let mut rows: Vec<Vec<Row>> = vec![Vec::new(); clients.len()];
+        for round in 0..rounds {
+            install();
+            // Each round starts with the next client, so that no client always runs first or last.
+            for k in 0..clients.len() {
+                let i = (round + k) % clients.len();
+                rows[i].push(run(&clients[i].1, path, n));
+            }
+        }
+        println!("\n{title}, c=64, {n} requests per cell, median of {rounds} interleaved rounds (log off)\n");
+        println!("| client | req/s (min-max) | p50 µs | p99 µs | CPU ms / 1k req | throughput vs plain | limit after | s to reach 64 |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+        let base = median(&rows[0], |r| r.rps);
+        for (i, (name, c)) in clients.iter().enumerate() {
+            let r = &rows[i];
+            let (lo, hi) = r.iter().fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x.rps), hi.max(x.rps)));
+            println!(
+                "| {name} | {:.0} ({lo:.0}-{hi:.0}) | {:.1} | {:.1} | {:.1} | {:+.1}% | {} | {:.1} |",
+                median(r, |x| x.rps),
+                median(r, |x| x.p50_us),
+                median(r, |x| x.p99_us),
+                median(r, |x| x.cpu_ms_per_1k),
+                (median(r, |x| x.rps) / base - 1.0) * 100.0,
+                c.bulkhead_limit("bench").unwrap(),
+                warm[i].as_secs_f64()
+            );
+        }
+        println!("\nBulkheadFullError (tried again at once) in the recorded rounds: {}", full.load(std::sync::atomic::Ordering::Relaxed));
+    };
+    table("What the adaptive options' machinery costs: the instant loopback answer".into(), &machinery, "/ok", total);
+    let text = machinery[2].1.metrics_text();
+    let hedges: f64 = text.lines().filter(|l| l.starts_with("harness_hedges_sent_total")).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum();
+    println!("Hedges sent by the hedging client (all rounds, warm-up included): {hedges:.0}");
+    table("Adaptive limits as configured (min 4, initial 20) on a healthy upstream (20 ms, whatever the load)".into(), &healthy, "/s/healthy", total / 4);
 }

@@ -134,8 +134,17 @@ pub struct HedgeBudget {
 
 impl HedgeBudget {
     pub fn deposit(&self, ratio: f64) {
+        // One read, and a write only below the cap: a full budget (the steady state of a
+        // healthy downstream) costs no contended write per request.
+        if self.milli.load(Ordering::Relaxed) >= BUDGET_CAP * 1000 {
+            return;
+        }
         let add = (ratio * 1000.0).round() as i64;
-        let _ = self.milli.fetch_update(Ordering::AcqRel, Ordering::Acquire, |m| (m < BUDGET_CAP * 1000).then(|| (m + add).min(BUDGET_CAP * 1000)));
+        let before = self.milli.fetch_add(add, Ordering::AcqRel);
+        if before + add > BUDGET_CAP * 1000 {
+            // Over the cap by at most one deposit per racing caller: trim back to it.
+            let _ = self.milli.fetch_min(BUDGET_CAP * 1000, Ordering::AcqRel);
+        }
     }
 
     pub fn withdraw(&self) -> bool {
