@@ -184,7 +184,7 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
     });
     let once = match hedge {
         None => {
-            let (once, side) = exchange(engine, call, ep, &svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle).await;
+            let (once, side) = exchange(engine, call, ep, &svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle, None).await;
             side.apply(call);
             once
         }
@@ -317,17 +317,34 @@ async fn hedged<'a>(
     let latencies = &call.ep.latencies;
     let record = |took: Duration| {
         if let Some(q) = quantile {
-            latencies.record(took, q);
+            latencies.sample(took, q);
         }
     };
     let Some(delay) = h.delay(latencies) else {
         // No basis for a delay yet: a plain attempt, whose latency starts the basis.
-        let (once, side, _) = race(engine, call, lane, first, false).await;
+        let (once, side, _) = race(engine, call, lane, first, false, None).await;
         record(started.elapsed());
         return (once, side, 0);
     };
-    let mut racers = futures_util::stream::FuturesUnordered::new();
-    racers.push(Box::pin(race(engine, call, lane, first, false)) as RaceFuture<'a>);
+    // The common case first: the primary answers before the delay, and nothing else is
+    // allocated, polled or timed (the primary lives on this stack and its own response timer
+    // raises `due`; hedges go in a set beside it).
+    let due = std::sync::atomic::AtomicBool::new(false);
+    let primary = race(engine, call, lane, first, false, Some(HedgeSignal { at: started + delay, due: &due }));
+    tokio::pin!(primary);
+    let answered = std::future::poll_fn(|cx| match std::future::Future::poll(primary.as_mut(), cx) {
+        std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
+        std::task::Poll::Pending if due.load(std::sync::atomic::Ordering::Acquire) => std::task::Poll::Ready(None),
+        std::task::Poll::Pending => std::task::Poll::Pending,
+    })
+    .await;
+    if let Some((once, mut side, _)) = answered {
+        record(started.elapsed());
+        side.provider = None;
+        return (once, side, 0);
+    }
+    let mut racers = futures_util::stream::FuturesUnordered::<RaceFuture<'a>>::new();
+    let mut primary_live = true;
     let mut extra = 0u32;
     let mut may_hedge = true;
     let mut next_at = started + delay;
@@ -338,54 +355,60 @@ async fn hedged<'a>(
     };
     let labels = crate::observability::metrics::ServiceLabels { service: name.into() };
     loop {
-        let timer = tokio::time::sleep_until(next_at);
-        tokio::select! {
+        let mut hedge_due = false;
+        let done = tokio::select! {
             biased;
-            done = futures_util::StreamExt::next(&mut racers) => {
-                let Some((once, mut side, is_hedge)) = done else {
-                    let (once, side) = failed.expect("a race ends with an answer or a failure");
-                    return (once, side, extra);
-                };
-                if !is_hedge {
-                    record(started.elapsed());
-                }
-                let reached = matches!(once, Once::Reached(_));
-                if reached || racers.is_empty() {
-                    if reached && is_hedge {
-                        engine.metrics.hedges_won.get_or_create(&labels).inc();
-                    }
-                    if !is_hedge {
-                        side.provider = None;
-                    }
-                    // Losers still racing are dropped with `racers`: cancelled, permits released.
-                    return (once, side, extra);
-                }
-                // A failure while others still run: wait for them, start no more.
-                may_hedge = false;
-                failed = Some((once, side));
+            (once, mut side, _) = &mut primary, if primary_live => {
+                primary_live = false;
+                record(started.elapsed());
+                side.provider = None;
+                Some((once, side, false))
             }
-            _ = timer, if may_hedge && extra < h.max_extra => {
-                next_at += delay;
-                match start_hedge(engine, call, lane, source, budget).await {
-                    Some((r, hedge_lane)) => {
-                        extra += 1;
-                        engine.metrics.hedges_sent.get_or_create(&labels).inc();
-                        // Shown from the first hedge on, as 0 until one wins.
-                        let _ = engine.metrics.hedges_won.get_or_create(&labels);
-                        racers.push(Box::pin(race(engine, call, hedge_lane, r, true)));
-                    }
-                    None => may_hedge = false,
-                }
+            Some(done) = futures_util::StreamExt::next(&mut racers), if !racers.is_empty() => Some(done),
+            _ = tokio::time::sleep_until(next_at), if may_hedge && extra < h.max_extra => {
+                hedge_due = true;
+                None
             }
+            else => None,
+        };
+        if hedge_due {
+            next_at += delay;
+            match start_hedge(engine, call, lane, source, budget).await {
+                Some((r, hedge_lane)) => {
+                    extra += 1;
+                    engine.metrics.hedges_sent.get_or_create(&labels).inc();
+                    // Shown from the first hedge on, as 0 until one wins.
+                    let _ = engine.metrics.hedges_won.get_or_create(&labels);
+                    racers.push(Box::pin(race(engine, call, hedge_lane, r, true, None)));
+                }
+                None => may_hedge = false,
+            }
+            continue;
         }
+        let Some((once, side, is_hedge)) = done else {
+            // Nothing left to wait for (every branch disabled): the last failure stands.
+            let (once, side) = failed.expect("a race ends with an answer or a failure");
+            return (once, side, extra);
+        };
+        let reached = matches!(once, Once::Reached(_));
+        if reached || (!primary_live && racers.is_empty()) {
+            if reached && is_hedge {
+                engine.metrics.hedges_won.get_or_create(&labels).inc();
+            }
+            // Losers still racing are dropped here: cancelled, permits released.
+            return (once, side, extra);
+        }
+        // A failure while others still run: wait for them, start no more.
+        may_hedge = false;
+        failed = Some((once, side));
     }
 }
 
 /// One racing attempt on its lane; the side notes the lane's provider.
-async fn race<'a>(engine: &'a Engine, call: &'a Call, lane: Lane<'a>, r: Racer, is_hedge: bool) -> (Once, Side, bool) {
+async fn race<'a>(engine: &'a Engine, call: &'a Call, lane: Lane<'a>, r: Racer, is_hedge: bool, signal: Option<HedgeSignal<'a>>) -> (Once, Side, bool) {
     let response_timeout = Duration::from_millis(lane.svc.config.timeouts.response_ms);
     let idle = Duration::from_millis(lane.svc.config.timeouts.idle_ms);
-    let (once, mut side) = exchange(engine, call, lane.ep, lane.svc, r.request, r.applied, r.breaker, r.bulkhead, Mode::Buffered, response_timeout, idle).await;
+    let (once, mut side) = exchange(engine, call, lane.ep, lane.svc, r.request, r.applied, r.breaker, r.bulkhead, Mode::Buffered, response_timeout, idle, signal).await;
     side.provider = lane.provider;
     (once, side, is_hedge)
 }
@@ -439,10 +462,20 @@ async fn exchange(
     mode: Mode,
     response_timeout: Duration,
     idle: Duration,
+    hedge: Option<HedgeSignal<'_>>,
 ) -> (Once, Side) {
     let mut side = Side::default();
-    let once = exchange_inner(engine, call, ep, svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle, &mut side).await;
+    let once = exchange_inner(engine, call, ep, svc, request, applied, breaker, bulkhead_permit, mode, response_timeout, idle, hedge, &mut side).await;
     (once, side)
+}
+
+/// Tells the hedging race that the first attempt has had no answer by `at`: the attempt's
+/// own response timer fires at `at` first, raises `due` and goes on to the response
+/// deadline, so that an attempt that answers in time costs no second timer.
+#[derive(Clone, Copy)]
+struct HedgeSignal<'a> {
+    at: Instant,
+    due: &'a std::sync::atomic::AtomicBool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -458,21 +491,35 @@ async fn exchange_inner(
     mode: Mode,
     response_timeout: Duration,
     idle: Duration,
+    mut hedge: Option<HedgeSignal<'_>>,
     side: &mut Side,
 ) -> Once {
     let cfg = &svc.config;
     let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
-    let timer = tokio::time::sleep_until(until);
+    hedge = hedge.filter(|h| h.at < until);
+    let timer = tokio::time::sleep_until(hedge.map_or(until, |h| h.at));
     tokio::pin!(timer);
     let fault = request.fault.clone();
-    let sent = tokio::select! {
-        biased;
-        r = svc.transport.send(request) => r,
-        _ = &mut timer => Err(if head_bound_is_total {
-            TransportFailure::new(Failure::TotalTimeout, "request deadline expired")
-        } else {
-            TransportFailure::new(Failure::ResponseTimeout, format!("no response within {} ms", response_timeout.as_millis()))
-        }),
+    let send = svc.transport.send(request);
+    tokio::pin!(send);
+    let sent = loop {
+        tokio::select! {
+            biased;
+            r = &mut send => break r,
+            _ = &mut timer => {
+                if let Some(h) = hedge.take() {
+                    // No head by the hedge delay: say so, and wait on for the response deadline.
+                    h.due.store(true, std::sync::atomic::Ordering::Release);
+                    timer.as_mut().reset(until);
+                    continue;
+                }
+                break Err(if head_bound_is_total {
+                    TransportFailure::new(Failure::TotalTimeout, "request deadline expired")
+                } else {
+                    TransportFailure::new(Failure::ResponseTimeout, format!("no response within {} ms", response_timeout.as_millis()))
+                });
+            }
+        }
     };
     if let Some(kind) = fault.as_ref().and_then(|m| m.get()) {
         side.fault = Some(kind);
