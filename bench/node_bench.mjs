@@ -8,7 +8,9 @@
 //                                          # leaves a debug one: rebuild with `node bindings-node/scripts/build.js`)
 //   (cd bench && npm install) && node bench/node_bench.mjs
 //
-// Env: BENCH_REQUESTS (per cell, default 20000), BENCH_ROUNDS (default 3, median reported),
+// Env: BENCH_REQUESTS (per cell, default 20000), BENCH_ROUNDS (default 5, median reported),
+// BENCH_HUGE (the in-flight count of the last row, harness only; default 10000, 0 = skip),
+// BENCH_JSON (write every round's figures there, for bench/summary.py),
 // BENCH_ONLY (comma list of clients: harness, undici.request, fetch),
 // HARNESS_BENCH_LOG=1 to keep the per-request JSON log line on (stderr),
 // HARNESS_WORKER_THREADS (the core runtime's worker count; default one per core) is printed with
@@ -33,7 +35,8 @@ const bin =
 if (!bin) throw new Error('build the upstream first: cargo build --release -p harness-upstream')
 
 const TOTAL = Number(process.env.BENCH_REQUESTS ?? 20000)
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const HUGE = Number(process.env.BENCH_HUGE ?? 10000)
 const LOG = process.env.HARNESS_BENCH_LOG === '1'
 
 const upstream = spawn(bin, [], { stdio: ['pipe', 'pipe', 'inherit'] })
@@ -50,6 +53,13 @@ const harness = new Client({
       retry: { max_retries: 1 },
       breaker: { failure_threshold: 5, open_ms: 30000 },
       bulkhead: { max_concurrency: 200 },
+    },
+    // The same service with room for every caller of the c=10,000 row.
+    huge: {
+      base_url: `http://${addr}`,
+      retry: { max_retries: 1 },
+      timeouts: { connect_ms: 5000, response_ms: 30000, request_ms: 60000 },
+      bulkhead: { max_concurrency: 20000 },
     },
   },
 })
@@ -73,7 +83,7 @@ const clients = {
 }
 
 async function measure(call, concurrency, total) {
-  for (let i = 0; i < concurrency * 4; i++) await call() // warm the pool
+  if (concurrency <= 64) for (let i = 0; i < concurrency * 4; i++) await call() // warm the pool
   await Promise.all(Array.from({ length: concurrency }, call))
   const perWorker = Math.floor(total / concurrency)
   const lat = new Float64Array(perWorker * concurrency)
@@ -140,6 +150,47 @@ if (results['harness@64'] && results['undici.request@64']) console.log(
   `\nat concurrency 64: harness/undici throughput ${fmt(ratio('rps', 'harness@64', 'undici.request@64'), 2)}x, ` +
     `CPU per request ${fmt(ratio('cpuPer1k', 'harness@64', 'undici.request@64'), 2)}x`,
 )
+
+// 10,000 in flight: one warm-up pass opens the connections, then the measured rounds; every
+// request must succeed and every bulkhead permit must be back when the run ends.
+let huge = null
+if (HUGE > 0 && clients.harness) {
+  const hugeCall = async () => {
+    const r = await harness.get('huge', '/bench')
+    return r.status === 200 && r.body.length > 0
+  }
+  const rounds = []
+  let errors = 0
+  const guarded = async () => {
+    try {
+      return await hugeCall()
+    } catch {
+      errors++
+      return true
+    }
+  }
+  await Promise.all(Array.from({ length: HUGE }, guarded))
+  errors = 0
+  for (let round = 0; round < Math.min(ROUNDS, 3); round++) rounds.push(await measure(guarded, HUGE, HUGE * 5))
+  const inUse = /^harness_bulkhead_permits_in_use\{service="huge"\} (\d+)/m.exec(harness.metrics())
+  huge = { rounds, errors, leaked: inUse ? Number(inUse[1]) : -1 }
+  const m = (k) => median(rounds.map((r) => r[k]))
+  console.log(`\nharness at ${HUGE} in flight: ${fmt(m('rps'))} req/s, p50 ${fmt(m('p50'), 1)} ms, p99 ${fmt(m('p99'), 1)} ms, ` +
+    `CPU ${fmt(m('cpuPer1k'), 1)} ms/1k, errors ${errors}, permits left in use ${huge.leaked}`)
+}
+
+if (process.env.BENCH_JSON) {
+  const rows = []
+  for (const [key, rounds] of Object.entries(results)) {
+    const [client, c] = key.split('@')
+    rows.push({ client, concurrency: Number(c), errors: 0, rounds: rounds.map(jsonRound) })
+  }
+  if (huge) rows.push({ client: 'harness', concurrency: HUGE, errors: huge.errors, leaked_permits: huge.leaked, rounds: huge.rounds.map(jsonRound) })
+  fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'node', runtime: `Node ${process.version}`, rows }, null, 1))
+}
+function jsonRound(r) {
+  return { rps: r.rps, p50_ms: r.p50, p99_ms: r.p99, cpu_ms_per_1k: r.cpuPer1k }
+}
 
 harness.close()
 await agent.close()

@@ -78,7 +78,7 @@ async def drive(call, n: int, concurrency: int) -> list:
     return lat
 
 
-def harness_config(base: str) -> dict:
+def harness_config(base: str, huge: bool = False) -> dict:
     return {
         "client": {"name": "bench"},
         "log": {"enabled": False},
@@ -87,10 +87,48 @@ def harness_config(base: str) -> dict:
                 "base_url": base,
                 "retry": {"max_retries": 1},
                 "breaker": {"failure_threshold": 5, "open_ms": 30000},
-                "bulkhead": {"max_concurrency": 256},
+                # Room for every caller of the c=10,000 row, whose connections take longer to open.
+                "bulkhead": {"max_concurrency": 20000 if huge else 256},
+                **({"timeouts": {"connect_ms": 5000, "response_ms": 30000, "request_ms": 60000}} if huge else {}),
             }
         },
     }
+
+
+def bench_huge(base: str, concurrency: int, rounds: int) -> tuple:
+    """harness.AsyncClient with `concurrency` requests in flight: a warm-up pass that opens the
+    connections, then `rounds` measured passes of 5 requests per caller. Returns the rows, the
+    number of failed requests and the bulkhead permits still held at the end."""
+    import harness
+
+    async def go():
+        client = harness.AsyncClient(harness_config(base, huge=True))
+        errors = 0
+
+        async def call():
+            nonlocal errors
+            try:
+                r = await client.get("up", "/bench")
+                if r.status != 200 or not r.content:
+                    errors += 1
+            except harness.HarnessError:
+                errors += 1
+
+        try:
+            await drive(call, concurrency, concurrency)
+            errors = 0
+            rows = []
+            for _ in range(rounds):
+                cpu0, t0 = time.process_time(), time.perf_counter()
+                lat = await drive(call, concurrency * 5, concurrency)
+                rows.append(Result("harness.AsyncClient", concurrency, lat, time.perf_counter() - t0, time.process_time() - cpu0))
+            text = client.metrics()
+            leaked = next((int(float(l.rsplit(" ", 1)[1])) for l in text.splitlines() if l.startswith('harness_bulkhead_permits_in_use{service="up"}')), -1)
+            return rows, errors, leaked
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
 
 
 def bench_async(name: str, base: str, n: int, warmup: int, concurrency: int) -> Result:
@@ -187,7 +225,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--upstream", help="use a running upstream at this base URL instead of starting one")
     ap.add_argument("--only", help="comma-separated substrings of row names to run")
-    ap.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds, median reported (default 5)")
+    ap.add_argument("--huge", type=int, default=10000, help="in-flight count of the harness.AsyncClient stress row (0 = skip)")
+    ap.add_argument("--json", help="write every round's figures to this file (for bench/summary.py)")
     args = ap.parse_args()
 
     proc = None
@@ -208,43 +248,64 @@ def main() -> None:
         ("sync", "requests.Session", 1),
     ]
     only = [s.strip() for s in args.only.split(",")] if args.only else None
-    results = []
+    rows = [r for r in rows if not only or any(o in r[1] for o in only)]
+    results: dict = {}
+    huge = None
     try:
-        for kind, name, conc in rows:
-            if only and not any(o in name for o in only):
-                continue
-            try:
-                if kind == "async":
-                    r = bench_async(name, base, args.requests, args.warmup, conc)
-                else:
-                    r = bench_sync(name, base, args.requests, args.warmup)
-            except ImportError as e:
-                print(f"skipping {name}: {e} (pip install httpx aiohttp requests)")
-                continue
-            results.append(r)
-            print(f"  done: {name} c={conc}", flush=True)
+        # Interleaved rounds: each round runs every row once, so drift hits every client alike.
+        for round_no in range(args.rounds):
+            for kind, name, conc in rows:
+                try:
+                    if kind == "async":
+                        r = bench_async(name, base, args.requests, args.warmup, conc)
+                    else:
+                        r = bench_sync(name, base, args.requests, args.warmup)
+                except ImportError as e:
+                    print(f"skipping {name}: {e} (pip install httpx aiohttp requests)")
+                    continue
+                results.setdefault((name, conc), []).append(r)
+            print(f"  round {round_no + 1} of {args.rounds} done", flush=True)
+        if args.huge and (not only or any(o in "harness.AsyncClient" for o in only)):
+            huge = bench_huge(base, args.huge, min(args.rounds, 3))
     finally:
         if proc:
             proc.stdin.close()
             proc.wait(timeout=5)
 
+    def med(xs):
+        return sorted(xs)[len(xs) // 2]
+
     print()
-    print(f"{'client':<22}{'conc':>5}{'req/s':>10}{'p50 µs':>10}{'p99 µs':>10}{'CPU ms/1k':>11}")
-    for r in results:
-        print(f"{r.name:<22}{r.concurrency:>5}{r.rps:>10.0f}{r.p50_us:>10.0f}{r.p99_us:>10.0f}{r.cpu_ms_per_1k:>11.1f}")
+    print(f"median of {args.rounds} interleaved rounds, {args.requests} requests per cell")
+    print(f"{'client':<22}{'conc':>6}{'req/s':>10}{'p50 µs':>10}{'p99 µs':>10}{'CPU ms/1k':>11}")
+    for (name, conc), rs in results.items():
+        print(f"{name:<22}{conc:>6}{med([r.rps for r in rs]):>10.0f}{med([r.p50_us for r in rs]):>10.0f}"
+              f"{med([r.p99_us for r in rs]):>10.0f}{med([r.cpu_ms_per_1k for r in rs]):>11.1f}")
+    if huge:
+        hr, errors, leaked = huge
+        print(f"{'harness.AsyncClient':<22}{args.huge:>6}{med([r.rps for r in hr]):>10.0f}{med([r.p50_us for r in hr]):>10.0f}"
+              f"{med([r.p99_us for r in hr]):>10.0f}{med([r.cpu_ms_per_1k for r in hr]):>11.1f}   errors {errors}, permits left in use {leaked}")
 
     def ratio(a, b, c):
-        ra = next((r for r in results if r.name == a and r.concurrency == c), None)
-        rb = next((r for r in results if r.name == b and r.concurrency == c), None)
+        ra, rb = results.get((a, c)), results.get((b, c))
         if ra and rb:
-            print(f"{a} / {b} at c={c}: {ra.rps / rb.rps:.2f}x throughput, {rb.cpu_ms_per_1k / ra.cpu_ms_per_1k:.2f}x less CPU")
+            print(f"{a} / {b} at c={c}: {med([r.rps for r in ra]) / med([r.rps for r in rb]):.2f}x throughput, "
+                  f"{med([r.cpu_ms_per_1k for r in rb]) / med([r.cpu_ms_per_1k for r in ra]):.2f}x less CPU")
 
     print()
     ratio("harness.AsyncClient", "aiohttp", 64)
     ratio("harness.AsyncClient", "httpx.AsyncClient", 64)
     ratio("harness.Client", "requests.Session", 1)
     if args.json:
-        print(json.dumps([r.__dict__ for r in results], indent=1))
+        def js(r):
+            return {"rps": r.rps, "p50_ms": r.p50_us / 1000, "p99_ms": r.p99_us / 1000, "cpu_ms_per_1k": r.cpu_ms_per_1k}
+
+        out = [{"client": name, "concurrency": conc, "errors": 0, "rounds": [js(r) for r in rs]} for (name, conc), rs in results.items()]
+        if huge:
+            out.append({"client": "harness.AsyncClient", "concurrency": args.huge, "errors": huge[1], "leaked_permits": huge[2], "rounds": [js(r) for r in huge[0]]})
+        import platform
+
+        Path(args.json).write_text(json.dumps({"bench": "python", "runtime": f"Python {platform.python_version()}", "rows": out}, indent=1))
 
 
 if __name__ == "__main__":

@@ -73,6 +73,55 @@ where
     Row { rps: n as f64 / wall, p50_us: lat[n / 2], p99_us: lat[n * 99 / 100], cpu_ms_per_1k: cpu / n as f64 * 1000.0 }
 }
 
+impl Row {
+    fn json(&self) -> serde_json::Value {
+        json!({"rps": self.rps, "p50_ms": self.p50_us / 1000.0, "p99_ms": self.p99_us / 1000.0, "cpu_ms_per_1k": self.cpu_ms_per_1k})
+    }
+}
+
+/// `n` requests in flight through a service with room for all of them: one warm-up pass opens
+/// the connections, then `rounds` passes of 5 requests per caller. Failures are counted (not
+/// fatal), and the bulkhead's permits must all be back at the end.
+fn in_flight(handle: &tokio::runtime::Handle, url: &str, n: usize, rounds: usize) -> serde_json::Value {
+    let client = Client::from_value(json!({
+        "client": {"name": "bench"}, "log": {"enabled": false},
+        "services": {"bench": {"base_url": url, "retry": {"max_retries": 1}, "bulkhead": {"max_concurrency": 20000},
+            "timeouts": {"connect_ms": 5000, "response_ms": 30000, "request_ms": 60000}}}
+    }))
+    .unwrap();
+    let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let run = |total: usize| {
+        let (c, errors) = (client.clone(), errors.clone());
+        handle.block_on(measure_after(0, n, total, move || {
+            let (c, errors) = (c.clone(), errors.clone());
+            async move {
+                if c.request(Request::new("bench", "GET", "/bench")).await.is_err() {
+                    errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                true
+            }
+        }))
+    };
+    run(n);
+    errors.store(0, std::sync::atomic::Ordering::Relaxed);
+    let rows: Vec<Row> = (0..rounds).map(|_| run(n * 5)).collect();
+    let errors = errors.load(std::sync::atomic::Ordering::Relaxed);
+    let text = client.metrics_text();
+    let leaked: i64 = text
+        .lines()
+        .find(|l| l.starts_with("harness_bulkhead_permits_in_use{service=\"bench\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map_or(-1, |v| v as i64);
+    println!(
+        "\nharness at {n} in flight: {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs, CPU {:.1} ms/1k, errors {errors}, permits left in use {leaked}",
+        median(&rows, |r| r.rps),
+        median(&rows, |r| r.p50_us),
+        median(&rows, |r| r.p99_us),
+        median(&rows, |r| r.cpu_ms_per_1k)
+    );
+    json!({"client": "harness", "concurrency": n, "errors": errors, "leaked_permits": leaked, "rounds": rows.iter().map(Row::json).collect::<Vec<_>>()})
+}
+
 fn median(rows: &[Row], f: impl Fn(&Row) -> f64) -> f64 {
     let mut v: Vec<f64> = rows.iter().map(f).collect();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -91,7 +140,7 @@ fn main() {
         return;
     }
     let total: usize = std::env::var("BENCH_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let mut child = Command::new(std::env::current_exe().unwrap())
         .arg("--upstream")
         .stdin(Stdio::piped())
@@ -120,6 +169,7 @@ fn main() {
         Ok(v) => v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
         Err(_) => vec![1, 64],
     };
+    let mut json_rows = Vec::new();
     for concurrency in levels {
         let n = if concurrency == 1 { total / 4 } else { total };
         let mut plain_rows = Vec::new();
@@ -148,6 +198,9 @@ fn main() {
         }
         let mut cells = Vec::new();
         for (name, rows) in [("reqwest", &plain_rows), ("harness", &harness_rows)] {
+            if !(only == "harness" && name == "reqwest") {
+                json_rows.push(json!({"client": name, "concurrency": concurrency, "errors": 0, "rounds": rows.iter().map(Row::json).collect::<Vec<_>>()}));
+            }
             let row = Row {
                 rps: median(rows, |r| r.rps),
                 p50_us: median(rows, |r| r.p50_us),
@@ -168,6 +221,14 @@ fn main() {
             h.p99_us - p.p99_us,
             (h.cpu_ms_per_1k / p.cpu_ms_per_1k - 1.0) * 100.0
         );
+    }
+    let huge: usize = std::env::var("BENCH_HUGE").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    if huge > 0 {
+        json_rows.push(in_flight(&handle, &url, huge, rounds.min(3)));
+    }
+    if let Ok(path) = std::env::var("BENCH_JSON") {
+        let doc = json!({"bench": "core", "runtime": format!("harness-core {}", env!("CARGO_PKG_VERSION")), "rows": json_rows});
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).expect("write BENCH_JSON");
     }
     if std::env::var("BENCH_OVERHEAD").map(|v| v != "0").unwrap_or(true) {
         overhead(&handle, &plain, &url, total);

@@ -24,12 +24,17 @@ impl ReqwestTransport {
     /// One HTTP client per service: its own pool, connect timeout and redirect policy.
     pub fn new(service: &ServiceConfig, user_agent: &str) -> Result<Self, HarnessError> {
         install_crypto();
+        // Keep as many idle connections as the service may have requests in flight (at least
+        // 1024), so that a service allowed thousands at once does not reconnect most of them
+        // on every burst.
+        let bulkhead = &service.bulkhead;
+        let idle = bulkhead.adaptive.as_ref().map_or(bulkhead.max_concurrency, |a| a.max).max(1024) as usize;
         let client = reqwest::Client::builder()
             .user_agent(user_agent)
             .connect_timeout(Duration::from_millis(service.timeouts.connect_ms))
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(1024)
+            .pool_max_idle_per_host(idle)
             .no_proxy()
             .redirect(redirect_policy(service))
             .referer(false)

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 mod ledger;
 mod otlp;
@@ -163,12 +163,20 @@ impl Upstream {
 
 /// Starts the upstream on an ephemeral loopback port, on the current tokio runtime.
 pub async fn start() -> std::io::Result<Upstream> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    // A deep accept queue (the kernel caps it at somaxconn), so that thousands of clients
+    // connecting at once (the benchmark's 10,000 in flight) are queued, not dropped.
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind("127.0.0.1:0".parse().expect("loopback"))?;
+    let listener = socket.listen(16_384)?;
     let addr = listener.local_addr()?;
     let state = Arc::new(State { port: addr.port(), ..State::default() });
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                // Out of file descriptors: back off instead of spinning on the error.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let state = state.clone();
             tokio::spawn(async move {

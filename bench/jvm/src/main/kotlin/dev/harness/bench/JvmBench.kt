@@ -28,7 +28,7 @@ import java.util.concurrent.atomic.AtomicInteger
 private val osBean = ManagementFactory.getOperatingSystemMXBean() as com.sun.management.OperatingSystemMXBean
 
 private class Row(val name: String, val concurrency: Int, val n: Int, val seconds: Double, val p50: Double, val p99: Double, val cpuMsPer1k: Double) {
-    override fun toString() = "| %-34s | %3d | %9.0f | %8.3f | %8.3f | %8.1f |".format(name, concurrency, n / seconds, p50, p99, cpuMsPer1k)
+    val rps get() = n / seconds
 }
 
 /** Runs [total] calls of [call] from [concurrency] blocking threads; latencies in ms. */
@@ -125,24 +125,71 @@ fun main(args: Array<String>) {
 
         val contenders: List<Pair<String, (Int, Int) -> Row>> = listOf(
             "okhttp" to { c, n -> measureThreads("okhttp", c, n) { okGet() } },
-            "okhttp + resilience4j" to { c, n -> measureThreads("okhttp + resilience4j retry+breaker", c, n) { resilient.get() } },
-            "harness (suspend)" to { c, n -> measureCoroutines("harness (suspend fun)", c, n) { check(harness.get("up", "/bench").status == 200) } },
-            "harness (future)" to { c, n -> measureThreads("harness (CompletableFuture.join)", c, n) { check(harness.getAsync("up", "/bench").join().status == 200) } },
+            "okhttp + resilience4j" to { c, n -> measureThreads("okhttp + resilience4j", c, n) { resilient.get() } },
+            "harness (suspend)" to { c, n -> measureCoroutines("harness (suspend)", c, n) { check(harness.get("up", "/bench").status == 200) } },
+            "harness (future)" to { c, n -> measureThreads("harness (future)", c, n) { check(harness.getAsync("up", "/bench").join().status == 200) } },
         )
         // BENCH_ONLY=harness (a substring of a contender) and BENCH_CONCURRENCY=64 narrow the run, e.g. for a profile.
         val only = System.getenv("BENCH_ONLY")
         val levels = System.getenv("BENCH_CONCURRENCY")?.split(",")?.map { it.trim().toInt() } ?: listOf(1, 64)
-        val rows = mutableListOf<Row>()
+        val rounds = (System.getenv("BENCH_ROUNDS") ?: "5").toInt()
+        val picked = contenders.filter { only == null || it.first.contains(only) }
+        val results = linkedMapOf<String, MutableList<Row>>()
         for (c in levels) {
             val n = ((if (c == 1) 5_000 else 30_000) * scale).toInt()
-            for ((label, run) in contenders.filter { only == null || it.first.contains(only) }) {
-                run(c, n / 5) // warm-up: JIT, connection pools
-                rows += run(c, n)
+            for ((_, run) in picked) run(c, n / 5) // warm-up: JIT, connection pools
+            // Interleaved rounds, each starting with the next contender, so drift hits every one alike.
+            for (round in 0 until rounds) {
+                for (k in picked.indices) {
+                    val row = picked[(round + k) % picked.size].second(c, n)
+                    results.getOrPut("${row.name}@$c") { mutableListOf() } += row
+                }
             }
         }
+        // 10,000 in flight (BENCH_HUGE, 0 = skip): suspend calls on a service with room for every caller.
+        val huge = (System.getenv("BENCH_HUGE") ?: "10000").toInt()
+        var hugeRows = listOf<Row>()
+        var hugeErrors = 0
+        var leaked = -1
+        if (huge > 0 && (only == null || "harness (suspend)".contains(only))) {
+            val wide = HarnessClient(mapOf(
+                "client" to mapOf("name" to "bench"),
+                "log" to mapOf("enabled" to false),
+                "services" to mapOf("up" to mapOf("base_url" to "http://$addr",
+                    "timeouts" to mapOf("connect_ms" to 5000, "response_ms" to 30000, "request_ms" to 60000),
+                    "bulkhead" to mapOf("max_concurrency" to 20000))),
+            ))
+            val errors = AtomicInteger()
+            val call: suspend () -> Unit = {
+                try { check(wide.get("up", "/bench").status == 200) } catch (e: Exception) { errors.incrementAndGet() }
+            }
+            measureCoroutines("harness (suspend)", huge, huge, call)
+            errors.set(0)
+            hugeRows = (0 until minOf(rounds, 3)).map { measureCoroutines("harness (suspend)", huge, huge * 5, call) }
+            hugeErrors = errors.get()
+            leaked = Regex("""harness_bulkhead_permits_in_use\{service="up"\} (\d+)""").find(wide.metrics())?.groupValues?.get(1)?.toInt() ?: -1
+            wide.close()
+        }
+        fun med(rows: List<Row>, f: (Row) -> Double) = rows.map(f).sorted()[rows.size / 2]
+        println("median of $rounds interleaved rounds")
         println("| client                             |   c |   req/s   | p50 ms   | p99 ms   | CPU ms/1k |")
         println("|------------------------------------|-----|-----------|----------|----------|-----------|")
-        rows.forEach(::println)
+        for ((key, rows) in results) {
+            println("| %-34s | %3d | %9.0f | %8.3f | %8.3f | %8.1f |".format(key.substringBefore('@'), rows[0].concurrency,
+                med(rows) { it.rps }, med(rows) { it.p50 }, med(rows) { it.p99 }, med(rows) { it.cpuMsPer1k }))
+        }
+        if (hugeRows.isNotEmpty()) {
+            println("| %-34s | %3d | %9.0f | %8.3f | %8.3f | %8.1f | errors %d, permits left in use %d".format("harness (suspend)", huge,
+                med(hugeRows) { it.rps }, med(hugeRows) { it.p50 }, med(hugeRows) { it.p99 }, med(hugeRows) { it.cpuMsPer1k }, hugeErrors, leaked))
+        }
+        System.getenv("BENCH_JSON")?.let { path ->
+            fun round(r: Row) = """{"rps":${r.rps},"p50_ms":${r.p50},"p99_ms":${r.p99},"cpu_ms_per_1k":${r.cpuMsPer1k}}"""
+            val out = results.map { (key, rows) ->
+                """{"client":"${key.substringBefore('@')}","concurrency":${rows[0].concurrency},"errors":0,"rounds":[${rows.joinToString(",") { round(it) }}]}"""
+            }.toMutableList()
+            if (hugeRows.isNotEmpty()) out += """{"client":"harness (suspend)","concurrency":$huge,"errors":$hugeErrors,"leaked_permits":$leaked,"rounds":[${hugeRows.joinToString(",") { round(it) }}]}"""
+            File(path).writeText("""{"bench":"jvm","runtime":"Java ${System.getProperty("java.version")}","rows":[${out.joinToString(",")}]}""")
+        }
         harness.close()
         ok.dispatcher.executorService.shutdown()
         ok.connectionPool.evictAll()
