@@ -7,16 +7,50 @@
 const { EventEmitter } = require('node:events')
 const path = require('node:path')
 
-function loadNative() {
-  const file = path.join(__dirname, 'harness-sdk.node')
-  try {
-    return require(file)
-  } catch (e) {
-    if (e && e.code === 'MODULE_NOT_FOUND') {
-      throw new Error(`harness-sdk: the native module is not built (${file}); run \`node scripts/build.js\` in the package (it needs a Rust toolchain)`)
-    }
-    throw e
+// Where the prebuilt native module for this platform lives: one npm package per platform
+// (`@harness-sdk/<platform>`, an optional dependency of harness-sdk), as napi-rs lays them out.
+// Only linux-x64-gnu is built today; the others are named so the error below is exact.
+function platformName() {
+  let abi = ''
+  if (process.platform === 'linux') {
+    const glibc = process.report && typeof process.report.getReport === 'function' ? process.report.getReport().header.glibcVersionRuntime : undefined
+    abi = glibc ? '-gnu' : '-musl'
+  } else if (process.platform === 'win32') {
+    abi = '-msvc'
   }
+  return `${process.platform}-${process.arch}${abi}`
+}
+
+// The native module: one built from source in this folder (`node scripts/build.js`, what
+// `npm install ./bindings-node` runs) wins; else the platform package's prebuilt one. Its
+// version must be this package's: a module from another build is refused, not half-used.
+function loadNative() {
+  const version = require('./package.json').version
+  const local = path.join(__dirname, 'harness-sdk.node')
+  const platform = platformName()
+  const prebuilt = `@harness-sdk/${platform}`
+  let mod, from
+  if (require('node:fs').existsSync(local)) {
+    mod = require(local)
+    from = local
+  } else {
+    try {
+      mod = require(prebuilt)
+      from = prebuilt
+    } catch (e) {
+      if (!e || e.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(prebuilt)) throw e
+      throw new Error(
+        `harness-sdk: no native module for this platform (${platform}): ${prebuilt} is not installed ` +
+          `(prebuilt modules exist for linux-x64-gnu) and none was built from source in ${__dirname}. ` +
+          'Install the platform package, or build from source with a Rust toolchain (`npm install ./bindings-node` from the repository).',
+      )
+    }
+  }
+  const nativeVersion = typeof mod.nativeVersion === 'function' ? mod.nativeVersion() : 'unknown'
+  if (nativeVersion !== version) {
+    throw new Error(`harness-sdk ${version}: its native module (${from}) is version ${nativeVersion}; reinstall harness-sdk so both come from one build`)
+  }
+  return mod
 }
 
 const native = loadNative()

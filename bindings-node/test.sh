@@ -18,6 +18,7 @@ HARNESS_NODE_PROFILE="${HARNESS_NODE_PROFILE:-debug}" npm install --no-audit --n
 
 # The examples, against the embedded upstream (the TS one is typechecked with tsc first).
 node "$root/examples/node/quickstart.mjs"
+node "$root/examples/node/quickstart.cjs"
 bash "$root/bindings-node/run-ts-example.sh"
 
 # Last, so the runner's summary closes the output.

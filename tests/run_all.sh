@@ -41,4 +41,7 @@ grep -q "^| faults injected: " <<<"$drill"
 echo "== chaos soak, short form (bench/soak.py through the Python binding)"
 HARNESS_UPSTREAM_BIN="$PWD/target/$CARGO_BUILD_TARGET/debug/harness-upstream" \
   bindings-python/.venv/bin/python bench/soak.py --requests "${SOAK_REQUESTS:-50000}"
+echo "== release artifacts: wheel, sdist, npm tarballs, Maven jar (release/build.sh), installed and run without Rust (release/test-install.sh)"
+bash release/build.sh
+bash release/test-install.sh
 echo "== all test suites passed"

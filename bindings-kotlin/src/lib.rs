@@ -421,6 +421,13 @@ pub fn error_kind_names() -> Vec<String> {
     ErrorKind::NAMES.iter().map(|s| s.to_string()).collect()
 }
 
+/// This library's version (the workspace's one version); the facade refuses a library whose
+/// version differs from the jar's own.
+#[uniffi::export]
+pub fn native_version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
 /// The most levels of arrays and objects in a JSON body or a config (`harness_core::json::MAX_DEPTH`):
 /// the facade's writer stops there, so a cyclic or absurdly deep value never exhausts the JVM.
 #[uniffi::export]

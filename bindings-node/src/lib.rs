@@ -35,3 +35,10 @@ use napi_derive::napi;
 pub fn json_max_depth() -> u32 {
     harness_core::json::MAX_DEPTH as u32
 }
+
+/// This native module's version (the workspace's one version); `index.js` refuses to load a
+/// module whose version differs from its own package's.
+#[napi]
+pub fn native_version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}

@@ -20,6 +20,15 @@ from collections.abc import Mapping
 from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _native, _otel
+from ._version import __version__
+
+if getattr(_native, "__version__", None) != __version__:
+    # A native library from another build (a partial upgrade, a copied .so): its types and
+    # calls may not match this Python code, so refuse here rather than fail somewhere later.
+    raise ImportError(
+        f"harness-sdk {__version__}: its native library {getattr(_native, '__file__', '?')} is version "
+        f"{getattr(_native, '__version__', 'unknown')}; reinstall harness-sdk so both come from one build"
+    )
 from ._credentials import TokenProvider as _TokenProvider
 from ._events import Event, _AsyncListener
 from ._errors import (

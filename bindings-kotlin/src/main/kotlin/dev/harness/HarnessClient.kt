@@ -602,7 +602,10 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         @JvmStatic
         val errorKinds: List<String> get() = dev.harness.ffi.errorKindNames()
 
-        private inline fun create(make: () -> NativeClient): NativeClient = call(make)
+        private inline fun create(make: () -> NativeClient): NativeClient {
+            NativeLibrary.ensure()
+            return call(make)
+        }
 
         private inline fun <T> call(f: () -> T): T = try {
             f()
