@@ -4,7 +4,8 @@
 # and one summary table of every binding against its peer and the core, also written as
 # JSON under bench/results/<stamp>/ (summary.json and each language's rounds).
 # Env: BENCH_ROUNDS (default 5), BENCH_HUGE (the in-flight row, default 10000; 0 = skip),
-# BENCH_README=1 to regenerate the README's summary section from this run.
+# BENCH_README=1 to regenerate the README's summary section from this run; BENCH_SUMMARY_ONLY=1
+# (with BENCH_OVERHEAD=0) runs only what the summary needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
@@ -15,11 +16,14 @@ results="bench/results/$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$results"
 export BENCH_RESULTS="$results"
 # Log lines go to stderr; the table goes to stdout.
-BENCH_JSON="$results/core.json" target/x86_64-unknown-linux-gnu/release/harness-bench 2>/dev/null
-echo
-# Shared state: local and Redis rate-limit checks (starts redis-server if installed).
-target/x86_64-unknown-linux-gnu/release/harness-state-bench 2>/dev/null
-echo; target/x86_64-unknown-linux-gnu/release/harness-gateway-bench 2>/dev/null
+# The core's row runs with the log line off, as every binding's does.
+BENCH_LOG="${BENCH_LOG:-0}" BENCH_JSON="$results/core.json" target/x86_64-unknown-linux-gnu/release/harness-bench 2>/dev/null
+if [ "${BENCH_SUMMARY_ONLY:-0}" != 1 ]; then
+  echo
+  # Shared state: local and Redis rate-limit checks (starts redis-server if installed).
+  target/x86_64-unknown-linux-gnu/release/harness-state-bench 2>/dev/null
+  echo; target/x86_64-unknown-linux-gnu/release/harness-gateway-bench 2>/dev/null
+fi
 
 if [ "${1:-}" = "--all" ]; then
   echo; echo "== Python"
