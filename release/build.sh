@@ -38,7 +38,7 @@ tools="$root/target/release-tools"
 "$tools/bin/pip" install -q 'maturin>=1.9.4,<2' auditwheel wheel
 
 echo "== Python: abi3 wheel and sdist"
-(cd bindings-python && "$tools/bin/maturin" build --release --out "$stage/wheel" --quiet 2>&1 | grep -v '^📦\|^🔗\|^🐍' || true)
+(cd bindings-python && "$tools/bin/maturin" build --release --out "$stage/wheel" --quiet)
 raw="$(ls "$stage"/wheel/harness_sdk-"$version"-*.whl)"
 "$tools/bin/python" -m wheel unpack "$raw" -d "$stage/unpacked" >/dev/null
 so="$(ls "$stage"/unpacked/harness_sdk-"$version"/harness/_native*.so)"
@@ -51,7 +51,8 @@ grep -q 'platform tag: "manylinux_' "$stage/auditwheel.txt" || {
   echo "auditwheel: $wheel is not manylinux-consistent" >&2
   exit 1
 }
-(cd bindings-python && "$tools/bin/maturin" sdist --out "$root/dist" 2>&1 | grep -v '^📦\|^🍹' || true)
+# (cargo's "manifest has no documentation, homepage or repository" notes are not errors)
+(cd bindings-python && "$tools/bin/maturin" sdist --out "$root/dist" 2>&1 | { grep -v 'no documentation, homepage or repository\|= note: see https://doc.rust-lang.org\|^  |$' || true; })
 if [ "${RELEASE_SDIST_CHECK:-1}" != 0 ]; then
   echo "== Python: the sdist builds from source"
   # The shared target dir keeps the dependencies compiled once.
