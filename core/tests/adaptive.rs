@@ -141,7 +141,10 @@ async fn unsafe_writes_are_never_hedged_and_keyed_writes_are() {
     assert_eq!(stats(&base, "w").await["requests"], 22, "a keyed POST may be hedged");
 }
 
-/// Callers that keep `workers` requests going (a full bulkhead: try again in 2 ms).
+/// Callers that keep `workers` requests going (a full bulkhead: try again in 20 ms). The
+/// upstream answers in 100 ms, so that the test measures queueing at the upstream, not the CPU
+/// of a debug build on two cores (callers refused every 2 ms, and 40 ms answers, kept the
+/// machine busy enough that Vegas saw CPU queueing as downstream queueing and did not recover).
 fn load(client: &Client, workers: usize, stop: &Arc<AtomicBool>, errors: &Arc<AtomicU64>) -> Vec<tokio::task::JoinHandle<()>> {
     (0..workers)
         .map(|_| {
@@ -150,7 +153,7 @@ fn load(client: &Client, workers: usize, stop: &Arc<AtomicBool>, errors: &Arc<At
                 while !stop.load(Ordering::Relaxed) {
                     match client.request(Request::new("svc", "GET", "/s/cap")).await {
                         Ok(_) => {}
-                        Err(e) if e.kind == ErrorKind::BulkheadFull => tokio::time::sleep(Duration::from_millis(2)).await,
+                        Err(e) if e.kind == ErrorKind::BulkheadFull => tokio::time::sleep(Duration::from_millis(20)).await,
                         Err(e) => {
                             eprintln!("unexpected: {e}");
                             errors.fetch_add(1, Ordering::Relaxed);
@@ -172,7 +175,7 @@ async fn adaptive_limit_follows_capacity(algorithm: &str, near: std::ops::RangeI
     }))
     .unwrap();
     // (After the client: it installs the TLS crypto provider the test's own reqwest needs.)
-    script(&base, "cap", json!({"capacity": 50, "steps": [{"delay_ms": 40}]})).await;
+    script(&base, "cap", json!({"capacity": 50, "steps": [{"delay_ms": 100}]})).await;
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
     let workers = load(&client, 200, &stop, &errors);
@@ -189,7 +192,7 @@ async fn adaptive_limit_follows_capacity(algorithm: &str, near: std::ops::RangeI
     }
     let converged_in = t0.elapsed();
     // The capacity returns (200 at once): the limit follows it up.
-    script(&base, "cap", json!({"capacity": 200, "steps": [{"delay_ms": 40}]})).await;
+    script(&base, "cap", json!({"capacity": 200, "steps": [{"delay_ms": 100}]})).await;
     let t1 = Instant::now();
     let mut after = Vec::new();
     loop {
