@@ -186,6 +186,12 @@ impl RefreshingToken {
         }
         match shared.try_lock(self.thresholds.timeout + Duration::from_secs(1)).await? {
             Some(fence) => {
+                // Checked again under the lock: a holder that stored its token and let go
+                // between our read and our lock must not be followed by a second refresh.
+                if let Some(t) = usable(shared.get().await?) {
+                    let _ = shared.unlock(fence).await;
+                    return Ok(Ok(t));
+                }
                 let r = self.call_provider(p).await;
                 if let Ok(t) = &r {
                     let expires = t.expires_in.map(|d| SystemTime::now() + d);
