@@ -1193,8 +1193,9 @@ function settleToken(id, v) {
     expiresIn = v.expiresIn ?? null
     if (typeof token !== 'string' || token.length === 0) throw new TypeError('token: expected a non-empty string')
     if (!isWellFormed(token)) throw new TypeError('token: not well-formed Unicode (a lone surrogate)')
-    if (expiresIn !== null && (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn) || expiresIn < 0)) {
-      throw new TypeError('expiresIn: expected a finite number of seconds >= 0')
+    // The range (a positive number of seconds, saturated) is the core's rule.
+    if (expiresIn !== null && typeof expiresIn !== 'number') {
+      throw new TypeError('expiresIn: expected a number of seconds')
     }
   } catch (e) {
     native.tokenReject(id, `token provider: ${providerMessage(e)}`)

@@ -83,14 +83,14 @@ fn settle(id: u32, answer: Answer) {
 }
 
 /// The provider's answer for fetch `id`: the token and, if it expires, its lifetime in seconds.
-/// `index.js` has checked both (a string that is not empty, a finite number >= 0).
+/// `index.js` has checked the types; the lifetime rule is the core's (`Token::lifetime_from_secs`).
 #[napi]
 pub fn token_resolve(id: u32, token: String, expires_in: Option<f64>) {
     let expires_in = match expires_in {
         None => None,
-        Some(s) => match Duration::try_from_secs_f64(s) {
+        Some(s) => match Token::lifetime_from_secs(s) {
             Ok(d) => Some(d),
-            Err(_) => return settle(id, Err(ProviderError::new("token provider: expiresIn must be a finite number of seconds >= 0"))),
+            Err(why) => return settle(id, Err(ProviderError::new(format!("token provider: expiresIn: {why}")))),
         },
     };
     settle(id, Ok(Token { value: Secret::new(token), expires_in }));

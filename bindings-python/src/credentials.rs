@@ -106,9 +106,9 @@ fn token(value: &Bound<'_, PyAny>) -> Answer {
         Some(e) if e.is_instance_of::<PyBool>() || !(e.is_instance_of::<PyInt>() || e.is_instance_of::<PyFloat>()) => {
             return bad(format!("returned expires_in of type {}, not a number of seconds", type_name(&e)));
         }
-        Some(e) => match e.extract::<f64>().ok().and_then(|s| Duration::try_from_secs_f64(s).ok()) {
-            Some(d) => Some(d),
-            None => return bad("returned a negative or invalid expires_in".into()),
+        Some(e) => match e.extract::<f64>().map_err(|e| e.to_string()).and_then(Token::lifetime_from_secs) {
+            Ok(d) => Some(d),
+            Err(why) => return bad(format!("returned an invalid expires_in: {why}")),
         },
     };
     Ok(Token { value: Secret::new(token), expires_in })

@@ -212,7 +212,7 @@ impl Client {
             .providers
             .iter()
             .map(|p| {
-                let breaker = self.engine.registry.breaker_state_enum(&p.svc.name, &ep, "POST", p.svc.config.limits.max_endpoints as usize);
+                let breaker = self.engine.registry.breaker_state_enum(&p.scope, &ep, "POST", p.svc.config.limits.max_endpoints as usize);
                 ProviderState {
                     id: p.id.to_string(),
                     service: p.svc.name.to_string(),
@@ -325,7 +325,7 @@ impl Client {
     /// template of `path`. `closed` for a key that has seen no traffic.
     pub fn breaker_state(&self, service: &str, method: &str, path: &str, endpoint: Option<&str>) -> &'static str {
         let ep = endpoint.map(str::to_string).unwrap_or_else(|| endpoint::template(path));
-        let max = self.engine.snapshot().services.get(service).map(|s| s.config.limits.max_endpoints as usize).unwrap_or(usize::MAX);
+        let max = self.engine.snapshot().breaker_owner(service).map(|s| s.config.limits.max_endpoints as usize).unwrap_or(usize::MAX);
         self.engine.registry.breaker_state(service, &ep, &method.to_ascii_uppercase(), max)
     }
 
@@ -334,7 +334,7 @@ impl Client {
     pub fn breaker_details(&self, service: &str, method: &str, path: &str, endpoint: Option<&str>) -> BreakerInfo {
         let ep = endpoint.map(str::to_string).unwrap_or_else(|| endpoint::template(path));
         let method = method.to_ascii_uppercase();
-        let max = self.engine.snapshot().services.get(service).map(|s| s.config.limits.max_endpoints as usize).unwrap_or(usize::MAX);
+        let max = self.engine.snapshot().breaker_owner(service).map(|s| s.config.limits.max_endpoints as usize).unwrap_or(usize::MAX);
         let v = self.engine.registry.breaker_view(service, &ep, &method, max);
         BreakerInfo::new(service.to_string(), ep, method, v)
     }
@@ -352,8 +352,11 @@ impl Client {
     /// Opens (`open: true`, held until closed by hand) or closes one endpoint's breaker by hand.
     pub fn set_breaker(&self, service: &str, method: &str, endpoint: &str, open: bool) -> Result<(), HarnessError> {
         let snapshot = self.engine.snapshot();
-        let Some(svc) = snapshot.services.get(service) else {
-            return Err(HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))));
+        let Some(svc) = snapshot.breaker_owner(service) else {
+            return Err(HarnessError::config(format!(
+                "service: unknown service or provider scope `{}` (a route's provider is `route:<route>/<provider>`)",
+                crate::redact::escape_control(service)
+            )));
         };
         let method = target::method(method)?;
         target::check_endpoint(endpoint)?;

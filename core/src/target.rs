@@ -1,7 +1,8 @@
 //! Where a request may go and what a caller may put on it.
 //!
 //! Guarantees: a request path never leaves `base_url`'s path (a `.` or `..`
-//! segment in any spelling, a backslash and every C0 control or DEL are refused);
+//! segment in any spelling, including with `;` parameters as in `..;` that Tomcat,
+//! Jetty and Spring resolve as `..`, a backslash and every C0 control or DEL are refused);
 //! framing and routing headers (`Host`, `Content-Length`, `Transfer-Encoding`,
 //! `Connection`, `Upgrade`, `TE`, `Trailer`, `Keep-Alive`, `Proxy-*`) never come
 //! from config or callers; an `endpoint` label is printable and short.
@@ -35,8 +36,9 @@ pub fn check_path(path: &str) -> Result<(), HarnessError> {
     Ok(())
 }
 
-/// `.`/`..` however spelled: percent-encoded (any case, up to three layers), or
-/// hidden behind an encoded `/` or `\` inside the segment.
+/// `.`/`..` however spelled: percent-encoded (any case, up to three layers), hidden
+/// behind an encoded `/` or `\` inside the segment, or followed by `;` path parameters
+/// (`..;`, `..;jsessionid=x`: servlet containers drop them and resolve the dots).
 fn is_dot_segment(segment: &str) -> bool {
     // The common case, checked without allocating: no dot and nothing encoded.
     if !segment.bytes().any(|b| b == b'.' || b == b'%') {
@@ -44,7 +46,11 @@ fn is_dot_segment(segment: &str) -> bool {
     }
     let mut text = segment.to_string();
     for _ in 0..4 {
-        if text.split(['/', '\\']).any(|piece| piece == "." || piece == "..") {
+        let dots = |piece: &str| {
+            let bare = piece.split(';').next().unwrap_or("");
+            bare == "." || bare == ".."
+        };
+        if text.split(['/', '\\']).any(dots) {
             return true;
         }
         let decoded = percent_decode(&text);
@@ -151,11 +157,17 @@ mod tests {
             "/a/..%2fadmin",
             "/a/..%5cadmin",
             "/..",
+            "/..;/admin",
+            "/%2e%2e;jsessionid=x/admin",
+            "/x/..;/..;/admin",
+            "/x/.;/admin",
+            "/x/%2e%2e%3b/admin",
+            "/x/..%3bx=1/admin",
         ] {
             let e = check_path(p).unwrap_err();
             assert!(e.message.starts_with("request.path:"), "{p}: {}", e.message);
         }
-        for p in ["/a/b", "/a/...", "/a/.well-known/x", "/a/b..c", "/a?x=../y", "/", "/a/%2e%2ex"] {
+        for p in ["/a/b", "/a/...", "/a/.well-known/x", "/a/b..c", "/a?x=../y", "/", "/a/%2e%2ex", "/a/b;v=1", "/a/...;x", "/a/x..;y"] {
             check_path(p).unwrap_or_else(|e| panic!("{p}: {e}"));
         }
     }

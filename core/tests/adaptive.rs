@@ -228,3 +228,63 @@ async fn gradient2_converges_near_the_capacity_and_recovers() {
     // Gradient2 tolerates 1.2 times the long-term RTT: it rests above the capacity by design.
     adaptive_limit_follows_capacity("gradient2", 40..=90).await;
 }
+
+/// A limit set high (100) for a downstream that now serves 20 at once in 50 ms, with 40
+/// callers (under half the limit, so "application-limited"): queueing doubles the latency,
+/// and the limit must come down to within 0.5x-2x of the capacity in 30 s, then grow back
+/// past the callers when the capacity returns.
+async fn high_limit_comes_down_under_queueing(algorithm: &str) {
+    let u = harness_upstream::start().await.unwrap();
+    let base = u.url();
+    let client = Client::from_value(json!({
+        "log": {"enabled": false},
+        "services": {"svc": {"base_url": base, "retry": {"max_retries": 0},
+            "bulkhead": {"adaptive": {"algorithm": algorithm, "min": 4, "max": 1000, "initial": 100}}}}
+    }))
+    .unwrap();
+    script(&base, "cap", json!({"capacity": 20, "steps": [{"delay_ms": 50}]})).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let workers = load(&client, 40, &stop, &errors);
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    let mut in_band = 0;
+    while in_band < 6 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{algorithm}: the limit did not come down to 10..=40 in 30 s: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let l = client.bulkhead_limit("svc").unwrap();
+        seen.push(l);
+        in_band = if (10..=40).contains(&l) { in_band + 1 } else { 0 };
+    }
+    let came_down = t0.elapsed();
+    script(&base, "cap", json!({"capacity": 200, "steps": [{"delay_ms": 50}]})).await;
+    let t1 = Instant::now();
+    let mut after = Vec::new();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let l = client.bulkhead_limit("svc").unwrap();
+        after.push(l);
+        if l >= 40 {
+            break;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(45), "{algorithm}: did not grow back past the 40 callers: {after:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    eprintln!("{algorithm}: down after {came_down:?} ({seen:?}); back after {:?} ({after:?})", t1.elapsed());
+    assert_eq!(errors.load(Ordering::Relaxed), 0, "only BulkheadFullError is expected above the limit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vegas_limit_set_high_comes_down_though_callers_use_under_half() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    high_limit_comes_down_under_queueing("vegas").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gradient2_limit_set_high_comes_down_though_callers_use_under_half() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    high_limit_comes_down_under_queueing("gradient2").await;
+}

@@ -654,3 +654,100 @@ async fn a_slow_provider_is_hedged_on_another_and_the_first_answer_wins() {
     let (_, chunks) = collect(&mut s).await.unwrap();
     assert_eq!(chunks.last().unwrap().provider.as_deref(), Some("slow"));
 }
+
+// ---- regressions (issue 25) ----
+
+/// Regression: `ttft_ms` counted from the response head, so a provider that sent no head was
+/// bounded only by `response_ms` (20 s here). The first chunk is due `ttft_ms` after the
+/// request is sent, head included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttft_counts_from_the_request_so_a_provider_that_sends_no_head_is_failed_over_in_time() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"content": ANSWER, "latency_ms": 4000})).await;
+    sim.provider("backup", json!({"content": ANSWER})).await;
+    let (client, _) = make(
+        &sim,
+        json!([p("primary", 1), p("backup", 1)]),
+        json!({"strategy": "priority", "ttft_ms": 800}),
+        json!({"timeouts": {"response_ms": 20000, "request_ms": 30000}}),
+    );
+    let t0 = std::time::Instant::now();
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (text, chunks) = collect(&mut s).await.unwrap();
+    let took = t0.elapsed();
+    assert_eq!(text, ANSWER);
+    assert_eq!(chunks.last().unwrap().provider.as_deref(), Some("backup"), "the silent provider's late answer must not be used");
+    assert!(took >= Duration::from_millis(750) && took < Duration::from_millis(2500), "failed over after {took:?}, expected ~800 ms");
+    let state = client.routing_state("chat").unwrap();
+    assert!(state.providers[0].last_error.as_deref().is_some_and(|e| e.contains("ttft")), "{state:?}");
+    // A buffered chat is not bound by ttft_ms (it has no first chunk): response_ms applies.
+    sim.provider("primary", json!({"content": ANSWER, "latency_ms": 1200})).await;
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.provider.as_deref(), Some("primary"));
+}
+
+/// Regression: two providers of one route on one service (one gateway URL serving two
+/// models) shared a breaker: the backup's successes reset the primary's consecutive-failure
+/// count, so the failing model kept getting traffic. Each provider's breaker is its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_providers_on_one_service_each_have_their_own_breaker() {
+    let sim = Sim::start().await;
+    sim.provider("gw", json!({"only_model": "m-bad", "fail_rate": 1.0, "fail_status": 503})).await;
+    let providers = json!([
+        {"id": "primary", "service": "gw", "model": "m-bad", "weight": 1},
+        {"id": "backup", "service": "gw", "model": "m-good", "weight": 1}
+    ]);
+    let (client, _) = make(&sim, providers, json!({"strategy": "priority"}), json!({"breaker": {"failure_threshold": 3, "open_ms": 60000}}));
+    for _ in 0..10 {
+        let r = client.chat("chat", hello()).await.unwrap();
+        assert_eq!(r.provider.as_deref(), Some("backup"));
+    }
+    let log = sim.log("gw").await;
+    let bad = log["requests"].as_array().unwrap().iter().filter(|r| r["model"] == "m-bad").count();
+    // 2 attempts for the first request (one same-provider retry), 1 for the second: open.
+    assert!(bad <= 3, "the failing model got {bad} attempts for 10 requests once its breaker should be open");
+    let state = client.routing_state("chat").unwrap();
+    assert_eq!((state.providers[0].breaker, state.providers[1].breaker), ("open", "closed"), "{state:?}");
+    // The service's own breaker (plain requests to it) is not the providers'.
+    assert_eq!(client.breaker_state("gw", "POST", "/v1/chat/completions", None), "closed");
+    assert_eq!(client.breaker_state("route:chat/primary", "POST", "/v1/chat/completions", None), "open");
+    // Closed by hand under its scope name, it takes traffic again.
+    sim.provider("gw", json!({})).await;
+    client.set_breaker("route:chat/primary", "POST", "/v1/chat/completions", false).unwrap();
+    assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("primary"));
+}
+
+/// Regression: a 429's `Retry-After: 99999999` cooled a provider for 1,157 days, through
+/// reloads. Cooling is clamped to the route's `max_retry_after_ms`, and a reload ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_cooling_is_clamped_and_a_reload_ends_it() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"fail_first": 1, "fail_status": 429, "retry_after": "99999999"})).await;
+    sim.provider("backup", json!({})).await;
+    let (client, _) = client_route(&sim, json!({"strategy": "priority", "max_retry_after_ms": 2000}));
+    assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("backup"));
+    let cooling = client.routing_state("chat").unwrap().providers[0].cooling_ms.unwrap();
+    assert!(cooling <= 2000, "cooling {cooling} ms, over max_retry_after_ms");
+    assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("backup"), "still cooling");
+    // A reload gives the provider a fresh start (the operator may have fixed the cause).
+    client.reload((*client.config()).clone()).unwrap();
+    assert_eq!(client.routing_state("chat").unwrap().providers[0].cooling_ms, None);
+    assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("primary"));
+}
+
+/// Regression: an answer over `limits.max_response_bytes` failed the routed call, where an
+/// oversized streamed event fails over. Both fail over now; absurd usage does too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_answer_or_absurd_usage_fails_over_like_a_broken_one() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"content": "x".repeat(4000)})).await;
+    sim.provider("backup", json!({"content": "short"})).await;
+    let (client, _) = make(&sim, json!([p("primary", 1), p("backup", 1)]), json!({"strategy": "priority"}), json!({"limits": {"max_response_bytes": 2000}}));
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!((r.provider.as_deref(), r.content.as_str()), (Some("backup"), "short"));
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 1), ("backup".to_string(), 1)]);
+    sim.provider("primary", json!({"prompt_tokens": 18446744073709551615u64, "completion_tokens": 2})).await;
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.provider.as_deref(), Some("backup"));
+    assert!(r.usage.unwrap().total_tokens < 1000, "{:?}", r.usage);
+}

@@ -446,3 +446,60 @@ fn signed_deliveries_are_checked_before_anything_runs() {
     assert!(!format!("{idem:?}").contains("whsec-test-123"));
     assert!(!e.to_string().contains("whsec-test-123"));
 }
+
+/// Regression: the first Redis call after a restart failed (its connection was dead), and
+/// when that call stored a handler's result the result was lost and a redelivery ran the
+/// handler again. It is now sent once more on a fresh connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_stored_as_the_first_call_after_a_redis_restart_is_kept_and_not_run_again() {
+    let mut redis = Redis::start_persistent();
+    let idem = Idempotency::from_value(json!({"redis_url": redis.url(), "lease_ms": 10000})).unwrap();
+    // The connection is up and in use before the restart.
+    let warm = idem.key("t", "order.created", "warm").unwrap();
+    let Claim::Run(l) = idem.claim(&warm).await.unwrap() else { panic!("claimed") };
+    idem.complete(&l, b"\"warm\"").await.unwrap();
+    for round in 0..3 {
+        let key = idem.key("t", "order.created", &format!("m-{round}")).unwrap();
+        let Claim::Run(lease) = idem.claim(&key).await.unwrap() else { panic!("claimed") };
+        redis.restart();
+        // The handler finished while Redis was away and back: its result is the first call.
+        idem.complete(&lease, b"\"paid\"").await.unwrap_or_else(|e| panic!("round {round}: the first call after a restart failed: {e}"));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let again = {
+            let runs = runs.clone();
+            idem.run(&key, || async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(Bytes::from_static(b"\"again\""))
+            })
+            .await
+            .unwrap()
+        };
+        assert_eq!((again, runs.load(Ordering::SeqCst)), (Bytes::from_static(b"\"paid\""), 0), "round {round}: a redelivery ran the handler again");
+    }
+}
+
+/// Regression: with Redis down, a shared limit's local fallback had a burst of 1 when none
+/// was set (1 of 20 quick calls passed); it now has the local limiter's default burst (one
+/// second of the rate), shared out like the rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_down_the_local_fallback_keeps_the_default_burst() {
+    let mut redis = Redis::start();
+    let url = redis.url();
+    redis.stop();
+    let u = harness_upstream::start().await.unwrap();
+    script(&u.url(), "burst", json!([{"status": 200}])).await;
+    for (shared, want) in [(json!(null), 20), (json!({"redis_url": url, "key": "burst"}), 20), (json!({"redis_url": url, "key": "burst2", "expected_instances": 2}), 20)] {
+        let mut rl = json!({"rps": 50, "max_wait_ms": 0});
+        if !shared.is_null() {
+            rl["shared"] = shared.clone();
+        }
+        let (client, _) = make(&u.url(), json!({ "rate_limit": rl }));
+        let mut ok = 0;
+        for _ in 0..20 {
+            if client.request(Request::new("svc", "GET", "/s/burst/x")).await.is_ok() {
+                ok += 1;
+            }
+        }
+        assert_eq!(ok, want, "shared {shared}: {ok} of 20 quick calls passed");
+    }
+}

@@ -622,6 +622,7 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
             let mut cfg = base.clone();
             merge(&mut cfg, over);
             substitute(&mut cfg, ctx);
+            name_placeholder(&mut cfg, name);
             let exp = &call["expect"];
             match (client.reload_value(cfg), exp.get("error").and_then(Value::as_str)) {
                 (Ok(_), None) => {}

@@ -66,11 +66,10 @@ fn is_sha256_hex(s: &str) -> bool {
 }
 
 impl Loaded {
-    /// Reads a config file (`.yaml`, `.json`, `.toml`).
+    /// Reads a config file (`.yaml`, `.json`, `.toml`); its relative file references
+    /// resolve against its folder.
     pub fn from_path(path: &str) -> Result<Loaded, HarnessError> {
-        let text = std::fs::read_to_string(path).map_err(|e| HarnessError::config(format!("config file {path}: {e}")))?;
-        let format = path.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
-        Self::from_text(&text, &format)
+        Self::from_value(Config::parse_file(std::path::Path::new(path))?)
     }
 
     pub fn from_text(text: &str, format: &str) -> Result<Loaded, HarnessError> {

@@ -22,13 +22,25 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+/// More tokens than this in one answer's usage is a malformed answer, not a bill: no model
+/// call comes near it, and pricing it would put absurd sums into costs and budgets.
+pub const MAX_USAGE_TOKENS: u64 = 1_000_000_000;
+
 impl Usage {
-    fn from_value(v: &Value) -> Option<Usage> {
-        let o = v.as_object()?;
+    /// The usage object of an answer or chunk; `Ok(None)` when there is none, `Err` when a
+    /// count is over `MAX_USAGE_TOKENS`. A missing total is the sum (never wrapping).
+    fn from_value(v: Option<&Value>) -> Result<Option<Usage>, String> {
+        let Some(o) = v.and_then(Value::as_object) else { return Ok(None) };
         let n = |k: &str| o.get(k).and_then(Value::as_u64);
-        let prompt = n("prompt_tokens").or_else(|| n("input_tokens"))?;
+        let Some(prompt) = n("prompt_tokens").or_else(|| n("input_tokens")) else { return Ok(None) };
         let completion = n("completion_tokens").or_else(|| n("output_tokens")).unwrap_or(0);
-        Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: n("total_tokens").unwrap_or(prompt + completion) })
+        let total = n("total_tokens").unwrap_or(prompt.saturating_add(completion));
+        for (what, count) in [("prompt", prompt), ("completion", completion), ("total", total)] {
+            if count > MAX_USAGE_TOKENS {
+                return Err(format!("malformed usage: {count} {what} tokens (more than {MAX_USAGE_TOKENS})"));
+            }
+        }
+        Ok(Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total }))
     }
 }
 
@@ -197,7 +209,7 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Parsed, String> {
     Ok(Parsed {
         content,
         finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
-        usage: v.get("usage").and_then(Usage::from_value),
+        usage: Usage::from_value(v.get("usage"))?,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
 }
@@ -218,7 +230,7 @@ pub(crate) fn parse_chunk(data: &str) -> Result<Parsed, String> {
     Ok(Parsed {
         content,
         finish_reason: choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str).map(str::to_string),
-        usage: v.get("usage").and_then(Usage::from_value),
+        usage: Usage::from_value(v.get("usage"))?,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
 }
@@ -274,6 +286,15 @@ mod tests {
         assert_eq!((p.content.as_str(), p.finish_reason.as_deref(), p.model.as_deref()), ("hi", Some("stop"), Some("m")));
         assert_eq!(p.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }));
         assert!(parse_completion(b"{}").unwrap_err().contains("choices"));
+        // Usage never wraps, and absurd counts are a malformed answer, not a bill.
+        let max = u64::MAX;
+        let wraps = format!(r#"{{"choices":[{{"message":{{"content":"x"}}}}],"usage":{{"prompt_tokens":{max},"completion_tokens":2}}}}"#);
+        assert!(parse_completion(wraps.as_bytes()).unwrap_err().starts_with("malformed usage"));
+        let big = r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":1000000001}}"#;
+        assert!(parse_completion(big.as_bytes()).unwrap_err().contains("more than 1000000000"));
+        assert!(parse_chunk(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":18446744073709551615}}"#).is_err());
+        let near = r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":999999999,"completion_tokens":1}}"#;
+        assert_eq!(parse_completion(near.as_bytes()).unwrap().usage.unwrap().total_tokens, 1_000_000_000);
         let c = parse_chunk(r#"{"choices":[{"delta":{"content":"Hel"},"finish_reason":null}]}"#).unwrap();
         assert_eq!(c.content, "Hel");
         assert!(parse_chunk("{\"choices\": [broken").is_err());

@@ -5,8 +5,16 @@
 //! Guarantees: the limit stays within `min..=max`; samples are taken over windows of at
 //! least `window_ms` and 10 calls (their mean RTT is one update), so one outlier does not
 //! move it; a window in which fewer than half the permits were used (the caller, not
-//! the downstream, is the limit) never grows it. A sample that cannot take the lock
-//! is skipped rather than waited for: the request path never blocks here.
+//! the downstream, is the limit) never grows it, but queueing still brings it down, so a
+//! limit set high for yesterday's capacity falls once the downstream queues. A sample
+//! that cannot take the lock is skipped rather than waited for: the request path never
+//! blocks here.
+//!
+//! Both algorithms keep a no-load baseline: the lowest window-mean RTT seen, forgotten now
+//! and then (every 30 × limit windows) in case the downstream became slower for good.
+//! Gradient2 compares the short-term RTT with the lower of its long-term average and that
+//! baseline: the average alone absorbs a queue that stood from the first window, and then
+//! no rise is ever seen.
 //!
 //! Hand-written (two formulas, ~100 lines): the `concurrency-limits` family has no
 //! maintained Rust crate, and the published ones wrap a semaphore we already have.
@@ -84,12 +92,38 @@ struct State {
     rtt_sum: Duration,
     calls: u32,
     max_in_flight: usize,
+    baseline: Baseline,
     algo: Algo,
 }
 
 enum Algo {
     Gradient2 { long_rtt: Ewma },
-    Vegas { rtt_noload: f64, probe_count: u64 },
+    Vegas,
+}
+
+/// The lowest window-mean RTT, refreshed every `30 × limit` windows.
+struct Baseline {
+    rtt_noload: f64,
+    probe_count: u64,
+}
+
+impl Baseline {
+    /// Takes one window's mean RTT; `true` when it set a new baseline (the window says
+    /// nothing about queueing).
+    fn observe(&mut self, rtt: f64, limit: f64) -> bool {
+        self.probe_count += 1;
+        if self.rtt_noload == 0.0 || rtt < self.rtt_noload {
+            self.rtt_noload = rtt;
+            return true;
+        }
+        // Now and then, forget the baseline: the downstream may have become slower for good.
+        if self.probe_count as f64 >= 30.0 * limit {
+            self.probe_count = 0;
+            self.rtt_noload = rtt;
+            return true;
+        }
+        false
+    }
 }
 
 /// An exponential average over `window` values; a plain mean for the first `warmup`.
@@ -121,7 +155,7 @@ impl AdaptiveLimit {
     pub fn new(config: AdaptiveConfig) -> Self {
         let algo = match config.algorithm {
             Algorithm::Gradient2 => Algo::Gradient2 { long_rtt: Ewma { value: 0.0, count: 0, window: 600, warmup: 10 } },
-            Algorithm::Vegas => Algo::Vegas { rtt_noload: 0.0, probe_count: 0 },
+            Algorithm::Vegas => Algo::Vegas,
         };
         AdaptiveLimit {
             state: Mutex::new(State {
@@ -130,6 +164,7 @@ impl AdaptiveLimit {
                 rtt_sum: Duration::ZERO,
                 calls: 0,
                 max_in_flight: 0,
+                baseline: Baseline { rtt_noload: 0.0, probe_count: 0 },
                 algo,
             }),
             config,
@@ -163,8 +198,11 @@ impl AdaptiveLimit {
 
     fn update(&self, s: &mut State, rtt: f64, in_flight: usize) -> f64 {
         let limit = s.limit;
+        // The caller, not the downstream, is the limit: no growth, but queueing still counts.
         let app_limited = (in_flight as f64) < limit / 2.0;
-        match &mut s.algo {
+        let fresh_baseline = s.baseline.observe(rtt, limit);
+        let noload = s.baseline.rtt_noload;
+        let next = match &mut s.algo {
             Algo::Gradient2 { long_rtt } => {
                 // As Netflix's Gradient2Limit: queue 4, smoothing 0.2, gradient in 0.5..=1.
                 let long = long_rtt.add(rtt);
@@ -172,30 +210,17 @@ impl AdaptiveLimit {
                     // Latency is back to normal after a long overload: forget it faster.
                     long_rtt.value *= 0.95;
                 }
-                if app_limited {
-                    return limit;
-                }
-                let gradient = (self.config.tolerance * long / rtt).clamp(0.5, 1.0);
+                let reference = long.min(noload);
+                let gradient = (self.config.tolerance * reference / rtt).clamp(0.5, 1.0);
                 let next = limit * gradient + 4.0;
                 limit * 0.8 + next * 0.2
             }
-            Algo::Vegas { rtt_noload, probe_count } => {
+            Algo::Vegas => {
                 // As Netflix's VegasLimit: alpha 3, beta 6, threshold 1 (times log10 of the limit).
-                *probe_count += 1;
-                if *rtt_noload == 0.0 || rtt < *rtt_noload {
-                    *rtt_noload = rtt;
+                if fresh_baseline {
                     return limit;
                 }
-                // Now and then, forget the baseline: the downstream may have become slower for good.
-                if *probe_count as f64 >= 30.0 * limit {
-                    *probe_count = 0;
-                    *rtt_noload = rtt;
-                    return limit;
-                }
-                if app_limited {
-                    return limit;
-                }
-                let queue = (limit * (1.0 - *rtt_noload / rtt)).ceil();
+                let queue = (limit * (1.0 - noload / rtt)).ceil();
                 let l = log10(limit);
                 if queue <= l {
                     limit + 6.0 * l
@@ -207,7 +232,11 @@ impl AdaptiveLimit {
                     limit
                 }
             }
+        };
+        if app_limited && next > limit {
+            return limit;
         }
+        next
     }
 }
 
@@ -268,6 +297,36 @@ mod tests {
         let g = AdaptiveLimit::new(AdaptiveConfig { algorithm: Algorithm::Gradient2, min: 20, max: 30, initial: 20, ..AdaptiveConfig::default() });
         assert_eq!(converge(1000.0, 300, &g).await, 30, "capped at max");
         assert_eq!(converge(1.0, 300, &g).await, 20, "floored at min");
+    }
+
+    /// A closed loop of `callers` against a downstream of `capacity` (FIFO, `service` each):
+    /// in flight is the lower of the limit and the callers.
+    async fn drive(callers: f64, capacity: f64, windows: u32, limiter: &AdaptiveLimit) -> u32 {
+        for _ in 0..windows {
+            let in_flight = (limiter.limit() as f64).min(callers);
+            let rtt = Duration::from_secs_f64(rtt_at(in_flight, capacity, 0.050));
+            for _ in 0..MIN_WINDOW_CALLS {
+                limiter.sample(rtt, in_flight as usize);
+            }
+            tokio::time::advance(Duration::from_millis(limiter.config.window_ms)).await;
+            limiter.sample(rtt, in_flight as usize);
+        }
+        limiter.limit()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_set_high_comes_down_when_the_downstream_queues_though_callers_use_under_half() {
+        for algorithm in [Algorithm::Vegas, Algorithm::Gradient2] {
+            let limiter = AdaptiveLimit::new(AdaptiveConfig { algorithm, min: 4, max: 1000, initial: 100, ..AdaptiveConfig::default() });
+            // The first window sees the downstream unloaded (20 callers, capacity 20)...
+            assert_eq!(drive(20.0, 20.0, 1, &limiter).await, 100);
+            // ...then 40 callers (under half of 100) queue behind a capacity of 20: 100 ms answers.
+            let settled = drive(40.0, 20.0, 300, &limiter).await;
+            assert!((10..=40).contains(&settled), "{algorithm:?} settled at {settled} for a capacity of 20");
+            // The capacity returns: the limit grows back past the callers.
+            let back = drive(40.0, 200.0, 300, &limiter).await;
+            assert!(back >= 40, "{algorithm:?} grew back only to {back}");
+        }
     }
 
     #[test]

@@ -136,10 +136,28 @@ impl RefreshingToken {
     }
 
     /// One provider call, bounded by the refresh timeout.
+    /// One provider call, bounded by the refresh timeout. Whatever the provider gives, a
+    /// lifetime of zero is malformed and a longer one than `MAX_TOKEN_LIFETIME` is held
+    /// that long (no clock overflow); the token in use is scrubbed from an error's text.
     async fn call_provider(&self, p: &Arc<dyn TokenProvider>) -> Result<Token, ProviderError> {
-        match tokio::time::timeout(self.thresholds.timeout, p.fetch()).await {
+        let r = match tokio::time::timeout(self.thresholds.timeout, p.fetch()).await {
             Ok(r) => r,
             Err(_) => Err(ProviderError::new(format!("the token provider did not answer within {} ms", self.thresholds.timeout.as_millis()))),
+        };
+        match r {
+            Ok(Token { expires_in: Some(d), .. }) if d.is_zero() => Err(ProviderError::new("the token provider gave a lifetime of 0 (expected a positive number of seconds)")),
+            Ok(mut t) => {
+                t.expires_in = t.expires_in.map(|d| d.min(crate::host::MAX_TOKEN_LIFETIME));
+                Ok(t)
+            }
+            Err(mut e) => {
+                if let Some(current) = self.state.lock().token.as_ref() {
+                    let mut known = crate::redact::Secrets::default();
+                    known.add(current.value.expose());
+                    e.message = known.scrub(&e.message).into_owned();
+                }
+                Err(e)
+            }
         }
     }
 

@@ -280,10 +280,22 @@ impl Credential {
                 let (providers, name) = (providers.clone(), service.to_string());
                 Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared, Some(metrics.refresh_counters(service))))
             }
-            _ if !keys.is_empty() => Source::Pool(KeyPool::new(service, keys).with_metrics(metrics.pool_keys.clone())),
+            _ if !keys.is_empty() => Source::Pool(
+                KeyPool::new(service, keys)
+                    .with_max_cool(Duration::from_millis(svc.retry.max_retry_after_ms))
+                    .with_metrics(metrics.pool_keys.clone()),
+            ),
             _ => Source::Fixed(token.expect("validated")),
         };
         Ok(Arc::new(Credential { placement, source, config: cfg.clone(), loaded }))
+    }
+
+    /// The query parameter the credential goes in (`type: query`), which no caller may set.
+    pub fn query_param(&self) -> Option<&str> {
+        match &self.placement {
+            Placement::Query { param } => Some(param),
+            Placement::Header { .. } => None,
+        }
     }
 
     /// Puts the credential on one attempt's request; waits for a refresh at most `wait`.
@@ -310,20 +322,19 @@ impl Credential {
         Ok(Applied { secret, key })
     }
 
-    /// A downstream answer about the credential an attempt carried. Returns whether
-    /// replaying the request once with a fresh credential may help.
-    pub fn answer(&self, applied: &Applied, status: u16, retry_after: Option<Duration>) -> bool {
+    /// A downstream answer about the credential an attempt carried: every answer about a
+    /// pool key updates that key, a replay's included. Returns whether replaying the
+    /// request once with a fresh credential may help (never after a replay: `replayed`).
+    pub fn answer(&self, applied: &Applied, status: u16, retry_after: Option<Duration>, replayed: bool) -> bool {
         match (&self.source, status) {
-            (Source::Refreshing(c), 401) => {
+            (Source::Refreshing(c), 401) if !replayed => {
                 c.reject(&applied.secret);
                 true
             }
             (Source::Pool(p), 401 | 403 | 429) => {
-                if let Some(i) = applied.key {
-                    p.report(i, status, retry_after);
-                    return p.has_other(i) || status != 429;
-                }
-                false
+                let Some(i) = applied.key else { return false };
+                p.report(i, status, retry_after);
+                !replayed && (p.has_other(i) || status != 429)
             }
             _ => false,
         }

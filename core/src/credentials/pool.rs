@@ -1,13 +1,14 @@
 //! A pool of API keys for one provider: round-robin, quarantine, cool-down.
 //!
-//! Guarantees: requests spread over the usable keys in turn; a key answered with
+//! Guarantees: requests spread over the usable keys in turn (a quarantined or cooling
+//! key's turn goes to the next usable key after the last one used, so the usable keys
+//! share the load evenly: within 1 over any N requests); a key answered with
 //! 401/403 is quarantined (until the config reloads); a key answered with 429
 //! cools down for its `Retry-After`; with no usable key the request fails with
 //! `RateLimitedError` (some key is cooling: `retry_after_ms` says when) or
 //! `AuthError` (all quarantined); a key is named by its index or its configured
 //! name, never by its value.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -23,10 +24,17 @@ const DEFAULT_COOL: Duration = Duration::from_secs(1);
 pub struct KeyPool {
     service: String,
     keys: Vec<(String, SecretSource)>,
-    next: AtomicUsize,
-    status: Mutex<Vec<KeyState>>,
+    status: Mutex<Status>,
+    /// The longest a key cools after a 429 (the service's `retry.max_retry_after_ms`).
+    max_cool: Duration,
     /// `harness_auth_pool_keys_total`, by key name (never the key) and outcome.
     metrics: Option<prometheus_client::metrics::family::Family<crate::observability::metrics::KeyLabels, prometheus_client::metrics::counter::Counter>>,
+}
+
+struct Status {
+    /// The key used last: the next pick starts after it.
+    last: Option<usize>,
+    keys: Vec<KeyState>,
 }
 
 #[derive(Clone, Default)]
@@ -50,7 +58,13 @@ pub struct KeyStatus {
 impl KeyPool {
     pub fn new(service: &str, keys: Vec<(String, SecretSource)>) -> Self {
         let n = keys.len();
-        KeyPool { service: service.into(), keys, next: AtomicUsize::new(0), status: Mutex::new(vec![KeyState::default(); n]), metrics: None }
+        KeyPool { service: service.into(), keys, status: Mutex::new(Status { last: None, keys: vec![KeyState::default(); n] }), max_cool: Duration::MAX, metrics: None }
+    }
+
+    /// Caps a key's cooling after a 429 (a hostile `Retry-After: 99999999` cools it this long).
+    pub fn with_max_cool(mut self, max: Duration) -> Self {
+        self.max_cool = max;
+        self
     }
 
     /// Counts key use and rejections in `metrics`.
@@ -81,16 +95,16 @@ impl KeyPool {
         self.keys.is_empty()
     }
 
-    /// The next usable key, round-robin, and its index.
+    /// The next usable key after the last one used, round-robin, and its index.
     pub fn pick(&self) -> Result<(usize, Secret), HarnessError> {
         let n = self.keys.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
-        let status = self.status.lock();
+        let mut status = self.status.lock();
+        let start = status.last.map_or(0, |l| l + 1);
         let mut soonest: Option<Instant> = None;
         for i in 0..n {
             let idx = (start + i) % n;
-            let s = &status[idx];
+            let s = &status.keys[idx];
             if s.quarantined {
                 continue;
             }
@@ -98,6 +112,7 @@ impl KeyPool {
                 Some(until) if until > now => soonest = Some(soonest.map_or(until, |x| x.min(until))),
                 _ => {
                     let secret = self.keys[idx].1.current()?;
+                    status.last = Some(idx);
                     drop(status);
                     self.count(idx, "sent");
                     return Ok((idx, secret));
@@ -120,14 +135,14 @@ impl KeyPool {
             self.count(idx, &status.to_string());
         }
         let mut st = self.status.lock();
-        let Some(s) = st.get_mut(idx) else { return };
+        let Some(s) = st.keys.get_mut(idx) else { return };
         match status {
             401 | 403 => {
                 s.quarantined = true;
                 s.last_error = Some(format!("rejected with {status}"));
             }
             429 => {
-                s.cool_until = Some(Instant::now() + retry_after.unwrap_or(DEFAULT_COOL));
+                s.cool_until = Some(Instant::now() + retry_after.unwrap_or(DEFAULT_COOL).min(self.max_cool));
                 s.last_error = Some("rate-limited (429)".into());
             }
             _ => {}
@@ -139,6 +154,7 @@ impl KeyPool {
         let now = Instant::now();
         self.status
             .lock()
+            .keys
             .iter()
             .enumerate()
             .any(|(i, s)| i != idx && !s.quarantined && s.cool_until.is_none_or(|u| u <= now))
@@ -148,6 +164,7 @@ impl KeyPool {
         let now = Instant::now();
         self.status
             .lock()
+            .keys
             .iter()
             .enumerate()
             .map(|(i, s)| {
@@ -177,6 +194,20 @@ mod tests {
     fn pool() -> KeyPool {
         let keys = (0..3).map(|i| (format!("k{i}"), SecretSource::Fixed(Secret::new(format!("key-{i}"))))).collect();
         KeyPool::new("llm", keys)
+    }
+
+    #[test]
+    fn a_quarantined_keys_turn_is_shared_evenly_by_the_others() {
+        let p = pool();
+        p.report(1, 401, None);
+        let picks: Vec<usize> = (0..30).map(|_| p.pick().unwrap().0).collect();
+        assert_eq!(picks.iter().filter(|&&i| i == 0).count(), 15, "{picks:?}");
+        assert_eq!(picks.iter().filter(|&&i| i == 2).count(), 15, "{picks:?}");
+        // Within 1 over any window of N requests.
+        for w in picks.windows(3) {
+            let zeros = w.iter().filter(|&&i| i == 0).count();
+            assert!((1..=2).contains(&zeros), "{picks:?}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

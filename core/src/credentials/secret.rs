@@ -79,7 +79,10 @@ impl SecretRef {
         self.validate(field)?;
         if let Some(name) = &self.env {
             return match std::env::var(name) {
-                Ok(v) if !v.is_empty() => Ok(SecretSource::Fixed(Secret::new(v))),
+                Ok(v) if !v.is_empty() => {
+                    check_text(&format!("{field}.env"), &v)?;
+                    Ok(SecretSource::Fixed(Secret::new(v)))
+                }
                 Ok(_) => Err(HarnessError::config(format!("{field}.env: environment variable {name} is empty"))),
                 Err(_) => Err(HarnessError::config(format!("{field}.env: environment variable {name} is not set"))),
             };
@@ -89,8 +92,24 @@ impl SecretRef {
             file.current()?;
             return Ok(SecretSource::File(Arc::new(file)));
         }
-        Ok(SecretSource::Fixed(Secret::new(self.value.clone().unwrap_or_default())))
+        let value = self.value.clone().unwrap_or_default();
+        check_text(&format!("{field}.value"), &value)?;
+        Ok(SecretSource::Fixed(Secret::new(value)))
     }
+}
+
+/// A secret is sent in a header or a query: a control character (CR, LF, NUL...) would break
+/// every request, so it is refused when loaded, naming the field and never the value.
+fn check_text(field: &str, value: &str) -> Result<(), HarnessError> {
+    if value.is_empty() {
+        return Err(HarnessError::config(format!("{field}: the secret is empty")));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(HarnessError::config(format!(
+            "{field}: the secret contains a control character (CR, LF, NUL, TAB...): it cannot be sent in a header"
+        )));
+    }
+    Ok(())
 }
 
 /// A loaded secret: fixed, or a file followed for changes.
@@ -142,12 +161,12 @@ impl FileSecret {
                 return Ok(value.clone());
             }
         }
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| HarnessError::config(format!("{}: cannot read {}: {}", self.field, self.path.display(), e.kind())))?;
+        let text = crate::config::files::read_text(&self.path, &self.field)?;
         let value = text.trim();
         if value.is_empty() {
             return Err(HarnessError::config(format!("{}: {} is empty", self.field, self.path.display())));
         }
+        check_text(&self.field, value)?;
         let secret = Secret::new(value);
         *state = Some((secret.clone(), mtime, std::time::Instant::now()));
         Ok(secret)
@@ -174,7 +193,20 @@ mod tests {
         let e = missing.load("services.a.auth.token").unwrap_err();
         assert_eq!(e.message, "services.a.auth.token.env: environment variable HARNESS_TEST_SURELY_UNSET_VAR is not set");
         let nofile = SecretRef { file: Some("/nonexistent/secret".into()), ..Default::default() };
-        assert!(nofile.load("f").unwrap_err().message.starts_with("f.file: cannot read /nonexistent/secret"));
+        let e = nofile.load("f").unwrap_err();
+        assert!(e.message.starts_with("f.file: \"/nonexistent/secret\" cannot be read"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_secret_with_a_control_character_is_refused_naming_the_field_not_the_value() {
+        for bad in ["tok\r\nX-Injected: 1", "tok\0", "tok\nen"] {
+            let r = SecretRef { value: Some(bad.into()), ..Default::default() };
+            let e = r.load("services.a.auth.token").unwrap_err();
+            assert!(e.message.starts_with("services.a.auth.token.value: the secret contains a control character"), "{}", e.message);
+            assert!(!e.message.contains(bad) && !e.message.contains("Injected"), "{}", e.message);
+        }
+        let dev = SecretRef { file: Some("/dev/zero".into()), ..Default::default() };
+        assert!(dev.load("t").unwrap_err().message.contains("not a regular file"));
     }
 
     #[test]

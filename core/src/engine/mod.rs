@@ -152,6 +152,12 @@ impl Engine {
                 for svc in snapshot.services.values() {
                     svc.shared.bulkhead.configure(&svc.config.bulkhead);
                 }
+                // A reload gives every provider cooling after a 429 a fresh start.
+                for rt in snapshot.routes.values() {
+                    for p in &rt.providers {
+                        p.health.end_cooling();
+                    }
+                }
                 self.snapshot.store(Arc::new(snapshot));
                 self.metrics.config_reloads.get_or_create(&ReloadLabels { result: "applied".into() }).inc();
                 self.events.emit(Event::ConfigReloaded { version: version.clone(), source: source.to_string() });

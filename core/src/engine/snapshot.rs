@@ -119,6 +119,17 @@ fn transport_key(client_name: &str, svc: &ServiceConfig) -> String {
 }
 
 impl Snapshot {
+    /// The service whose settings govern breaker scope `name`: a service, or a route's
+    /// provider (`route:<route>/<provider>`, see `routing::provider_scope`).
+    pub fn breaker_owner(&self, name: &str) -> Option<&Arc<ServiceRuntime>> {
+        if let Some(svc) = self.services.get(name) {
+            return Some(svc);
+        }
+        let (route, provider) = name.strip_prefix("route:")?.split_once('/')?;
+        let rt = self.routes.get(route)?;
+        rt.providers.iter().find(|p| &*p.id == provider).map(|p| &p.svc)
+    }
+
     /// Compiles `config` (already validated by the caller). `previous` lends HTTP clients;
     /// `fixed_transport` (tests, mock mode) replaces every service's transport.
     pub fn build(

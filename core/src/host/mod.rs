@@ -21,6 +21,22 @@ pub struct Token {
     pub expires_in: Option<Duration>,
 }
 
+/// The longest lifetime a token is held for: a longer one (Java's `Long.MAX_VALUE` seconds,
+/// `1e19`) is held this long, never overflowing a clock.
+pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+impl Token {
+    /// A lifetime in seconds as a token answer or a host callback gives it: a positive,
+    /// finite number, saturated at `MAX_TOKEN_LIFETIME`. 0, a negative number or NaN is
+    /// malformed (`Err` says why): a token that is already expired is of no use.
+    pub fn lifetime_from_secs(secs: f64) -> Result<Duration, String> {
+        if secs.is_nan() || secs <= 0.0 {
+            return Err(format!("expected a positive number of seconds, got {secs}"));
+        }
+        Ok(Duration::try_from_secs_f64(secs).unwrap_or(MAX_TOKEN_LIFETIME).min(MAX_TOKEN_LIFETIME))
+    }
+}
+
 /// Why a provider could not give a token.
 #[derive(Debug, Clone)]
 pub struct ProviderError {

@@ -40,6 +40,34 @@ pub(crate) struct Open {
     pub body: Box<dyn BodySource>,
     pub breaker: Permit,
     pub bulkhead: BulkheadPermit,
+    /// When the request was sent (a time-to-first-token counts from here, not from the head).
+    pub sent: Instant,
+}
+
+/// How long an attempt waits for its response head: `response_ms`, or a streamed chat's
+/// `ttft_ms` when that is shorter (and then a timeout is a time-to-first-token one).
+#[derive(Clone, Copy)]
+pub(crate) struct HeadBound {
+    after: Duration,
+    ttft: bool,
+}
+
+impl HeadBound {
+    fn new(response_ms: u64, ttft: Option<Duration>) -> Self {
+        let response = Duration::from_millis(response_ms);
+        match ttft {
+            Some(t) if t < response => HeadBound { after: t, ttft: true },
+            _ => HeadBound { after: response, ttft: false },
+        }
+    }
+
+    fn failure(self) -> TransportFailure {
+        if self.ttft {
+            TransportFailure::new(Failure::TtftTimeout, format!("no first chunk within ttft_ms ({} ms): no response head", self.after.as_millis()))
+        } else {
+            TransportFailure::new(Failure::ResponseTimeout, format!("no response within {} ms", self.after.as_millis()))
+        }
+    }
 }
 
 pub(crate) enum Reached {
@@ -118,7 +146,12 @@ pub(crate) fn retry_event(engine: &Engine, call: &Call, classified: &Classified,
 pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, mode: Mode) -> Once {
     let svc = call.svc.clone();
     let cfg = &svc.config;
-    let response_timeout = Duration::from_millis(cfg.timeouts.response_ms);
+    // A streamed chat's first chunk is due `ttft_ms` after the request is sent: a provider
+    // that sends no head by then is as silent as one that sends a head and no chunk.
+    let response_timeout = HeadBound::new(cfg.timeouts.response_ms, match mode {
+        Mode::Stream => call.route.as_ref().and_then(|rc| rc.ttft),
+        Mode::Buffered => None,
+    });
     let idle = Duration::from_millis(cfg.timeouts.idle_ms);
     // The rate limit (and a downstream's 429 pause) before anything else: a refusal sends nothing.
     if let Some(limiter) = &svc.limiter {
@@ -162,7 +195,11 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, ep: &EndpointState, m
     let applied = match &svc.credential {
         Some(c) => match c.apply(&mut request, call.deadline.remaining()).await {
             Ok(a) => Some(a),
-            Err(e) => return Once::Refused(e),
+            Err(e) => {
+                // No credential, nothing sent: not an attempt.
+                call.attempts -= 1;
+                return Once::Refused(e);
+            }
         },
         None => None,
     };
@@ -406,7 +443,7 @@ async fn hedged<'a>(
 
 /// One racing attempt on its lane; the side notes the lane's provider.
 async fn race<'a>(engine: &'a Engine, call: &'a Call, lane: Lane<'a>, r: Racer, is_hedge: bool, signal: Option<HedgeSignal<'a>>) -> (Once, Side, bool) {
-    let response_timeout = Duration::from_millis(lane.svc.config.timeouts.response_ms);
+    let response_timeout = HeadBound::new(lane.svc.config.timeouts.response_ms, None);
     let idle = Duration::from_millis(lane.svc.config.timeouts.idle_ms);
     let (once, mut side) = exchange(engine, call, lane.ep, lane.svc, r.request, r.applied, r.breaker, r.bulkhead, Mode::Buffered, response_timeout, idle, signal).await;
     side.provider = lane.provider;
@@ -460,7 +497,7 @@ async fn exchange(
     breaker: Permit,
     bulkhead_permit: BulkheadPermit,
     mode: Mode,
-    response_timeout: Duration,
+    response_timeout: HeadBound,
     idle: Duration,
     hedge: Option<HedgeSignal<'_>>,
 ) -> (Once, Side) {
@@ -489,13 +526,14 @@ async fn exchange_inner(
     breaker: Permit,
     bulkhead_permit: BulkheadPermit,
     mode: Mode,
-    response_timeout: Duration,
+    response_timeout: HeadBound,
     idle: Duration,
     mut hedge: Option<HedgeSignal<'_>>,
     side: &mut Side,
 ) -> Once {
     let cfg = &svc.config;
-    let (until, head_bound_is_total) = call.deadline.cap(response_timeout);
+    let sent_at = Instant::now();
+    let (until, head_bound_is_total) = call.deadline.cap(response_timeout.after);
     hedge = hedge.filter(|h| h.at < until);
     let timer = tokio::time::sleep_until(hedge.map_or(until, |h| h.at));
     tokio::pin!(timer);
@@ -516,7 +554,7 @@ async fn exchange_inner(
                 break Err(if head_bound_is_total {
                     TransportFailure::new(Failure::TotalTimeout, "request deadline expired")
                 } else {
-                    TransportFailure::new(Failure::ResponseTimeout, format!("no response within {} ms", response_timeout.as_millis()))
+                    response_timeout.failure()
                 });
             }
         }
@@ -529,7 +567,7 @@ async fn exchange_inner(
             let status = exchange.status.as_u16();
             let headers = headers_to_pairs(exchange.headers);
             if mode == Mode::Stream {
-                return Once::Reached(Reached::Stream(Open { status, headers, body: exchange.body, breaker, bulkhead: bulkhead_permit }));
+                return Once::Reached(Reached::Stream(Open { status, headers, body: exchange.body, breaker, bulkhead: bulkhead_permit, sent: sent_at }));
             }
             let mut body = exchange.body;
             let limit = cfg.limits.max_response_bytes;
@@ -595,8 +633,10 @@ async fn exchange_inner(
             breaker.record(c.health);
             // A credential the downstream refused (401, or 403/429 for a pool key):
             // refresh or rotate, and replay once, whatever the method: it was not executed.
+            // The answer about the credential is recorded even on the replay (a pool key that
+            // answered 429 cools, whichever attempt it was).
             if let (Some(cred), Some(a)) = (&svc.credential, &applied) {
-                if matches!(status, 401 | 403 | 429) && !call.auth_replayed && cred.answer(a, status, c.retry_after) {
+                if matches!(status, 401 | 403 | 429) && cred.answer(a, status, c.retry_after, call.auth_replayed) {
                     side.auth_replayed = true;
                     return Once::Replay;
                 }

@@ -99,8 +99,10 @@ pub(crate) async fn chat(engine: &Engine, route: &str, chat: ChatRequest) -> Res
 /// Opens a streamed chat answer: returns once a provider has answered with a head.
 pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -> Result<ChatStream, HarnessError> {
     let req = chat_request(engine, route, &chat)?;
-    let call = Call::start(engine, req, true)?;
+    let mut call = Call::start(engine, req, true)?;
     let rt = call.route.as_ref().expect("a routed call").rt.clone();
+    // The first chunk is due `ttft_ms` after each provider's request is sent, head included.
+    call.route.as_mut().expect("a routed call").ttft = Some(Duration::from_millis(rt.config.ttft_ms));
     let mut live = Live {
         engine: engine.clone(),
         call,
@@ -297,7 +299,7 @@ impl Live {
             events: Box::pin(events),
             breaker: Some(open.breaker),
             _bulkhead: open.bulkhead,
-            sent: Instant::now(),
+            sent: open.sent,
             since_event,
             got_first: false,
             finish_reason: None,
@@ -333,7 +335,11 @@ impl Live {
                         TimeoutPhase::Idle => format!("the stream went silent for {} ms", a.idle.as_millis()),
                         _ => "request deadline expired while streaming".to_string(),
                     };
-                    let failure = if phase == TimeoutPhase::Total { Failure::TotalTimeout } else { Failure::IdleTimeout };
+                    let failure = match phase {
+                        TimeoutPhase::Total => Failure::TotalTimeout,
+                        TimeoutPhase::Ttft => Failure::TtftTimeout,
+                        _ => Failure::IdleTimeout,
+                    };
                     self.broken(HarnessError::new(ErrorKind::Timeout(phase), what), failure).await?;
                     continue;
                 }

@@ -397,6 +397,16 @@ fn build_request(svc: &ServiceRuntime, req: &Request, body: &Body, method: &Meth
     if !req.query.is_empty() {
         url.query_pairs_mut().extend_pairs(req.query.iter());
     }
+    // A caller's parameter beside the service's query credential would be read first by
+    // many upstreams: refused, so the credential is always the one that counts.
+    if let Some(param) = svc.credential.as_ref().and_then(|c| c.query_param()) {
+        if url.query_pairs().any(|(k, _)| k == param) {
+            return Err(HarnessError::config(format!(
+                "request.query.{}: this parameter carries the service's credential; a caller may not set it",
+                escape_control(param)
+            )));
+        }
+    }
     let mut headers = svc.static_headers.clone();
     // A caller's header replaces a config header of the same name; repeated names are all sent, in order.
     let mut replaced: Vec<HeaderName> = Vec::new();

@@ -10,8 +10,9 @@
 //! `same_provider_retries` times after a backoff, then fails over; a 429 cools the
 //! provider until its `Retry-After` and fails over at once (waiting it out only when
 //! no one else can serve, within `max_retry_after_ms` and the deadline); a connect
-//! failure, silence until the response timeout, a broken answer, an open breaker or
-//! a full bulkhead fails over at once; a non-retryable 4xx goes to the `on_error`
+//! failure, silence until the response timeout (or, streaming, `ttft_ms` after the request
+//! is sent), a broken, malformed or oversized answer, an open breaker or a full bulkhead
+//! fails over at once; a non-retryable 4xx goes to the `on_error`
 //! provider for its code, or to the caller intact. Every attempt after the first is
 //! within `max_attempts`, the total deadline and the route's failover budget; a
 //! request that is not retry-safe is never sent twice. A request never makes more
@@ -68,7 +69,8 @@ pub(crate) struct RouteCall {
     pub tried: Vec<Tried>,
     /// Providers in the order first tried.
     pub order: Vec<usize>,
-    /// Each provider's endpoint state (its breaker) for this request's endpoint.
+    /// Each provider's own endpoint state (its breaker, scoped to the provider) for this
+    /// request's endpoint.
     pub eps: Vec<Arc<EndpointState>>,
     /// This request's last error per provider, summarised.
     pub errors: Vec<Option<String>>,
@@ -83,6 +85,9 @@ pub(crate) struct RouteCall {
     pub prefill: Option<String>,
     /// The last request sent carried the prefill.
     pub prefill_used: bool,
+    /// A streamed chat: each provider's first chunk (its head included) is due this long
+    /// after its request is sent.
+    pub ttft: Option<Duration>,
 }
 
 impl RouteCall {
@@ -220,7 +225,7 @@ pub(crate) fn start(
     let eps = rt
         .providers
         .iter()
-        .map(|p| engine.registry.endpoint(&p.svc.name, &template, method.as_str(), p.svc.config.limits.max_endpoints))
+        .map(|p| engine.registry.endpoint(&p.scope, &template, method.as_str(), p.svc.config.limits.max_endpoints))
         .collect();
     let (trace, spans) = super::trace_for(engine, &snapshot, &req);
     let json = match rt.config.adapter {
@@ -250,6 +255,7 @@ pub(crate) fn start(
         failed: None,
         prefill: None,
         prefill_used: false,
+        ttft: None,
         rt,
     };
     Ok(Call {
@@ -439,9 +445,6 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
                 r.tried[idx].excluded = true;
                 r.errors[idx] = Some(s);
                 r.failed = Some((idx, e.name(), e.status, e.code.clone()));
-                if e.kind == ErrorKind::Auth {
-                    call.attempts = call.attempts.saturating_sub(1);
-                }
                 last_error = Some(e);
                 continue;
             }
@@ -495,7 +498,10 @@ fn decide(cfg: &crate::routing::RouteConfig, r: &mut RouteCall, idx: usize, c: &
     let p = &r.rt.providers[idx];
     match c.failure {
         Failure::Status(429) => {
-            p.health.cool_until(Instant::now() + c.retry_after.unwrap_or(DEFAULT_COOLING));
+            // Clamped like a service's Retry-After: a hostile or broken `Retry-After: 99999999`
+            // must not take a provider out for years.
+            let cap = Duration::from_millis(cfg.max_retry_after_ms);
+            p.health.cool_until(Instant::now() + c.retry_after.unwrap_or(DEFAULT_COOLING).min(cap));
             Next::Repick
         }
         Failure::Status(s) if s >= 500 && r.tried[idx].attempts <= cfg.same_provider_retries => {
@@ -520,8 +526,9 @@ fn decide(cfg: &crate::routing::RouteConfig, r: &mut RouteCall, idx: usize, c: &
                 _ => Next::Stop,
             }
         }
-        Failure::TotalTimeout | Failure::TooLarge => Next::Stop,
-        // Connect failures, silence, a broken or malformed answer: elsewhere, at once.
+        Failure::TotalTimeout => Next::Stop,
+        // Connect failures, silence, a broken, malformed or oversized answer (as an oversized
+        // streamed event is): elsewhere, at once.
         _ => {
             r.tried[idx].excluded = true;
             Next::Repick

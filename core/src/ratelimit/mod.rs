@@ -82,10 +82,13 @@ impl ServiceLimiter {
             _ => None,
         };
         let instances = config.shared.as_ref().map(|s| s.expected_instances.max(1)).unwrap_or(1) as f64;
-        let share = LimitRate { rps: config.rps / instances, burst: (config.burst as f64 / instances).ceil().max(1.0) as u32 };
+        // The local share of the fleet's rate and burst (the burst's default, one second of
+        // the rate, filled in first: as the local limiter has it).
+        let rate = config.rate();
+        let share = LimitRate { rps: rate.rps / instances, burst: (rate.burst as f64 / instances).ceil().max(1.0) as u32 };
         ServiceLimiter {
             service: service.into(),
-            local: LocalLimit::new(&config.rate()),
+            local: LocalLimit::new(&rate),
             fallback: LocalLimit::new(&share),
             endpoints: config.endpoint_rates().map(|(k, r)| (k.clone(), LocalLimit::new(&r))).collect(),
             shared,

@@ -26,6 +26,8 @@ pub enum Failure {
     ResponseTimeout,
     /// The body went silent for the idle timeout.
     IdleTimeout,
+    /// A streamed answer's first chunk (or its head) did not come within `ttft_ms` of the request.
+    TtftTimeout,
     /// The total deadline expired during the attempt.
     TotalTimeout,
     /// The server answered, but not with valid HTTP: not retried, counts against the breaker.
@@ -52,7 +54,7 @@ pub fn is_idempotent(method: &Method) -> bool {
 /// Is this outcome worth another try at all (ignoring the method)?
 pub fn is_retryable(failure: Failure, cfg: &RetryConfig) -> bool {
     match failure {
-        Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Broken | Failure::ResponseTimeout | Failure::IdleTimeout => true,
+        Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Broken | Failure::ResponseTimeout | Failure::IdleTimeout | Failure::TtftTimeout => true,
         Failure::TotalTimeout | Failure::Protocol | Failure::TooLarge | Failure::Unmatched => false,
         Failure::Status(s) => matches!(s, 429 | 502 | 503 | 504) || (s == 500 && cfg.retry_on_500),
     }

@@ -105,6 +105,11 @@ impl ProviderHealth {
         }
     }
 
+    /// Ends a cooling period (a reload: the operator may have fixed what the 429 was about).
+    pub fn end_cooling(&self) {
+        self.inner.lock().cooling_until = None;
+    }
+
     pub fn cooling_until(&self, now: Instant) -> Option<Instant> {
         self.inner.lock().cooling_until.filter(|t| *t > now)
     }

@@ -46,9 +46,17 @@ pub(crate) struct RouteRuntime {
 
 pub(crate) struct ProviderRuntime {
     pub id: Arc<str>,
+    /// The provider's own breaker scope, `route:<route>/<provider>`: whatever service it
+    /// points at, no other provider's outcomes (two models behind one gateway URL) move it.
+    pub scope: Arc<str>,
     pub config: ProviderConfig,
     pub svc: Arc<ServiceRuntime>,
     pub health: Arc<ProviderHealth>,
+}
+
+/// The breaker scope (the `service` of its breaker key and metrics) of a route's provider.
+pub fn provider_scope(route: &str, provider: &str) -> String {
+    format!("route:{route}/{provider}")
 }
 
 impl RouteRuntime {
@@ -63,6 +71,7 @@ impl RouteRuntime {
             .iter()
             .map(|p| ProviderRuntime {
                 id: p.id.as_str().into(),
+                scope: provider_scope(name, &p.id).into(),
                 config: p.clone(),
                 svc: services[&p.service].clone(),
                 health: registry.provider_health(name, &p.id),

@@ -5,6 +5,9 @@
 //! wait, not one per request), and the connection manager reconnects; the first
 //! failure of an outage is reported (`Err(Some(why))`), later ones are quiet
 //! (`Err(None)`) until Redis answers again. Multi-step state changes are one Lua script.
+//! A call that finds its connection dropped (Redis restarted) is sent once more on a fresh
+//! connection before it fails, so the first call after a restart (which may be storing a
+//! handler's result) is not lost; every script here is safe to run twice.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -69,10 +72,6 @@ impl RedisConn {
         if self.down_until.lock().is_some_and(|t| Instant::now() < t) {
             return Err(None);
         }
-        let mut conn = match self.connection().await {
-            Ok(c) => c,
-            Err(why) => return Err(self.failed(why)),
-        };
         let mut inv = script.prepare_invoke();
         for k in keys {
             inv.key(*k);
@@ -80,13 +79,26 @@ impl RedisConn {
         for a in args {
             inv.arg(a);
         }
-        match tokio::time::timeout(CALL_TIMEOUT, inv.invoke_async::<T>(&mut conn)).await {
-            Ok(Ok(v)) => {
-                self.in_outage.store(false, Ordering::Release);
-                Ok(v)
+        let give_up = Instant::now() + CALL_TIMEOUT;
+        let mut fresh = false;
+        loop {
+            let mut conn = match self.connection().await {
+                Ok(c) => c,
+                Err(why) => return Err(self.failed(why)),
+            };
+            match tokio::time::timeout_at(give_up, inv.invoke_async::<T>(&mut conn)).await {
+                Ok(Ok(v)) => {
+                    self.in_outage.store(false, Ordering::Release);
+                    return Ok(v);
+                }
+                Ok(Err(e)) if !fresh && (e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error()) => {
+                    // The connection died under us (a restart): once more, on a new one.
+                    fresh = true;
+                    *self.conn.lock().await = None;
+                }
+                Ok(Err(e)) => return Err(self.failed(format!("redis: {:?}", e.kind()))),
+                Err(_) => return Err(self.failed("redis did not answer in time".into())),
             }
-            Ok(Err(e)) => Err(self.failed(format!("redis: {:?}", e.kind()))),
-            Err(_) => Err(self.failed("redis did not answer in time".into())),
         }
     }
 

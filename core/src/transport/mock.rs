@@ -45,7 +45,8 @@ pub struct MockRuleConfig {
     #[serde(default = "ok")]
     pub status: u16,
     pub json: Option<Value>,
-    /// A JSON file (relative to the working directory), read when the config is loaded.
+    /// A JSON file, read when the config is loaded (relative: to the config file's folder,
+    /// or the working directory for a config given as data).
     pub json_file: Option<String>,
     /// A text body.
     pub body: Option<String>,
@@ -113,7 +114,7 @@ impl MockRule {
         let body = match (&r.json, &r.json_file, &r.body) {
             (Some(v), _, _) => MockBody::Json(v.clone()),
             (_, Some(path), _) => {
-                let text = std::fs::read_to_string(path).map_err(|e| HarnessError::config(format!("{field}.json_file: cannot read {:?}: {e}", escape_control(path))))?;
+                let text = crate::config::files::read_text(std::path::Path::new(path), &format!("{field}.json_file"))?;
                 MockBody::Json(serde_json::from_str(&text).map_err(|e| HarnessError::config(format!("{field}.json_file: {:?} is not JSON: {e}", escape_control(path))))?)
             }
             (_, _, Some(t)) => MockBody::Text(t.clone()),

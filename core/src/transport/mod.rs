@@ -76,6 +76,7 @@ impl TransportFailure {
             Failure::ResponseTimeout => Some(TimeoutPhase::Response),
             Failure::TotalTimeout => Some(TimeoutPhase::Total),
             Failure::IdleTimeout => Some(TimeoutPhase::Idle),
+            Failure::TtftTimeout => Some(TimeoutPhase::Ttft),
             _ => None,
         }
     }

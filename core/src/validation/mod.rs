@@ -104,7 +104,7 @@ pub fn compile(service: &str, endpoints: &BTreeMap<String, EndpointConfig>) -> R
         }
         let schema: Value = match source {
             Value::String(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| HarnessError::config(format!("{field}: cannot read {:?}: {e}", escape_control(path))))?;
+                let text = crate::config::files::read_text(std::path::Path::new(path), &field)?;
                 crate::json::parse_bounded(text.as_bytes()).map_err(|e| HarnessError::config(format!("{field}: {:?} is not JSON: {}", escape_control(path), escape_control(&e))))?
             }
             Value::Object(_) | Value::Bool(_) => source.clone(),
@@ -165,7 +165,7 @@ mod tests {
         let e = compile("orders", &eps).unwrap_err();
         assert!(e.message.starts_with("services.orders.endpoints.GET /x.response_schema: not a valid JSON Schema"), "{}", e.message);
         eps.insert("GET /x".to_string(), EndpointConfig { response_schema: Some(json!("/nonexistent/schema.json")), ..Default::default() });
-        assert!(compile("orders", &eps).unwrap_err().message.contains("cannot read"));
+        assert!(compile("orders", &eps).unwrap_err().message.contains("cannot be read"));
         assert!(key_matches("GET /o/{id}", "GET", "/o/{id}") && key_matches("/o/{id}", "POST", "/o/{id}") && !key_matches("POST /o/{id}", "GET", "/o/{id}"));
     }
 }

@@ -45,6 +45,9 @@ pub struct ProviderSpec {
     /// A last assistant message is a prefill to continue; refused with 400 when false.
     pub accept_prefill: bool,
     pub stream: StreamSpec,
+    /// When set, failures, latency and silence apply only to requests for this model; the
+    /// provider answers other models normally (one gateway base URL serving two models).
+    pub only_model: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -84,6 +87,7 @@ impl Default for ProviderSpec {
             finish_reason: "stop".into(),
             accept_prefill: true,
             stream: StreamSpec::default(),
+            only_model: None,
         }
     }
 }
@@ -163,7 +167,10 @@ pub async fn serve(
         let p = map.entry(name.to_string()).or_default();
         p.count += 1;
         let n = p.count;
-        let spec = p.spec.clone();
+        let spec = match &p.spec.only_model {
+            Some(m) if *m != model => ProviderSpec { content: p.spec.content.clone(), ..Default::default() },
+            _ => p.spec.clone(),
+        };
         p.owed += spec.fail_rate;
         let fail = if n <= spec.fail_first as u64 {
             true
@@ -246,7 +253,7 @@ pub async fn serve(
         Plan::Answer { content, model, prompt_tokens, completion_tokens, finish } => {
             let pieces = words(&content);
             let completion = completion_tokens.unwrap_or(pieces.len() as u64);
-            let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion});
+            let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens.saturating_add(completion)});
             if !stream {
                 let body = json!({
                     "id": format!("chatcmpl-{name}"),

@@ -11,6 +11,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod files;
+
 use crate::error::HarnessError;
 use crate::json;
 use crate::redact::{escape_control, redact_url};
@@ -231,13 +233,20 @@ impl Default for BulkheadConfig {
 }
 
 impl Config {
-    /// Loads a `.yaml`/`.yml`, `.json` or `.toml` file.
+    /// Loads a `.yaml`/`.yml`, `.json` or `.toml` file; relative file references in it
+    /// (secrets, schemas, fixtures, the audit file) resolve against the file's folder.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Config, HarnessError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| HarnessError::config(format!("config file {}: {e}", path.display())))?;
+        Self::from_value(Self::parse_file(path.as_ref())?)
+    }
+
+    /// A config file as a JSON value (format from its extension), its relative file
+    /// references made absolute against its folder; not yet checked for meaning.
+    pub fn parse_file(path: &Path) -> Result<Value, HarnessError> {
+        let text = files::read_text(path, "config file")?;
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-        Self::from_str_with_format(&text, &ext)
+        let mut value = Self::parse_text(&text, &ext)?;
+        files::resolve_relative(&mut value, &files::folder_of(path));
+        Ok(value)
     }
 
     /// Parses text in the given format (`yaml`, `yml`, `json` or `toml`).
