@@ -198,7 +198,8 @@ def test_an_async_provider_that_raises_is_an_auth_error(upstream):
         ({"value": "x"}, 'without "token"'),
         ({"token": 42}, "of type int"),
         ({"token": "shape-tok", "expires_in": "soon"}, "expires_in of type str"),
-        (("shape-tok", -5), "negative"),
+        (("shape-tok", -5), "expected a positive number of seconds, got -5"),
+        (("shape-tok", 0), "expected a positive number of seconds, got 0"),
         (None, "returned NoneType"),
     ],
 )
@@ -210,6 +211,24 @@ def test_a_bad_answer_shape_is_an_auth_error_naming_what_was_expected(upstream, 
     text = f"{info.value.message} {info.value!s} {info.value!r}"
     assert says in text and '{"token": str' in text
     assert "bare-string-secret" not in text and "shape-tok" not in text
+
+
+@pytest.mark.parametrize("lifetime", [9223372036854775807, 1e19, 1e300, float("inf")])
+def test_a_provider_lifetime_past_any_clock_is_held_not_a_crash(upstream, lifetime):
+    # Regression: a lifetime of ~9.2e18 s or more panicked the refresh task.
+    upstream.script("cred_life", [{"status": 200}])
+    with harness.Client(callback_config(upstream)) as client:
+        calls = []
+
+        def provider():
+            calls.append(1)
+            return {"token": "tok-long-lived", "expires_in": lifetime}
+
+        client.set_token_provider("svc", provider)
+        for _ in range(3):
+            assert client.get("svc", "/s/cred_life/x").status == 200
+        assert len(calls) == 1
+        assert client.credentials_state()[0]["status"] == "valid"
 
 
 def test_a_provider_slower_than_the_refresh_timeout_is_an_auth_error(upstream):
