@@ -117,7 +117,11 @@ async fn chat(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Response {
     let guard = InFlight::new(&gw);
     let (status, target, resp, trace, cost) = match chat_inner(&gw, &caller, &headers, &body, guard).await {
         Ok(done) => done,
-        Err((target, e)) => (e.status.as_u16(), target, e.into_response(), None, None),
+        // The error names the trace whenever the core made one (the downstream's own 4xx included).
+        Err((target, e)) => {
+            let trace = e.trace_id.clone();
+            (e.status.as_u16(), target, e.into_response(), trace, None)
+        }
     };
     gw.count(&caller.name, "chat", &target, status);
     access_log(&caller.name, "chat", &target, status, started, trace.as_deref(), cost);
@@ -261,7 +265,10 @@ async fn service(State(gw): Gw, method: Method, uri: Uri, headers: HeaderMap, bo
     };
     let (status, resp, trace) = match service_inner(&gw, &caller, &name, &method, &path, uri.query(), &headers, body).await {
         Ok(r) => r,
-        Err(e) => (e.status.as_u16(), e.into_response(), None),
+        Err(e) => {
+            let trace = e.trace_id.clone();
+            (e.status.as_u16(), e.into_response(), trace)
+        }
     };
     gw.count(&caller.name, "service", &name, status);
     access_log(&caller.name, "service", &name, status, started, trace.as_deref(), None);

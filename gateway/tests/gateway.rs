@@ -3,6 +3,8 @@
 //! callers, reload and drain under load.
 #![allow(clippy::result_large_err)]
 
+use std::io::BufRead;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harness_gateway::{sha256_hex, Loaded, Started};
@@ -385,4 +387,112 @@ async fn two_gateways_sharing_one_redis_enforce_one_caller_limit_together() {
     assert_eq!(w.script_log("g8").await["requests"].as_array().unwrap().len(), ok);
     g1.shutdown().await;
     g2.shutdown().await;
+}
+
+/// `harness serve` as a real process, read as an operator reads it: this test binary run again
+/// with only `serve_child_process` (below), which serves a config file through
+/// `harness_gateway::run`, what the CLI's `serve` calls. Its stderr lines are kept.
+struct ServeProcess {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServeProcess {
+    fn start(config: &Value) -> ServeProcess {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!("harness-gw-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("harness.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "serve_child_process", "--ignored", "--nocapture", "--test-threads", "1"])
+            .env("HARNESS_GW_CHILD", &path)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (lines, pipe) = (stderr.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let started = std::time::Instant::now();
+        let addr = loop {
+            let listening = stderr.lock().unwrap().iter().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "harness.gateway_listening");
+            if let Some(v) = listening {
+                break v["addr"].as_str().unwrap().parse().unwrap();
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "harness serve did not start: {:?}", stderr.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        ServeProcess { child, addr, stderr }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The access log lines written so far (`{"event": "harness.gateway", ...}`).
+    fn access_log(&self) -> Vec<Value> {
+        self.stderr.lock().unwrap().iter().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == "harness.gateway").collect()
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The gateway process of `ServeProcess` (does nothing when run on its own).
+#[test]
+#[ignore = "started by ServeProcess as `harness serve` in a child process"]
+fn serve_child_process() {
+    let Ok(config) = std::env::var("HARNESS_GW_CHILD") else { return };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    harness_gateway::run(&config, "127.0.0.1:0").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_access_log_line_carries_the_trace_id_of_an_upstream_error() {
+    let w = World::new().await;
+    w.provider("g9-a", json!({"fail_rate": 1.0, "fail_status": 400, "error_code": "bad_input", "error_type": "invalid_request_error"})).await;
+    w.provider("g9-b", json!({"fail_rate": 1.0, "fail_status": 400, "error_code": "bad_input", "error_type": "invalid_request_error"})).await;
+    w.script("g9", json!([{"status": 400, "json": {"error": "bad order"}}, {"status": 200, "delay_ms": 1000}])).await;
+    let g = ServeProcess::start(&w.config("g9", json!({})));
+    let mut traces = Vec::new();
+    // A chat whose provider answered 400.
+    let r = w.http.post(g.url("/v1/chat/completions")).bearer_auth(ANN).body(hello("chat").to_string()).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    traces.push(("chat", 400, v["error"]["trace_id"].as_str().expect("the error body names the trace").to_string()));
+    // A service call the downstream answered 400, and one that timed out (504).
+    let r = w.http.get(g.url("/v1/services/orders/s/g9/1")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    traces.push(("service", 400, r.headers()["x-harness-trace-id"].to_str().unwrap().to_string()));
+    let r = w.http.get(g.url("/v1/services/orders/s/g9/2")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.status(), 504);
+    let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    traces.push(("service", 504, v["error"]["trace_id"].as_str().unwrap().to_string()));
+    for (api, status, trace) in traces {
+        assert_eq!(trace.len(), 32);
+        let started = std::time::Instant::now();
+        loop {
+            let log = g.access_log();
+            let line = log.iter().find(|l| l["api"] == api && l["status"] == status);
+            match line {
+                Some(l) => {
+                    assert_eq!(l["trace_id"].as_str(), Some(trace.as_str()), "{api} {status}: {l}");
+                    break;
+                }
+                None if started.elapsed() < Duration::from_secs(5) => tokio::time::sleep(Duration::from_millis(20)).await,
+                None => panic!("no access log line for {api} {status}: {log:?}"),
+            }
+        }
+    }
 }
