@@ -22,6 +22,7 @@ use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use harness_core::observability::metrics::Label;
 use harness_core::ratelimit::ServiceLimiter;
 use harness_core::{Client, ClientOptions, HarnessError};
 use parking_lot::Mutex;
@@ -60,17 +61,19 @@ struct Settings {
     callers: HashMap<String, Arc<Caller>>,
 }
 
+// Every value is a core `Label`: escaped on output (prometheus-client writes values raw), so
+// no caller, route, service or model name can end a label or start a sample of its own.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    caller: String,
-    api: String,
-    target: String,
-    status: String,
+    caller: Label,
+    api: Label,
+    target: Label,
+    status: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallerLabels {
-    caller: String,
+    caller: Label,
 }
 
 struct GatewayMetrics {
@@ -164,7 +167,7 @@ impl Gateway {
 
     fn record_cost(&self, caller: &Caller, cost: Option<f64>) {
         let Some(cost) = cost.filter(|c| *c > 0.0) else { return };
-        self.metrics.cost.get_or_create(&CallerLabels { caller: caller.name.clone() }).inc_by(cost);
+        self.metrics.cost.get_or_create(&CallerLabels { caller: caller.name.as_str().into() }).inc_by(cost);
         let today = Self::today();
         let mut spend = self.spend.lock();
         let e = spend.entry(caller.name.clone()).or_insert((today, 0.0));
@@ -175,7 +178,7 @@ impl Gateway {
     }
 
     fn count(&self, caller: &str, api: &str, target: &str, status: u16) {
-        self.metrics.requests.get_or_create(&RequestLabels { caller: caller.into(), api: api.into(), target: target.into(), status: status.to_string() }).inc();
+        self.metrics.requests.get_or_create(&RequestLabels { caller: caller.into(), api: api.into(), target: target.into(), status: status.to_string().into() }).inc();
     }
 
     /// The core's series and the gateway's, as one Prometheus text.

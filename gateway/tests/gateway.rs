@@ -496,3 +496,38 @@ async fn every_access_log_line_carries_the_trace_id_of_an_upstream_error() {
         }
     }
 }
+
+const CAROL: &str = "sk-carol-0123456789";
+
+/// Every line of a Prometheus text exposition is a comment or one well-formed sample, and no
+/// sample is named `forged_total`.
+fn assert_one_sample_per_line(text: &str) {
+    let sample = regex::Regex::new(r#"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*")(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*")*\})? [^ ]+$"#).unwrap();
+    for line in text.lines() {
+        assert!(line.starts_with("# ") || sample.is_match(line), "not one sample: {line:?}\n{text}");
+        assert!(!line.starts_with("forged"), "a forged sample: {line:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_labels_are_escaped_so_no_caller_can_forge_or_break_a_sample() {
+    let w = World::new().await;
+    w.provider("g10-a", json!({"content": "a"})).await;
+    w.provider("g10-b", json!({"content": "b"})).await;
+    w.script("g10", json!([{"status": 200, "json": {"ok": true}}])).await;
+    let mut config = w.config("g10", json!({"callers": {"carol\\": {"key_sha256": sha256_hex(CAROL.as_bytes()), "routes": ["*"], "services": ["*"]}}}));
+    config["services"]["we\"ird"] = json!({"base_url": w.up.url(), "retry": {"max_retries": 0}});
+    let g = w.gateway(config).await;
+    // A caller name ending in `\`, a service name with `"`, a model name that tries to end
+    // the label and start a sample of its own.
+    assert_eq!(post(&w.http, &g, Some(CAROL), "/v1/chat/completions", hello("chat")).await.0, 200);
+    assert_eq!(w.http.get(url(&g, "/v1/services/we%22ird/s/g10/1")).bearer_auth(CAROL).send().await.unwrap().status(), 404, "the raw path names `we%22ird`");
+    let status = raw_status(&g, &format!("GET /v1/services/we\"ird/s/g10/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ANN}\r\nConnection: close\r\n\r\n")).await;
+    assert_eq!(status, 200, "a `\"` in a path segment reaches the service of that name");
+    assert_eq!(post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("nope\"} 1\nforged_total 42\nx{a=\"")).await.0, 404);
+    let m = w.http.get(url(&g, "/metrics")).send().await.unwrap().text().await.unwrap();
+    assert_one_sample_per_line(&m);
+    assert!(m.contains(r#"harness_gateway_requests_total{caller="carol\\",api="chat",target="chat",status="200"} 1"#), "{m}");
+    assert!(m.contains(r#"target="we\"ird",status="200"} 1"#), "{m}");
+    g.shutdown().await;
+}
