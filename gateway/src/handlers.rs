@@ -79,6 +79,10 @@ impl Drop for InFlight {
     }
 }
 
+/// The metric label and log target of a route or service that is not configured: callers
+/// choose these names, so each one must not become a series of its own.
+const UNKNOWN: &str = "{unknown}";
+
 fn access_log(caller: &str, api: &str, target: &str, status: u16, started: Instant, trace_id: Option<&str>, cost: Option<f64>) {
     use std::io::Write;
     let mut line = json!({"event": "harness.gateway", "caller": caller, "api": api, "target": target, "status": status,
@@ -140,7 +144,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
     let route = model.split('/').next().unwrap_or("").to_string();
     if !gw.client.config().routes.contains_key(&route) {
         let e = ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", format!("no route `{}`", harness_core::redact::escape_control(&route)));
-        return Err((route, e));
+        return Err((UNKNOWN.into(), e));
     }
     if !caller.may_use_route(&route) {
         return Err((route.clone(), ApiError::forbidden(&format!("route `{route}`"))));
@@ -270,8 +274,9 @@ async fn service(State(gw): Gw, method: Method, uri: Uri, headers: HeaderMap, bo
             (e.status.as_u16(), e.into_response(), trace)
         }
     };
-    gw.count(&caller.name, "service", &name, status);
-    access_log(&caller.name, "service", &name, status, started, trace.as_deref(), None);
+    let target = if gw.client.config().services.contains_key(&name) { name.as_str() } else { UNKNOWN };
+    gw.count(&caller.name, "service", target, status);
+    access_log(&caller.name, "service", target, status, started, trace.as_deref(), None);
     resp
 }
 

@@ -531,3 +531,41 @@ async fn metric_labels_are_escaped_so_no_caller_can_forge_or_break_a_sample() {
     assert!(m.contains(r#"target="we\"ird",status="200"} 1"#), "{m}");
     g.shutdown().await;
 }
+
+/// The samples of a scrape (lines that are not comments).
+fn samples(text: &str) -> Vec<String> {
+    text.lines().filter(|l| !l.starts_with('#')).map(str::to_string).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_models_and_services_share_one_metric_series() {
+    let w = World::new().await;
+    w.provider("g11-a", json!({"content": "a"})).await;
+    w.provider("g11-b", json!({"content": "b"})).await;
+    let g = w.gateway(w.config("g11", json!({}))).await;
+    // One of each first, so that every series these requests can touch exists.
+    let round = |i: usize| {
+        let (http, chat, svc, pinned) = (w.http.clone(), url(&g, "/v1/chat/completions"), url(&g, &format!("/v1/services/nope-{i}/x")), hello(&format!("chat/nope-{i}")));
+        async move {
+            let statuses = [
+                http.post(&chat).bearer_auth(ANN).body(hello(&format!("nope-{i}")).to_string()).send().await.unwrap().status().as_u16(),
+                http.get(&svc).bearer_auth(ANN).send().await.unwrap().status().as_u16(),
+                http.post(&chat).bearer_auth(ANN).body(pinned.to_string()).send().await.unwrap().status().as_u16(),
+            ];
+            assert_eq!(&statuses[..2], &[404, 404]);
+        }
+    };
+    round(0).await;
+    let before = samples(&w.http.get(url(&g, "/metrics")).send().await.unwrap().text().await.unwrap());
+    for i in 1..=200 {
+        round(i).await;
+    }
+    let text = w.http.get(url(&g, "/metrics")).send().await.unwrap().text().await.unwrap();
+    let after = samples(&text);
+    let added: Vec<&String> = after.iter().filter(|l| !before.iter().any(|b| b.split(' ').next() == l.split(' ').next())).collect();
+    assert!(added.is_empty(), "600 requests naming 400 unknown targets added series: {added:#?}");
+    assert_eq!(after.len(), before.len(), "600 requests naming 400 unknown targets added series:\n{text}");
+    assert!(text.contains(r#"harness_gateway_requests_total{caller="ann",api="chat",target="{unknown}",status="404"} 201"#), "{text}");
+    assert!(text.contains(r#"harness_gateway_requests_total{caller="ann",api="service",target="{unknown}",status="404"} 201"#), "{text}");
+    g.shutdown().await;
+}
