@@ -21,13 +21,15 @@ pub struct GatewayConfig {
     pub max_header_bytes: usize,
     /// A request head must arrive within this long (slow-loris guard).
     pub header_timeout_ms: u64,
+    /// A request body must arrive whole within this long after its head (408 after).
+    pub body_timeout_ms: u64,
     /// On SIGTERM, in-flight requests and streams get this long to finish.
     pub drain_ms: u64,
 }
 
 impl Default for GatewayConfig {
     fn default() -> Self {
-        GatewayConfig { admin_key_sha256: None, max_body_bytes: 1 << 20, max_header_bytes: 16 * 1024, header_timeout_ms: 5000, drain_ms: 10_000 }
+        GatewayConfig { admin_key_sha256: None, max_body_bytes: 1 << 20, max_header_bytes: 16 * 1024, header_timeout_ms: 5000, body_timeout_ms: 10_000, drain_ms: 10_000 }
     }
 }
 
@@ -109,6 +111,9 @@ impl Loaded {
         if !(100..=600_000).contains(&g.header_timeout_ms) {
             return Err(bad("gateway.header_timeout_ms".into(), format!("expected 100 to 600000, got {}", g.header_timeout_ms)));
         }
+        if !(100..=600_000).contains(&g.body_timeout_ms) {
+            return Err(bad("gateway.body_timeout_ms".into(), format!("expected 100 to 600000, got {}", g.body_timeout_ms)));
+        }
         if g.drain_ms > 3_600_000 {
             return Err(bad("gateway.drain_ms".into(), format!("expected at most 3600000, got {}", g.drain_ms)));
         }
@@ -172,6 +177,7 @@ mod tests {
         assert!(load(json!({"callers": {"ann": {"key_sha256": key, "routes": ["nope"]}}})).unwrap_err().starts_with("callers.ann.routes"));
         assert!(load(json!({"callers": {"a": {"key_sha256": key}, "b": {"key_sha256": key}}})).unwrap_err().contains("same key"));
         assert!(load(json!({"gateway": {"max_body_bytes": 1}})).unwrap_err().starts_with("gateway.max_body_bytes"));
+        assert!(load(json!({"gateway": {"body_timeout_ms": 0}})).unwrap_err().starts_with("gateway.body_timeout_ms"));
         assert!(load(json!({"gateway": {"nope": 1}})).unwrap_err().starts_with("gateway"));
         assert!(load(json!({"services": {"s": {"base_url": "ftp://h"}}})).unwrap_err().starts_with("services.s.base_url"));
         assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

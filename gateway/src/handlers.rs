@@ -39,7 +39,34 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
         .route("/admin/credentials", get(admin_credentials))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such endpoint") })
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(gw.clone(), bounded_body))
         .with_state(gw)
+}
+
+/// Reads a request body whole before any handler runs: a declared length over
+/// `max_body_bytes` is refused at once (413, nothing read), a longer body at the limit (413),
+/// and a body not complete within `body_timeout_ms` gets 408. Each of these closes the
+/// connection (the rest of the body is never read).
+async fn bounded_body(State(gw): Gw, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let g = gw.gateway_config();
+    let refuse = |status, code, message: String| {
+        let mut r = ApiError::new(status, "invalid_request_error", code, message).into_response();
+        r.headers_mut().insert("connection", HeaderValue::from_static("close"));
+        r
+    };
+    let too_large = || refuse(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("the body is over {} bytes (gateway.max_body_bytes)", g.max_body_bytes));
+    let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > g.max_body_bytes as u64) {
+        return too_large();
+    }
+    let (parts, body) = req.into_parts();
+    let read = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, g.max_body_bytes));
+    match tokio::time::timeout(Duration::from_millis(g.body_timeout_ms), read).await {
+        Ok(Ok(body)) => next.run(axum::extract::Request::from_parts(parts, Body::from(body.to_bytes()))).await,
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => too_large(),
+        Ok(Err(_)) => refuse(StatusCode::BAD_REQUEST, "invalid_request", "the body could not be read".into()),
+        Err(_) => refuse(StatusCode::REQUEST_TIMEOUT, "body_timeout", format!("the body did not arrive within {} ms (gateway.body_timeout_ms)", g.body_timeout_ms)),
+    }
 }
 
 /// The caller's key: `Authorization: Bearer <key>` (what OpenAI SDKs send) or `x-api-key`.

@@ -6,8 +6,9 @@
 //! Guarantees: it runs on the core's own tokio runtime (no second runtime); callers are known
 //! only by the SHA-256 of their keys; a request without a valid key is answered 401 and
 //! nothing is forwarded; a caller's headers never replace credentials, routing or framing
-//! (only a short allowlist is forwarded); request heads and bodies are bounded and a head must
-//! arrive within `header_timeout_ms`; on shutdown, no new connection is accepted and in-flight
+//! (only a short allowlist is forwarded); request heads and bodies are bounded (a declared
+//! length over the limit is refused before reading), a head must arrive within
+//! `header_timeout_ms` and a body within `body_timeout_ms`; on shutdown, no new connection is accepted and in-flight
 //! requests and streams get `drain_ms` to finish.
 
 #![allow(clippy::result_large_err)]

@@ -569,3 +569,50 @@ async fn unknown_models_and_services_share_one_metric_series() {
     assert!(text.contains(r#"harness_gateway_requests_total{caller="ann",api="service",target="{unknown}",status="404"} 201"#), "{text}");
     g.shutdown().await;
 }
+
+/// Sends `head` (and nothing more, keeping the connection open) and returns the answer's
+/// status and how long it took (status 0: no answer within 5 s).
+async fn raw_status_timed(g: &Started, head: &str) -> (u16, Duration) {
+    let started = std::time::Instant::now();
+    let mut s = tokio::net::TcpStream::connect(g.addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Until the status line is in (the connection stays open on our side).
+    while !String::from_utf8_lossy(&out).contains("\r\n") && started.elapsed() < Duration::from_secs(5) {
+        match tokio::time::timeout(Duration::from_secs(5) - started.elapsed().min(Duration::from_secs(5)), s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => out.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&out);
+    (text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_times_out_and_an_oversized_declared_length_is_refused_before_reading() {
+    let w = World::new().await;
+    w.provider("g12-a", json!({"content": "a"})).await;
+    w.provider("g12-b", json!({"content": "b"})).await;
+    let g = w.gateway(w.config("g12", json!({"gateway": {"body_timeout_ms": 500}}))).await;
+    let head = |len: &str| format!("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ANN}\r\ncontent-type: application/json\r\nContent-Length: {len}\r\n\r\n");
+    // 10^12 bytes declared, none sent: 413 at once.
+    let (status, took) = raw_status_timed(&g, &head("1000000000000")).await;
+    assert_eq!(status, 413, "after {took:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}: not read first");
+    // 10 of 100 bytes, then silence: 408 after body_timeout_ms.
+    let (status, took) = raw_status_timed(&g, &format!("{}{{\"model\":\"", head("100"))).await;
+    assert_eq!(status, 408, "after {took:?}");
+    assert!(took >= Duration::from_millis(450) && took < Duration::from_millis(2500), "{took:?}");
+    assert_eq!(w.provider_count("g12-a").await + w.provider_count("g12-b").await, 0, "nothing forwarded");
+    // A body sent in pieces that arrives whole in time is served.
+    let body = hello("chat").to_string();
+    let mut s = tokio::net::TcpStream::connect(g.addr).await.unwrap();
+    s.write_all(format!("{}{}", head(&body.len().to_string()).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n"), &body[..5]).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.write_all(&body.as_bytes()[5..]).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&out));
+    g.shutdown().await;
+}
