@@ -40,7 +40,56 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such endpoint") })
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(axum::middleware::from_fn_with_state(gw.clone(), bounded_body))
+        .layer(axum::middleware::from_fn_with_state(gw.clone(), scrub_response))
         .with_state(gw)
+}
+
+/// Every answer, whatever its route or status, with the services' secrets replaced in its
+/// headers and body (a streamed body chunk by chunk, a secret split across chunks included).
+async fn scrub_response(State(gw): Gw, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let resp = next.run(req).await;
+    let scrubber = gw.scrubber();
+    if scrubber.is_empty() {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    for value in parts.headers.values_mut() {
+        if let Some(v) = scrubber.header(value) {
+            *value = v;
+        }
+    }
+    let body = if axum::body::HttpBody::size_hint(&body).exact().is_some() {
+        // A body already in memory: scrubbed whole (its length may change).
+        let bytes = http_body_util::BodyExt::collect(body).await.map(|c| c.to_bytes()).unwrap_or_default();
+        match scrubber.bytes(&bytes) {
+            Some(b) => {
+                parts.headers.remove("content-length");
+                Body::from(b)
+            }
+            None => Body::from(bytes),
+        }
+    } else {
+        let frames = body.into_data_stream();
+        Body::from_stream(futures_util::stream::unfold((frames, Some(scrubber.stream())), |(mut frames, scrub)| async move {
+            let mut scrub = scrub?;
+            loop {
+                match futures_util::StreamExt::next(&mut frames).await {
+                    Some(Ok(chunk)) => {
+                        let out = scrub.push(&chunk);
+                        if !out.is_empty() {
+                            return Some((Ok(Bytes::from(out)), (frames, Some(scrub))));
+                        }
+                    }
+                    Some(Err(e)) => return Some((Err(e), (frames, None))),
+                    None => {
+                        let out = scrub.finish();
+                        return (!out.is_empty()).then(|| (Ok(Bytes::from(out)), (frames, None)));
+                    }
+                }
+            }
+        }))
+    };
+    Response::from_parts(parts, body)
 }
 
 /// Reads a request body whole before any handler runs: a declared length over
@@ -202,11 +251,14 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
     let id = format!("chatcmpl-{trace_id}");
     let created = now_s();
     let (gw2, caller2) = (gw.clone(), caller.clone());
+    // The content is scrubbed as one text across chunks (a secret split over two deltas would
+    // pass a per-event scrub); each event is scrubbed again as it is sent.
+    let content_scrub = gw.scrubber().stream();
     // One SSE event per chunk, in OpenAI's shape; a failure after the head is the last event.
-    let events = futures_util::stream::unfold(Some((s, guard)), move |state| {
+    let events = futures_util::stream::unfold(Some((s, guard, content_scrub)), move |state| {
         let (gw, caller, id, model) = (gw2.clone(), caller2.clone(), id.clone(), model.clone());
         async move {
-            let (mut s, guard) = state?;
+            let (mut s, guard, mut scrub) = state?;
             let chunk = |model: &str, delta: Value, finish: Option<String>, extra: Option<(&str, Value)>| {
                 let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
@@ -215,27 +267,41 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
                 }
                 format!("data: {c}\n\n")
             };
-            match s.next().await {
-                Ok(Some(c)) => {
-                    // The model that answered, as a non-streamed answer names it.
-                    let m = c.model.as_deref().unwrap_or(&model);
-                    let text = match c.kind {
-                        ChatChunkKind::Delta => chunk(m, json!({"content": c.content}), None, None),
-                        ChatChunkKind::Restart => chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
-                        ChatChunkKind::Done => {
-                            gw.record_cost(&caller, c.cost);
-                            let usage = c.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}));
-                            let mut last = chunk(m, json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null))));
-                            last.push_str("data: [DONE]\n\n");
-                            return Some((Ok::<_, std::convert::Infallible>(Bytes::from(last)), None));
-                        }
-                    };
-                    Some((Ok(Bytes::from(text)), Some((s, guard))))
-                }
-                Ok(None) => Some((Ok(Bytes::from_static(b"data: [DONE]\n\n")), None)),
-                Err(e) => {
-                    let e = ApiError::from(e);
-                    Some((Ok(Bytes::from(format!("data: {}\n\n", e.body()))), None))
+            // The content held back (a possible start of a secret), as a delta before `then`.
+            let flush = |scrub: &mut crate::scrub::StreamScrub, model: &str| {
+                let rest = scrub.finish_str();
+                if rest.is_empty() { String::new() } else { chunk(model, json!({"content": rest}), None, None) }
+            };
+            loop {
+                match s.next().await {
+                    Ok(Some(c)) => {
+                        // The model that answered, as a non-streamed answer names it.
+                        let m = c.model.as_deref().unwrap_or(&model);
+                        let text = match c.kind {
+                            ChatChunkKind::Delta => {
+                                let content = scrub.push_str(&c.content);
+                                if content.is_empty() && !c.content.is_empty() {
+                                    continue;
+                                }
+                                chunk(m, json!({"content": content}), None, None)
+                            }
+                            ChatChunkKind::Restart => flush(&mut scrub, m) + &chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
+                            ChatChunkKind::Done => {
+                                gw.record_cost(&caller, c.cost);
+                                let usage = c.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}));
+                                let mut last = flush(&mut scrub, m);
+                                last.push_str(&chunk(m, json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null)))));
+                                last.push_str("data: [DONE]\n\n");
+                                return Some((Ok::<_, std::convert::Infallible>(Bytes::from(last)), None));
+                            }
+                        };
+                        return Some((Ok(Bytes::from(text)), Some((s, guard, scrub))));
+                    }
+                    Ok(None) => return Some((Ok(Bytes::from(flush(&mut scrub, &model) + "data: [DONE]\n\n")), None)),
+                    Err(e) => {
+                        let e = ApiError::from(e);
+                        return Some((Ok(Bytes::from(format!("{}data: {}\n\n", flush(&mut scrub, &model), e.body()))), None));
+                    }
                 }
             }
         }

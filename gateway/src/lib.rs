@@ -6,7 +6,8 @@
 //! Guarantees: it runs on the core's own tokio runtime (no second runtime); callers are known
 //! only by the SHA-256 of their keys; a request without a valid key is answered 401 and
 //! nothing is forwarded; a caller's headers never replace credentials, routing or framing
-//! (only a short allowlist is forwarded); request heads and bodies are bounded (a declared
+//! (only a short allowlist is forwarded); no service credential is ever in an answer's headers
+//! or body (see `scrub`); request heads and bodies are bounded (a declared
 //! length over the limit is refused before reading), a head must arrive within
 //! `header_timeout_ms` and a body within `body_timeout_ms`; on shutdown, no new connection is accepted and in-flight
 //! requests and streams get `drain_ms` to finish.
@@ -16,6 +17,7 @@
 pub mod config;
 pub mod errors;
 mod handlers;
+mod scrub;
 mod server;
 
 use std::collections::HashMap;
@@ -111,6 +113,8 @@ pub struct Gateway {
     spend: Mutex<HashMap<String, (u64, f64)>>,
     /// Requests and streams being served (for the drain report).
     pub in_flight: AtomicI64,
+    /// The services' secrets last seen, and their scrubber.
+    scrubber: Mutex<(Vec<String>, Arc<scrub::Scrubber>)>,
 }
 
 impl Gateway {
@@ -124,6 +128,7 @@ impl Gateway {
             metrics: GatewayMetrics::new(),
             spend: Mutex::new(HashMap::new()),
             in_flight: AtomicI64::new(0),
+            scrubber: Mutex::new((Vec::new(), Arc::new(scrub::Scrubber::new([])))),
         }))
     }
 
@@ -133,6 +138,26 @@ impl Gateway {
         let version = self.client.reload(loaded.core)?;
         self.settings.store(Arc::new(settings));
         Ok(version)
+    }
+
+    /// A scrubber for every secret the services hold now (a token refresh or a reload changes
+    /// them; the scrubber is rebuilt only then).
+    fn scrubber(&self) -> Arc<scrub::Scrubber> {
+        let cfg = self.client.config();
+        let mut secrets: Vec<String> = Vec::new();
+        for name in cfg.services.keys() {
+            if let Some(s) = self.client.service_secrets(name) {
+                secrets.extend(s.values().map(str::to_string));
+            }
+        }
+        secrets.sort_unstable();
+        secrets.dedup();
+        let mut cache = self.scrubber.lock();
+        if cache.0 != secrets {
+            let scrubber = Arc::new(scrub::Scrubber::new(secrets.iter().map(String::as_str)));
+            *cache = (secrets, scrubber);
+        }
+        cache.1.clone()
     }
 
     fn gateway_config(&self) -> GatewayConfig {

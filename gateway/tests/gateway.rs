@@ -616,3 +616,63 @@ async fn a_stalled_body_times_out_and_an_oversized_declared_length_is_refused_be
     assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&out));
     g.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_service_credential_reaches_a_caller_in_any_answer_header_or_stream() {
+    let w = World::new().await;
+    const QUERY_KEY: &str = "pg+key/42=secret";
+    const QUERY_KEY_ENCODED: &str = "pg%2Bkey%2F42%3Dsecret";
+    const PROVIDER_KEY: &str = "s3cr3t_a bc9z";
+    let u = w.up.url();
+    let extra = json!({
+        "services": {
+            "pager": {"base_url": u, "retry": {"max_retries": 0}, "auth": {"type": "query", "param": "api_key", "token": {"value": QUERY_KEY}}},
+            "g13-a": {"auth": {"token": {"value": PROVIDER_KEY}}},
+        },
+        "routes": {"chat": {"stream": {"mid_stream": "restart"}}},
+    });
+    // A pagination link and a Location that carry the query key as the upstream saw it, a 2xx
+    // body echoing a static header's secret, an error body, and chat content with a provider key.
+    w.script("g13", json!([
+        {"status": 200, "json": {"next": format!("{u}/s/g13/orders?page=2&api_key={QUERY_KEY_ENCODED}"), "raw": QUERY_KEY},
+         "headers": {"location": format!("/s/g13/orders?page=2&api_key={QUERY_KEY_ENCODED}"), "etag": format!("\"{QUERY_KEY}\"")}},
+        {"status": 201, "body": "created with Bearer svc-secret-orders"},
+        {"status": 404, "json": {"error": format!("no such key {QUERY_KEY}")}},
+    ])).await;
+    let content = format!("the key {PROVIDER_KEY} ends here");
+    w.provider("g13-a", json!({"content": content, "stream": {"delay_ms": 5}})).await;
+    w.provider("g13-b", json!({"content": "b"})).await;
+    let g = w.gateway(w.config("g13", extra)).await;
+    let leaks = |text: &str| [QUERY_KEY, QUERY_KEY_ENCODED, "svc-secret-orders", "s3cr3t_a", "bc9z"].into_iter().filter(|k| text.contains(k)).collect::<Vec<_>>();
+
+    let r = w.http.get(url(&g, "/v1/services/pager/s/g13/orders?page=1")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let headers = format!("{:?}", r.headers());
+    assert_eq!(r.headers()["location"], "/s/g13/orders?page=2&api_key=***");
+    let body = r.text().await.unwrap();
+    assert!(leaks(&headers).is_empty() && leaks(&body).is_empty(), "{headers} {body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["next"], format!("{u}/s/g13/orders?page=2&api_key=***"));
+    let r = w.http.post(url(&g, "/v1/services/orders/s/g13/orders")).bearer_auth(ANN).body("{}").send().await.unwrap();
+    assert_eq!((r.status().as_u16(), r.text().await.unwrap()), (201, "created with ***".to_string()));
+    let r = w.http.get(url(&g, "/v1/services/pager/s/g13/orders/9")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let body = r.text().await.unwrap();
+    assert!(leaks(&body).is_empty(), "{body}");
+    // The upstream did get the key: the gateway scrubs answers, not requests.
+    let log = w.script_log("g13").await;
+    assert!(log["requests"][0]["path"].as_str().unwrap().contains(QUERY_KEY_ENCODED), "{log}");
+
+    // Chat, whole and streamed: the provider's key, split over two chunks in the stream.
+    let (status, _, v) = post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("chat")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "the key *** ends here");
+    let mut body = hello("chat");
+    body["stream"] = json!(true);
+    let text = w.http.post(url(&g, "/v1/chat/completions")).bearer_auth(ANN).body(body.to_string()).send().await.unwrap().text().await.unwrap();
+    assert!(leaks(&text).is_empty(), "{text}");
+    let events: Vec<Value> = text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).filter(|d| *d != "[DONE]").map(|d| serde_json::from_str(d).unwrap()).collect();
+    let streamed: String = events.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(streamed, "the key *** ends here", "{text}");
+    assert!(events.len() > 4, "the answer still streams in pieces: {text}");
+    g.shutdown().await;
+}
