@@ -490,13 +490,21 @@ async fn admin_reload(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Result<
     admin(&gw, &headers)?;
     let loaded = if body.is_empty() {
         let path = gw.path.as_deref().ok_or_else(|| ApiError::bad_request("no config file to re-read: send the config as the body"))?;
-        Loaded::from_path(path)
+        Loaded::from_path(path)?
     } else {
         let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the config must be UTF-8 text"))?;
         let json = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.contains("json"));
-        Loaded::from_text(text, if json { "json" } else { "yaml" })
+        let value = harness_core::Config::parse_text(text, if json { "json" } else { "yaml" })?;
+        // The admin key is not read access to the host: a config sent over HTTP reads only the
+        // files and environment variables the config file on disk reads, where it reads them.
+        let allowed = match gw.path.as_deref() {
+            Some(path) => Loaded::value_at(path).map(|v| crate::config::host_references(&v)).unwrap_or_default(),
+            None => gw.started_with.clone(),
+        };
+        crate::config::check_remote_reload(&value, &allowed)?;
+        Loaded::from_value(value)?
     };
-    let version = gw.reload(loaded?)?;
+    let version = gw.reload(loaded)?;
     Ok(Json(json!({"ok": true, "config_version": version})).into_response())
 }
 

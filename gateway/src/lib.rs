@@ -108,6 +108,9 @@ pub struct Gateway {
     settings: ArcSwap<Settings>,
     /// The config file, re-read by an admin reload without a body.
     path: Option<String>,
+    /// Where the first config read the host: what a reload over HTTP may read when there is no
+    /// config file to compare with (an embedded gateway).
+    started_with: std::collections::BTreeMap<String, String>,
     metrics: GatewayMetrics,
     /// Spend per caller name: (UTC day, amount); kept across reloads.
     spend: Mutex<HashMap<String, (u64, f64)>>,
@@ -124,6 +127,7 @@ impl Gateway {
         Ok(Arc::new(Gateway {
             client,
             settings: ArcSwap::from_pointee(settings),
+            started_with: loaded.host_references.clone(),
             path,
             metrics: GatewayMetrics::new(),
             spend: Mutex::new(HashMap::new()),

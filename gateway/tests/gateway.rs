@@ -676,3 +676,69 @@ async fn no_service_credential_reaches_a_caller_in_any_answer_header_or_stream()
     assert!(events.len() > 4, "the answer still streams in pieces: {text}");
     g.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_over_http_reads_no_host_file_or_env_var_the_config_file_does_not() {
+    let w = World::new().await;
+    w.script("g14", json!([{"status": 200, "json": {"ok": true}}])).await;
+    let dir = std::env::temp_dir().join(format!("harness-gw-g14-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (token_file, secret_file) = (dir.join("vault-token"), dir.join("host-secret.json"));
+    std::fs::write(&token_file, "vault-token-123").unwrap();
+    std::fs::write(&secret_file, r#"{"host_secret": "only on this host"}"#).unwrap();
+    // The file names its token file relative to its own folder.
+    let mut on_disk = w.config("g14", json!({}));
+    on_disk["services"]["vault"] = json!({"base_url": w.up.url(), "auth": {"token": {"file": "vault-token"}}});
+    let path = dir.join("harness.json");
+    std::fs::write(&path, on_disk.to_string()).unwrap();
+    let path = path.display().to_string();
+    let g = harness_gateway::start(Loaded::from_path(&path).unwrap(), Some(path.clone()), "127.0.0.1:0").await.unwrap();
+    let reload = |body: Option<Value>| {
+        let mut r = w.http.post(url(&g, "/admin/reload")).bearer_auth(ADMIN);
+        if let Some(b) = body {
+            r = r.header("content-type", "application/json").body(b.to_string());
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            (resp.status().as_u16(), serde_json::from_slice::<Value>(&resp.bytes().await.unwrap()).unwrap_or(Value::Null))
+        }
+    };
+    let with = |extra: Value| {
+        // The file as the gateway reads it: its reference made absolute.
+        let mut c = on_disk.clone();
+        c["services"]["vault"]["auth"]["token"]["file"] = json!(token_file.display().to_string());
+        merge(&mut c, &extra);
+        Some(c)
+    };
+    let file = |p: &std::path::Path| p.display().to_string();
+    // Each way a reload body could read the host, and the field each refusal names.
+    let attempts = [
+        (json!({"mock": {"enabled": true, "services": {"orders": [{"match": {"path": "*"}, "json_file": file(&secret_file)}]}}}), "mock.services.orders[0].json_file"),
+        (json!({"services": {"orders": {"auth": {"type": "header", "header": "x-leak", "token": {"env": "PATH"}}}}}), "services.orders.auth.token.env"),
+        (json!({"services": {"orders": {"auth": {"type": "header", "header": "x-leak", "token": {"file": file(&token_file)}}}}}), "services.orders.auth.token.file"),
+        (json!({"services": {"orders": {"endpoints": {"GET /x": {"response_schema": file(&secret_file)}}}}}), "services.orders.endpoints.GET /x.response_schema"),
+        (json!({"audit": {"enabled": true, "sink": {"file": file(&dir.join("audit.jsonl"))}}}), "audit.sink.file"),
+        (json!({"audit": {"enabled": true}}), "audit.sink.file"),
+        // The file's own relative reference, sent as data, would be read from the working directory.
+        (json!({"services": {"vault": {"auth": {"token": {"file": "vault-token"}}}}}), "services.vault.auth.token.file"),
+    ];
+    for (extra, field) in attempts {
+        let (status, v) = reload(with(extra.clone())).await;
+        assert_eq!(status, 400, "{extra}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("{field}: ")), "{message}");
+        assert!(!message.contains("only on this host") && !message.contains(&file(&secret_file)), "{message}");
+    }
+    // Nothing of the host reached a caller or the upstream.
+    let r = w.http.get(url(&g, "/v1/services/orders/s/g14/x")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.text().await.unwrap(), r#"{"ok":true}"#);
+    let log = w.script_log("g14").await;
+    assert!(log["requests"].as_array().unwrap().iter().all(|r| r["headers"].get("x-leak").is_none()), "{log}");
+    // The file's own references, in their own places, may be sent back; the file itself reloads.
+    let (status, v) = reload(with(json!({"services": {"vault": {"timeouts": {"response_ms": 900}}}}))).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = reload(None).await;
+    assert_eq!(status, 200, "{v}");
+    g.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
