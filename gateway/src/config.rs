@@ -25,11 +25,16 @@ pub struct GatewayConfig {
     pub body_timeout_ms: u64,
     /// On SIGTERM, in-flight requests and streams get this long to finish.
     pub drain_ms: u64,
+    /// The output cap (`max_tokens`) reserved for, and sent with, the chat request of a caller
+    /// with a budget that names none.
+    pub default_max_tokens: u64,
+    /// The same, per route.
+    pub route_max_tokens: BTreeMap<String, u64>,
 }
 
 impl Default for GatewayConfig {
     fn default() -> Self {
-        GatewayConfig { admin_key_sha256: None, max_body_bytes: 1 << 20, max_header_bytes: 16 * 1024, header_timeout_ms: 5000, body_timeout_ms: 10_000, drain_ms: 10_000 }
+        GatewayConfig { admin_key_sha256: None, max_body_bytes: 1 << 20, max_header_bytes: 16 * 1024, header_timeout_ms: 5000, body_timeout_ms: 10_000, drain_ms: 10_000, default_max_tokens: 4096, route_max_tokens: BTreeMap::new() }
     }
 }
 
@@ -183,6 +188,14 @@ impl Loaded {
         }
         if g.drain_ms > 3_600_000 {
             return Err(bad("gateway.drain_ms".into(), format!("expected at most 3600000, got {}", g.drain_ms)));
+        }
+        for (field, n) in std::iter::once(("default_max_tokens".to_string(), g.default_max_tokens)).chain(g.route_max_tokens.iter().map(|(r, n)| (format!("route_max_tokens.{}", harness_core::redact::escape_control(r)), *n))) {
+            if !(1..=10_000_000).contains(&n) {
+                return Err(bad(format!("gateway.{field}"), format!("expected 1 to 10000000, got {n}")));
+            }
+        }
+        if let Some(r) = g.route_max_tokens.keys().find(|r| !self.core.routes.contains_key(*r)) {
+            return Err(bad("gateway.route_max_tokens".into(), format!("unknown route `{}`", harness_core::redact::escape_control(r))));
         }
         let mut hashes = std::collections::HashSet::new();
         for (name, c) in &self.callers {

@@ -15,6 +15,7 @@ use harness_core::deadline::Deadline;
 use harness_core::{ChatChunkKind, ChatRequest, Request};
 use serde_json::{json, Map, Value};
 
+use crate::budget::{Pricing, Reservation, StreamCharge};
 use crate::errors::ApiError;
 use crate::{Caller, Gateway, Loaded};
 
@@ -173,17 +174,18 @@ fn traceparent(headers: &HeaderMap) -> Option<String> {
     headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string)
 }
 
-/// Admission for a caller: its budget, then its rate limit.
-async fn admit(gw: &Gateway, caller: &Caller, what: &str) -> Result<(), ApiError> {
-    if !gw.budget_left(caller) {
+/// Admission for a caller: its budget (reserving `reserve` of it until the request settles),
+/// then its rate limit.
+async fn admit(gw: &Arc<Gateway>, caller: &Arc<Caller>, what: &str, reserve: f64) -> Result<Reservation, ApiError> {
+    let Some(reservation) = gw.reserve(caller, reserve) else {
         let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "insufficient_quota", "budget_exceeded", format!("caller `{}` has spent its budget for today", caller.name));
         e.retry_after_s = Some(86_400 - std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() % 86_400).unwrap_or(0));
         return Err(e);
-    }
+    };
     if let Some(l) = &caller.limiter {
         l.acquire("POST", what, &Deadline::after(Duration::from_secs(60))).await?;
     }
-    Ok(())
+    Ok(reservation)
 }
 
 // ---- /v1/chat/completions ----
@@ -225,14 +227,33 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
     if !caller.may_use_route(&route) {
         return Err((route.clone(), ApiError::forbidden(&format!("route `{route}`"))));
     }
-    admit(gw, caller, "/v1/chat/completions").await.map_err(|e| (route.clone(), e))?;
     let stream = obj.remove("stream").and_then(|s| s.as_bool()).unwrap_or(false);
     obj.remove("stream_options");
     let messages = obj.remove("messages").unwrap_or(Value::Null);
+    // A budgeted caller reserves the most this request can cost: its output is capped by its
+    // `max_tokens`, or by the route's default, which is then sent with it.
+    let pricing = Pricing::new(gw, &route, &model, &messages);
+    let mut reserve = 0.0;
+    if caller.budget_per_day.is_some() && !pricing.is_free() {
+        let asked = ["max_completion_tokens", "max_tokens"].into_iter().find_map(|k| obj.get(k).and_then(Value::as_u64));
+        let g = gw.gateway_config();
+        let default = g.route_max_tokens.get(&route).copied().unwrap_or(g.default_max_tokens);
+        if !obj.contains_key("max_tokens") && !obj.contains_key("max_completion_tokens") {
+            obj.insert("max_tokens".into(), json!(default));
+        }
+        reserve = pricing.max_cost(asked.unwrap_or(default));
+    }
+    let reservation = admit(gw, caller, "/v1/chat/completions", reserve).await.map_err(|e| (route.clone(), e))?;
     let req = ChatRequest { messages, params: obj, headers: Vec::new(), timeout_ms: None, traceparent: traceparent(headers), principal: Some(caller.name.clone()) };
     if !stream {
+        // A failed call releases its reservation (dropped) and is charged nothing.
         let r = gw.client.chat(&model, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
-        gw.record_cost(caller, r.cost);
+        let charge = match (r.cost, r.fallback) {
+            (Some(c), _) => c,
+            (None, Some(_)) => 0.0,
+            (None, None) => pricing.estimate(r.provider.as_deref(), r.content.len() as u64),
+        };
+        reservation.settle(charge);
         let body = json!({
             "id": format!("chatcmpl-{}", r.trace_id),
             "object": "chat.completion",
@@ -244,21 +265,22 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
         });
         let mut resp = Json(body).into_response();
         resp.headers_mut().insert("x-harness-trace-id", HeaderValue::from_str(&r.trace_id).unwrap_or(HeaderValue::from_static("")));
-        return Ok((200, route, resp, Some(r.trace_id), r.cost));
+        return Ok((200, route, resp, Some(r.trace_id), Some(charge)));
     }
     let s = gw.client.chat_stream(&model, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
     let trace_id = s.trace_id.clone();
     let id = format!("chatcmpl-{trace_id}");
     let created = now_s();
-    let (gw2, caller2) = (gw.clone(), caller.clone());
     // The content is scrubbed as one text across chunks (a secret split over two deltas would
     // pass a per-event scrub); each event is scrubbed again as it is sent.
     let content_scrub = gw.scrubber().stream();
+    // Charged for what it streamed when it ends, or when it is dropped (the caller left).
+    let charge = StreamCharge::new(reservation, pricing);
     // One SSE event per chunk, in OpenAI's shape; a failure after the head is the last event.
-    let events = futures_util::stream::unfold(Some((s, guard, content_scrub)), move |state| {
-        let (gw, caller, id, model) = (gw2.clone(), caller2.clone(), id.clone(), model.clone());
+    let events = futures_util::stream::unfold(Some((s, guard, content_scrub, charge)), move |state| {
+        let (id, model) = (id.clone(), model.clone());
         async move {
-            let (mut s, guard, mut scrub) = state?;
+            let (mut s, guard, mut scrub, mut charge) = state?;
             let chunk = |model: &str, delta: Value, finish: Option<String>, extra: Option<(&str, Value)>| {
                 let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
@@ -279,6 +301,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
                         let m = c.model.as_deref().unwrap_or(&model);
                         let text = match c.kind {
                             ChatChunkKind::Delta => {
+                                charge.delta(c.provider.as_deref(), &c.content);
                                 let content = scrub.push_str(&c.content);
                                 if content.is_empty() && !c.content.is_empty() {
                                     continue;
@@ -287,7 +310,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
                             }
                             ChatChunkKind::Restart => flush(&mut scrub, m) + &chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
                             ChatChunkKind::Done => {
-                                gw.record_cost(&caller, c.cost);
+                                charge.done(c.provider.as_deref(), c.cost);
                                 let usage = c.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}));
                                 let mut last = flush(&mut scrub, m);
                                 last.push_str(&chunk(m, json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null)))));
@@ -295,7 +318,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
                                 return Some((Ok::<_, std::convert::Infallible>(Bytes::from(last)), None));
                             }
                         };
-                        return Some((Ok(Bytes::from(text)), Some((s, guard, scrub))));
+                        return Some((Ok(Bytes::from(text)), Some((s, guard, scrub, charge))));
                     }
                     Ok(None) => return Some((Ok(Bytes::from(flush(&mut scrub, &model) + "data: [DONE]\n\n")), None)),
                     Err(e) => {
@@ -374,14 +397,14 @@ async fn service(State(gw): Gw, method: Method, uri: Uri, headers: HeaderMap, bo
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn service_inner(gw: &Gateway, caller: &Caller, name: &str, method: &Method, path: &str, query: Option<&str>, headers: &HeaderMap, body: Bytes) -> Result<(u16, Response, Option<String>), ApiError> {
+async fn service_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, name: &str, method: &Method, path: &str, query: Option<&str>, headers: &HeaderMap, body: Bytes) -> Result<(u16, Response, Option<String>), ApiError> {
     if !gw.client.config().services.contains_key(name) {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "service_not_found", "no such service"));
     }
     if !caller.may_use_service(name) {
         return Err(ApiError::forbidden(&format!("service `{name}`")));
     }
-    admit(gw, caller, "/v1/services").await?;
+    let _reservation = admit(gw, caller, "/v1/services", 0.0).await?;
     let full = match query {
         Some(q) => format!("{path}?{q}"),
         None => path.to_string(),

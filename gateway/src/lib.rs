@@ -14,6 +14,7 @@
 
 #![allow(clippy::result_large_err)]
 
+mod budget;
 pub mod config;
 pub mod errors;
 mod handlers;
@@ -112,8 +113,8 @@ pub struct Gateway {
     /// config file to compare with (an embedded gateway).
     started_with: std::collections::BTreeMap<String, String>,
     metrics: GatewayMetrics,
-    /// Spend per caller name: (UTC day, amount); kept across reloads.
-    spend: Mutex<HashMap<String, (u64, f64)>>,
+    /// Spend and reservations per caller name (today's); kept across reloads.
+    spend: Mutex<HashMap<String, budget::Spend>>,
     /// Requests and streams being served (for the drain report).
     pub in_flight: AtomicI64,
     /// The services' secrets last seen, and their scrubber.
@@ -179,32 +180,6 @@ impl Gateway {
         let got = sha256_hex(key.as_bytes());
         // Both are fixed-length hex digests: compare without an early exit.
         Some(ring_eq(got.as_bytes(), want.to_ascii_lowercase().as_bytes()))
-    }
-
-    fn today() -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0)
-    }
-
-    /// Whether `caller` has budget left today.
-    fn budget_left(&self, caller: &Caller) -> bool {
-        let Some(budget) = caller.budget_per_day else { return true };
-        let spend = self.spend.lock();
-        match spend.get(&caller.name) {
-            Some((day, spent)) if *day == Self::today() => *spent < budget,
-            _ => budget > 0.0,
-        }
-    }
-
-    fn record_cost(&self, caller: &Caller, cost: Option<f64>) {
-        let Some(cost) = cost.filter(|c| *c > 0.0) else { return };
-        self.metrics.cost.get_or_create(&CallerLabels { caller: caller.name.as_str().into() }).inc_by(cost);
-        let today = Self::today();
-        let mut spend = self.spend.lock();
-        let e = spend.entry(caller.name.clone()).or_insert((today, 0.0));
-        if e.0 != today {
-            *e = (today, 0.0);
-        }
-        e.1 += cost;
     }
 
     fn count(&self, caller: &str, api: &str, target: &str, status: u16) {

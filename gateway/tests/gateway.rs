@@ -742,3 +742,98 @@ async fn a_reload_over_http_reads_no_host_file_or_env_var_the_config_file_does_n
     g.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const DAN: &str = "sk-dan-0123456789";
+
+/// `harness_gateway_cost_total{caller=...}`, 0 when there is no such series yet.
+async fn cost_of(w: &World, g: &Started, caller: &str) -> f64 {
+    let text = w.http.get(url(g, "/metrics")).send().await.unwrap().text().await.unwrap();
+    let prefix = format!("harness_gateway_cost_total{{caller=\"{caller}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(prefix.as_str())).map(|v| v.parse().unwrap()).unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_overspend_a_budget_by_at_most_one_request() {
+    let w = World::new().await;
+    // Each answer: 1 prompt token and 100 completion tokens at 1 per 1k each: 0.101.
+    w.provider("g15-a", json!({"content": "x", "completion_tokens": 100, "latency_ms": 300})).await;
+    w.provider("g15-b", json!({"content": "y", "completion_tokens": 100})).await;
+    let extra = json!({
+        "callers": {"ann": {"budget_per_day": 0.25}, "dan": {"key_sha256": sha256_hex(DAN.as_bytes()), "routes": ["chat"], "budget_per_day": 100.0}},
+        "gateway": {"route_max_tokens": {"chat": 50}},
+    });
+    let g = w.gateway(w.config("g15", extra)).await;
+    let mut body = hello("chat");
+    body["max_tokens"] = json!(100);
+    let mut calls = Vec::new();
+    for _ in 0..20 {
+        let (http, u, body) = (w.http.clone(), url(&g, "/v1/chat/completions"), body.to_string());
+        calls.push(tokio::spawn(async move { http.post(u).bearer_auth(ANN).body(body).send().await.unwrap().status().as_u16() }));
+    }
+    let mut ok = 0;
+    for c in calls {
+        match c.await.unwrap() {
+            200 => ok += 1,
+            429 => {}
+            other => panic!("status {other}"),
+        }
+    }
+    // The most one request can cost: its prompt (the messages' 32 bytes, a token each at most)
+    // and its 100 tokens.
+    let one_request = (32.0 + 100.0) / 1000.0;
+    let spent = cost_of(&w, &g, "ann").await;
+    assert!(ok >= 1 && spent <= 0.25 + one_request + 1e-9, "{ok} of 20 calls passed at once, spending {spent} of a 0.25 budget");
+    assert_eq!(w.provider_count("g15-a").await, ok as u64, "refused calls were not forwarded");
+    // One by one, calls pass while the budget lasts; the last one may pass it, by one request.
+    let mut more = 0;
+    while post(&w.http, &g, Some(ANN), "/v1/chat/completions", body.clone()).await.0 == 200 {
+        more += 1;
+        assert!(more < 5, "the budget never ran out");
+    }
+    let spent = cost_of(&w, &g, "ann").await;
+    assert!(spent >= 0.25 && spent <= 0.25 + one_request + 1e-9, "{spent}");
+    // A budgeted caller's request without max_tokens gets the route's default, sent and reserved.
+    assert_eq!(post(&w.http, &g, Some(DAN), "/v1/chat/completions", hello("chat")).await.0, 200);
+    let log: Value = serde_json::from_slice(&w.http.get(format!("{}/__admin/provider-log/g15-a", w.up.url())).send().await.unwrap().bytes().await.unwrap()).unwrap();
+    assert_eq!(log["requests"].as_array().unwrap().last().unwrap()["body"]["max_tokens"], 50, "{log}");
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_charged_for_what_it_streamed_even_when_the_caller_leaves_early() {
+    let w = World::new().await;
+    let content = (1..=20).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
+    w.provider("g16-a", json!({"content": content, "prompt_tokens": 1000, "completion_tokens": 1000, "stream": {"delay_ms": 150}})).await;
+    w.provider("g16-b", json!({"content": content, "stream": {"usage": false}})).await;
+    let extra = json!({
+        "callers": {"ann": {"budget_per_day": 100.0}, "dan": {"key_sha256": sha256_hex(DAN.as_bytes()), "routes": ["chat"]}},
+        "routes": {"chat": {"stream": {"mid_stream": "restart"}}},
+    });
+    let g = w.gateway(w.config("g16", extra)).await;
+    // ann reads the first three chunks of a slow stream, then leaves.
+    let mut body = hello("chat");
+    body["stream"] = json!(true);
+    let mut resp = w.http.post(url(&g, "/v1/chat/completions")).bearer_auth(ANN).body(body.to_string()).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut seen = String::new();
+    while seen.matches("\"content\"").count() < 3 {
+        seen.push_str(&String::from_utf8_lossy(&resp.chunk().await.unwrap().expect("more chunks")));
+    }
+    drop(resp);
+    let started = std::time::Instant::now();
+    let mut charged = 0.0;
+    while charged == 0.0 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        charged = cost_of(&w, &g, "ann").await;
+    }
+    // An estimate of what was streamed: well under the whole answer's 2.0, but not nothing.
+    assert!(charged > 0.0 && charged < 0.1, "charged {charged} for a stream left after 3 of 20 chunks");
+    // dan's stream ends, but its provider reports no usage: estimated from the streamed text.
+    body["model"] = json!("chat/model-b");
+    let text = w.http.post(url(&g, "/v1/chat/completions")).bearer_auth(DAN).body(body.to_string()).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("word20") && text.trim_end().ends_with("[DONE]"), "{text}");
+    let estimated = cost_of(&w, &g, "dan").await;
+    let expected = ((32.0f64 / 4.0).ceil() + (content.len() as f64 / 4.0).ceil()) / 1000.0;
+    assert!((estimated - expected).abs() < 1e-9, "charged {estimated}, expected {expected}");
+    g.shutdown().await;
+}
