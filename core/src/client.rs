@@ -311,6 +311,22 @@ impl Client {
         out
     }
 
+    /// Every secret a service holds now: sensitive static header values, the base URL's
+    /// password, and its credential's token, pool keys, client secret and cached access token.
+    /// For a layer that passes answers on (the gateway) to scrub them; `None` for an unknown
+    /// service. Never print the values.
+    pub fn service_secrets(&self, service: &str) -> Option<crate::redact::Secrets> {
+        let snapshot = self.engine.snapshot();
+        let svc = snapshot.services.get(service)?;
+        let mut secrets = svc.secrets.clone();
+        if let Some(c) = &svc.credential {
+            for s in c.secret_values() {
+                secrets.add(s.expose());
+            }
+        }
+        Some(secrets)
+    }
+
     /// A short hash of the active config (the same config gives the same version everywhere).
     pub fn config_version(&self) -> String {
         self.engine.snapshot().version.clone()

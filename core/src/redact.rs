@@ -109,6 +109,12 @@ impl Secrets {
         self.values.is_empty()
     }
 
+    /// The values themselves, longest first: for a scrubber of another shape (a stream, an
+    /// encoded form). Never print them.
+    pub fn values(&self) -> impl Iterator<Item = &str> {
+        self.values.iter().map(String::as_str)
+    }
+
     /// Every known secret replaced by `***`.
     pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);

@@ -15,6 +15,7 @@ use harness_core::deadline::Deadline;
 use harness_core::{ChatChunkKind, ChatRequest, Request};
 use serde_json::{json, Map, Value};
 
+use crate::budget::{Pricing, Reservation, StreamCharge};
 use crate::errors::ApiError;
 use crate::{Caller, Gateway, Loaded};
 
@@ -39,7 +40,83 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
         .route("/admin/credentials", get(admin_credentials))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such endpoint") })
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(gw.clone(), bounded_body))
+        .layer(axum::middleware::from_fn_with_state(gw.clone(), scrub_response))
         .with_state(gw)
+}
+
+/// Every answer, whatever its route or status, with the services' secrets replaced in its
+/// headers and body (a streamed body chunk by chunk, a secret split across chunks included).
+async fn scrub_response(State(gw): Gw, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let resp = next.run(req).await;
+    let scrubber = gw.scrubber();
+    if scrubber.is_empty() {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    for value in parts.headers.values_mut() {
+        if let Some(v) = scrubber.header(value) {
+            *value = v;
+        }
+    }
+    let body = if axum::body::HttpBody::size_hint(&body).exact().is_some() {
+        // A body already in memory: scrubbed whole (its length may change).
+        let bytes = http_body_util::BodyExt::collect(body).await.map(|c| c.to_bytes()).unwrap_or_default();
+        match scrubber.bytes(&bytes) {
+            Some(b) => {
+                parts.headers.remove("content-length");
+                Body::from(b)
+            }
+            None => Body::from(bytes),
+        }
+    } else {
+        let frames = body.into_data_stream();
+        Body::from_stream(futures_util::stream::unfold((frames, Some(scrubber.stream())), |(mut frames, scrub)| async move {
+            let mut scrub = scrub?;
+            loop {
+                match futures_util::StreamExt::next(&mut frames).await {
+                    Some(Ok(chunk)) => {
+                        let out = scrub.push(&chunk);
+                        if !out.is_empty() {
+                            return Some((Ok(Bytes::from(out)), (frames, Some(scrub))));
+                        }
+                    }
+                    Some(Err(e)) => return Some((Err(e), (frames, None))),
+                    None => {
+                        let out = scrub.finish();
+                        return (!out.is_empty()).then(|| (Ok(Bytes::from(out)), (frames, None)));
+                    }
+                }
+            }
+        }))
+    };
+    Response::from_parts(parts, body)
+}
+
+/// Reads a request body whole before any handler runs: a declared length over
+/// `max_body_bytes` is refused at once (413, nothing read), a longer body at the limit (413),
+/// and a body not complete within `body_timeout_ms` gets 408. Each of these closes the
+/// connection (the rest of the body is never read).
+async fn bounded_body(State(gw): Gw, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let g = gw.gateway_config();
+    let refuse = |status, code, message: String| {
+        let mut r = ApiError::new(status, "invalid_request_error", code, message).into_response();
+        r.headers_mut().insert("connection", HeaderValue::from_static("close"));
+        r
+    };
+    let too_large = || refuse(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("the body is over {} bytes (gateway.max_body_bytes)", g.max_body_bytes));
+    let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > g.max_body_bytes as u64) {
+        return too_large();
+    }
+    let (parts, body) = req.into_parts();
+    let read = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, g.max_body_bytes));
+    match tokio::time::timeout(Duration::from_millis(g.body_timeout_ms), read).await {
+        Ok(Ok(body)) => next.run(axum::extract::Request::from_parts(parts, Body::from(body.to_bytes()))).await,
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => too_large(),
+        Ok(Err(_)) => refuse(StatusCode::BAD_REQUEST, "invalid_request", "the body could not be read".into()),
+        Err(_) => refuse(StatusCode::REQUEST_TIMEOUT, "body_timeout", format!("the body did not arrive within {} ms (gateway.body_timeout_ms)", g.body_timeout_ms)),
+    }
 }
 
 /// The caller's key: `Authorization: Bearer <key>` (what OpenAI SDKs send) or `x-api-key`.
@@ -79,6 +156,10 @@ impl Drop for InFlight {
     }
 }
 
+/// The metric label and log target of a route or service that is not configured: callers
+/// choose these names, so each one must not become a series of its own.
+const UNKNOWN: &str = "{unknown}";
+
 fn access_log(caller: &str, api: &str, target: &str, status: u16, started: Instant, trace_id: Option<&str>, cost: Option<f64>) {
     use std::io::Write;
     let mut line = json!({"event": "harness.gateway", "caller": caller, "api": api, "target": target, "status": status,
@@ -93,17 +174,18 @@ fn traceparent(headers: &HeaderMap) -> Option<String> {
     headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string)
 }
 
-/// Admission for a caller: its budget, then its rate limit.
-async fn admit(gw: &Gateway, caller: &Caller, what: &str) -> Result<(), ApiError> {
-    if !gw.budget_left(caller) {
+/// Admission for a caller: its budget (reserving `reserve` of it until the request settles),
+/// then its rate limit.
+async fn admit(gw: &Arc<Gateway>, caller: &Arc<Caller>, what: &str, reserve: f64) -> Result<Reservation, ApiError> {
+    let Some(reservation) = gw.reserve(caller, reserve) else {
         let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "insufficient_quota", "budget_exceeded", format!("caller `{}` has spent its budget for today", caller.name));
         e.retry_after_s = Some(86_400 - std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() % 86_400).unwrap_or(0));
         return Err(e);
-    }
+    };
     if let Some(l) = &caller.limiter {
         l.acquire("POST", what, &Deadline::after(Duration::from_secs(60))).await?;
     }
-    Ok(())
+    Ok(reservation)
 }
 
 // ---- /v1/chat/completions ----
@@ -117,7 +199,11 @@ async fn chat(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Response {
     let guard = InFlight::new(&gw);
     let (status, target, resp, trace, cost) = match chat_inner(&gw, &caller, &headers, &body, guard).await {
         Ok(done) => done,
-        Err((target, e)) => (e.status.as_u16(), target, e.into_response(), None, None),
+        // The error names the trace whenever the core made one (the downstream's own 4xx included).
+        Err((target, e)) => {
+            let trace = e.trace_id.clone();
+            (e.status.as_u16(), target, e.into_response(), trace, None)
+        }
     };
     gw.count(&caller.name, "chat", &target, status);
     access_log(&caller.name, "chat", &target, status, started, trace.as_deref(), cost);
@@ -136,19 +222,38 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
     let route = model.split('/').next().unwrap_or("").to_string();
     if !gw.client.config().routes.contains_key(&route) {
         let e = ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", format!("no route `{}`", harness_core::redact::escape_control(&route)));
-        return Err((route, e));
+        return Err((UNKNOWN.into(), e));
     }
     if !caller.may_use_route(&route) {
         return Err((route.clone(), ApiError::forbidden(&format!("route `{route}`"))));
     }
-    admit(gw, caller, "/v1/chat/completions").await.map_err(|e| (route.clone(), e))?;
     let stream = obj.remove("stream").and_then(|s| s.as_bool()).unwrap_or(false);
     obj.remove("stream_options");
     let messages = obj.remove("messages").unwrap_or(Value::Null);
+    // A budgeted caller reserves the most this request can cost: its output is capped by its
+    // `max_tokens`, or by the route's default, which is then sent with it.
+    let pricing = Pricing::new(gw, &route, &model, &messages);
+    let mut reserve = 0.0;
+    if caller.budget_per_day.is_some() && !pricing.is_free() {
+        let asked = ["max_completion_tokens", "max_tokens"].into_iter().find_map(|k| obj.get(k).and_then(Value::as_u64));
+        let g = gw.gateway_config();
+        let default = g.route_max_tokens.get(&route).copied().unwrap_or(g.default_max_tokens);
+        if !obj.contains_key("max_tokens") && !obj.contains_key("max_completion_tokens") {
+            obj.insert("max_tokens".into(), json!(default));
+        }
+        reserve = pricing.max_cost(asked.unwrap_or(default));
+    }
+    let reservation = admit(gw, caller, "/v1/chat/completions", reserve).await.map_err(|e| (route.clone(), e))?;
     let req = ChatRequest { messages, params: obj, headers: Vec::new(), timeout_ms: None, traceparent: traceparent(headers), principal: Some(caller.name.clone()) };
     if !stream {
+        // A failed call releases its reservation (dropped) and is charged nothing.
         let r = gw.client.chat(&model, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
-        gw.record_cost(caller, r.cost);
+        let charge = match (r.cost, r.fallback) {
+            (Some(c), _) => c,
+            (None, Some(_)) => 0.0,
+            (None, None) => pricing.estimate(r.provider.as_deref(), r.content.len() as u64),
+        };
+        reservation.settle(charge);
         let body = json!({
             "id": format!("chatcmpl-{}", r.trace_id),
             "object": "chat.completion",
@@ -160,18 +265,22 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
         });
         let mut resp = Json(body).into_response();
         resp.headers_mut().insert("x-harness-trace-id", HeaderValue::from_str(&r.trace_id).unwrap_or(HeaderValue::from_static("")));
-        return Ok((200, route, resp, Some(r.trace_id), r.cost));
+        return Ok((200, route, resp, Some(r.trace_id), Some(charge)));
     }
     let s = gw.client.chat_stream(&model, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
     let trace_id = s.trace_id.clone();
     let id = format!("chatcmpl-{trace_id}");
     let created = now_s();
-    let (gw2, caller2) = (gw.clone(), caller.clone());
+    // The content is scrubbed as one text across chunks (a secret split over two deltas would
+    // pass a per-event scrub); each event is scrubbed again as it is sent.
+    let content_scrub = gw.scrubber().stream();
+    // Charged for what it streamed when it ends, or when it is dropped (the caller left).
+    let charge = StreamCharge::new(reservation, pricing);
     // One SSE event per chunk, in OpenAI's shape; a failure after the head is the last event.
-    let events = futures_util::stream::unfold(Some((s, guard)), move |state| {
-        let (gw, caller, id, model) = (gw2.clone(), caller2.clone(), id.clone(), model.clone());
+    let events = futures_util::stream::unfold(Some((s, guard, content_scrub, charge)), move |state| {
+        let (id, model) = (id.clone(), model.clone());
         async move {
-            let (mut s, guard) = state?;
+            let (mut s, guard, mut scrub, mut charge) = state?;
             let chunk = |model: &str, delta: Value, finish: Option<String>, extra: Option<(&str, Value)>| {
                 let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
@@ -180,27 +289,42 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
                 }
                 format!("data: {c}\n\n")
             };
-            match s.next().await {
-                Ok(Some(c)) => {
-                    // The model that answered, as a non-streamed answer names it.
-                    let m = c.model.as_deref().unwrap_or(&model);
-                    let text = match c.kind {
-                        ChatChunkKind::Delta => chunk(m, json!({"content": c.content}), None, None),
-                        ChatChunkKind::Restart => chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
-                        ChatChunkKind::Done => {
-                            gw.record_cost(&caller, c.cost);
-                            let usage = c.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}));
-                            let mut last = chunk(m, json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null))));
-                            last.push_str("data: [DONE]\n\n");
-                            return Some((Ok::<_, std::convert::Infallible>(Bytes::from(last)), None));
-                        }
-                    };
-                    Some((Ok(Bytes::from(text)), Some((s, guard))))
-                }
-                Ok(None) => Some((Ok(Bytes::from_static(b"data: [DONE]\n\n")), None)),
-                Err(e) => {
-                    let e = ApiError::from(e);
-                    Some((Ok(Bytes::from(format!("data: {}\n\n", e.body()))), None))
+            // The content held back (a possible start of a secret), as a delta before `then`.
+            let flush = |scrub: &mut crate::scrub::StreamScrub, model: &str| {
+                let rest = scrub.finish_str();
+                if rest.is_empty() { String::new() } else { chunk(model, json!({"content": rest}), None, None) }
+            };
+            loop {
+                match s.next().await {
+                    Ok(Some(c)) => {
+                        // The model that answered, as a non-streamed answer names it.
+                        let m = c.model.as_deref().unwrap_or(&model);
+                        let text = match c.kind {
+                            ChatChunkKind::Delta => {
+                                charge.delta(c.provider.as_deref(), &c.content);
+                                let content = scrub.push_str(&c.content);
+                                if content.is_empty() && !c.content.is_empty() {
+                                    continue;
+                                }
+                                chunk(m, json!({"content": content}), None, None)
+                            }
+                            ChatChunkKind::Restart => flush(&mut scrub, m) + &chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
+                            ChatChunkKind::Done => {
+                                charge.done(c.provider.as_deref(), c.cost);
+                                let usage = c.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}));
+                                let mut last = flush(&mut scrub, m);
+                                last.push_str(&chunk(m, json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null)))));
+                                last.push_str("data: [DONE]\n\n");
+                                return Some((Ok::<_, std::convert::Infallible>(Bytes::from(last)), None));
+                            }
+                        };
+                        return Some((Ok(Bytes::from(text)), Some((s, guard, scrub, charge))));
+                    }
+                    Ok(None) => return Some((Ok(Bytes::from(flush(&mut scrub, &model) + "data: [DONE]\n\n")), None)),
+                    Err(e) => {
+                        let e = ApiError::from(e);
+                        return Some((Ok(Bytes::from(format!("{}data: {}\n\n", flush(&mut scrub, &model), e.body()))), None));
+                    }
                 }
             }
         }
@@ -261,22 +385,26 @@ async fn service(State(gw): Gw, method: Method, uri: Uri, headers: HeaderMap, bo
     };
     let (status, resp, trace) = match service_inner(&gw, &caller, &name, &method, &path, uri.query(), &headers, body).await {
         Ok(r) => r,
-        Err(e) => (e.status.as_u16(), e.into_response(), None),
+        Err(e) => {
+            let trace = e.trace_id.clone();
+            (e.status.as_u16(), e.into_response(), trace)
+        }
     };
-    gw.count(&caller.name, "service", &name, status);
-    access_log(&caller.name, "service", &name, status, started, trace.as_deref(), None);
+    let target = if gw.client.config().services.contains_key(&name) { name.as_str() } else { UNKNOWN };
+    gw.count(&caller.name, "service", target, status);
+    access_log(&caller.name, "service", target, status, started, trace.as_deref(), None);
     resp
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn service_inner(gw: &Gateway, caller: &Caller, name: &str, method: &Method, path: &str, query: Option<&str>, headers: &HeaderMap, body: Bytes) -> Result<(u16, Response, Option<String>), ApiError> {
+async fn service_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, name: &str, method: &Method, path: &str, query: Option<&str>, headers: &HeaderMap, body: Bytes) -> Result<(u16, Response, Option<String>), ApiError> {
     if !gw.client.config().services.contains_key(name) {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "service_not_found", "no such service"));
     }
     if !caller.may_use_service(name) {
         return Err(ApiError::forbidden(&format!("service `{name}`")));
     }
-    admit(gw, caller, "/v1/services").await?;
+    let _reservation = admit(gw, caller, "/v1/services", 0.0).await?;
     let full = match query {
         Some(q) => format!("{path}?{q}"),
         None => path.to_string(),
@@ -385,13 +513,21 @@ async fn admin_reload(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Result<
     admin(&gw, &headers)?;
     let loaded = if body.is_empty() {
         let path = gw.path.as_deref().ok_or_else(|| ApiError::bad_request("no config file to re-read: send the config as the body"))?;
-        Loaded::from_path(path)
+        Loaded::from_path(path)?
     } else {
         let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the config must be UTF-8 text"))?;
         let json = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.contains("json"));
-        Loaded::from_text(text, if json { "json" } else { "yaml" })
+        let value = harness_core::Config::parse_text(text, if json { "json" } else { "yaml" })?;
+        // The admin key is not read access to the host: a config sent over HTTP reads only the
+        // files and environment variables the config file on disk reads, where it reads them.
+        let allowed = match gw.path.as_deref() {
+            Some(path) => Loaded::value_at(path).map(|v| crate::config::host_references(&v)).unwrap_or_default(),
+            None => gw.started_with.clone(),
+        };
+        crate::config::check_remote_reload(&value, &allowed)?;
+        Loaded::from_value(value)?
     };
-    let version = gw.reload(loaded?)?;
+    let version = gw.reload(loaded)?;
     Ok(Json(json!({"ok": true, "config_version": version})).into_response())
 }
 

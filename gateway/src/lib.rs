@@ -6,15 +6,19 @@
 //! Guarantees: it runs on the core's own tokio runtime (no second runtime); callers are known
 //! only by the SHA-256 of their keys; a request without a valid key is answered 401 and
 //! nothing is forwarded; a caller's headers never replace credentials, routing or framing
-//! (only a short allowlist is forwarded); request heads and bodies are bounded and a head must
-//! arrive within `header_timeout_ms`; on shutdown, no new connection is accepted and in-flight
+//! (only a short allowlist is forwarded); no service credential is ever in an answer's headers
+//! or body (see `scrub`); request heads and bodies are bounded (a declared
+//! length over the limit is refused before reading), a head must arrive within
+//! `header_timeout_ms` and a body within `body_timeout_ms`; on shutdown, no new connection is accepted and in-flight
 //! requests and streams get `drain_ms` to finish.
 
 #![allow(clippy::result_large_err)]
 
+mod budget;
 pub mod config;
 pub mod errors;
 mod handlers;
+mod scrub;
 mod server;
 
 use std::collections::HashMap;
@@ -22,6 +26,7 @@ use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use harness_core::observability::metrics::Label;
 use harness_core::ratelimit::ServiceLimiter;
 use harness_core::{Client, ClientOptions, HarnessError};
 use parking_lot::Mutex;
@@ -60,17 +65,19 @@ struct Settings {
     callers: HashMap<String, Arc<Caller>>,
 }
 
+// Every value is a core `Label`: escaped on output (prometheus-client writes values raw), so
+// no caller, route, service or model name can end a label or start a sample of its own.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    caller: String,
-    api: String,
-    target: String,
-    status: String,
+    caller: Label,
+    api: Label,
+    target: Label,
+    status: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallerLabels {
-    caller: String,
+    caller: Label,
 }
 
 struct GatewayMetrics {
@@ -102,11 +109,16 @@ pub struct Gateway {
     settings: ArcSwap<Settings>,
     /// The config file, re-read by an admin reload without a body.
     path: Option<String>,
+    /// Where the first config read the host: what a reload over HTTP may read when there is no
+    /// config file to compare with (an embedded gateway).
+    started_with: std::collections::BTreeMap<String, String>,
     metrics: GatewayMetrics,
-    /// Spend per caller name: (UTC day, amount); kept across reloads.
-    spend: Mutex<HashMap<String, (u64, f64)>>,
+    /// Spend and reservations per caller name (today's); kept across reloads.
+    spend: Mutex<HashMap<String, budget::Spend>>,
     /// Requests and streams being served (for the drain report).
     pub in_flight: AtomicI64,
+    /// The services' secrets last seen, and their scrubber.
+    scrubber: Mutex<(Vec<String>, Arc<scrub::Scrubber>)>,
 }
 
 impl Gateway {
@@ -116,10 +128,12 @@ impl Gateway {
         Ok(Arc::new(Gateway {
             client,
             settings: ArcSwap::from_pointee(settings),
+            started_with: loaded.host_references.clone(),
             path,
             metrics: GatewayMetrics::new(),
             spend: Mutex::new(HashMap::new()),
             in_flight: AtomicI64::new(0),
+            scrubber: Mutex::new((Vec::new(), Arc::new(scrub::Scrubber::new([])))),
         }))
     }
 
@@ -129,6 +143,26 @@ impl Gateway {
         let version = self.client.reload(loaded.core)?;
         self.settings.store(Arc::new(settings));
         Ok(version)
+    }
+
+    /// A scrubber for every secret the services hold now (a token refresh or a reload changes
+    /// them; the scrubber is rebuilt only then).
+    fn scrubber(&self) -> Arc<scrub::Scrubber> {
+        let cfg = self.client.config();
+        let mut secrets: Vec<String> = Vec::new();
+        for name in cfg.services.keys() {
+            if let Some(s) = self.client.service_secrets(name) {
+                secrets.extend(s.values().map(str::to_string));
+            }
+        }
+        secrets.sort_unstable();
+        secrets.dedup();
+        let mut cache = self.scrubber.lock();
+        if cache.0 != secrets {
+            let scrubber = Arc::new(scrub::Scrubber::new(secrets.iter().map(String::as_str)));
+            *cache = (secrets, scrubber);
+        }
+        cache.1.clone()
     }
 
     fn gateway_config(&self) -> GatewayConfig {
@@ -148,34 +182,8 @@ impl Gateway {
         Some(ring_eq(got.as_bytes(), want.to_ascii_lowercase().as_bytes()))
     }
 
-    fn today() -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0)
-    }
-
-    /// Whether `caller` has budget left today.
-    fn budget_left(&self, caller: &Caller) -> bool {
-        let Some(budget) = caller.budget_per_day else { return true };
-        let spend = self.spend.lock();
-        match spend.get(&caller.name) {
-            Some((day, spent)) if *day == Self::today() => *spent < budget,
-            _ => budget > 0.0,
-        }
-    }
-
-    fn record_cost(&self, caller: &Caller, cost: Option<f64>) {
-        let Some(cost) = cost.filter(|c| *c > 0.0) else { return };
-        self.metrics.cost.get_or_create(&CallerLabels { caller: caller.name.clone() }).inc_by(cost);
-        let today = Self::today();
-        let mut spend = self.spend.lock();
-        let e = spend.entry(caller.name.clone()).or_insert((today, 0.0));
-        if e.0 != today {
-            *e = (today, 0.0);
-        }
-        e.1 += cost;
-    }
-
     fn count(&self, caller: &str, api: &str, target: &str, status: u16) {
-        self.metrics.requests.get_or_create(&RequestLabels { caller: caller.into(), api: api.into(), target: target.into(), status: status.to_string() }).inc();
+        self.metrics.requests.get_or_create(&RequestLabels { caller: caller.into(), api: api.into(), target: target.into(), status: status.to_string().into() }).inc();
     }
 
     /// The core's series and the gateway's, as one Prometheus text.

@@ -3,6 +3,8 @@
 //! callers, reload and drain under load.
 #![allow(clippy::result_large_err)]
 
+use std::io::BufRead;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harness_gateway::{sha256_hex, Loaded, Started};
@@ -385,4 +387,453 @@ async fn two_gateways_sharing_one_redis_enforce_one_caller_limit_together() {
     assert_eq!(w.script_log("g8").await["requests"].as_array().unwrap().len(), ok);
     g1.shutdown().await;
     g2.shutdown().await;
+}
+
+/// `harness serve` as a real process, read as an operator reads it: this test binary run again
+/// with only `serve_child_process` (below), which serves a config file through
+/// `harness_gateway::run`, what the CLI's `serve` calls. Its stderr lines are kept.
+struct ServeProcess {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServeProcess {
+    fn start(config: &Value) -> ServeProcess {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!("harness-gw-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("harness.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "serve_child_process", "--ignored", "--nocapture", "--test-threads", "1"])
+            .env("HARNESS_GW_CHILD", &path)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (lines, pipe) = (stderr.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let started = std::time::Instant::now();
+        let addr = loop {
+            let listening = stderr.lock().unwrap().iter().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "harness.gateway_listening");
+            if let Some(v) = listening {
+                break v["addr"].as_str().unwrap().parse().unwrap();
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "harness serve did not start: {:?}", stderr.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        ServeProcess { child, addr, stderr }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The access log lines written so far (`{"event": "harness.gateway", ...}`).
+    fn access_log(&self) -> Vec<Value> {
+        self.stderr.lock().unwrap().iter().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == "harness.gateway").collect()
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The gateway process of `ServeProcess` (does nothing when run on its own).
+#[test]
+#[ignore = "started by ServeProcess as `harness serve` in a child process"]
+fn serve_child_process() {
+    let Ok(config) = std::env::var("HARNESS_GW_CHILD") else { return };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    harness_gateway::run(&config, "127.0.0.1:0").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_access_log_line_carries_the_trace_id_of_an_upstream_error() {
+    let w = World::new().await;
+    w.provider("g9-a", json!({"fail_rate": 1.0, "fail_status": 400, "error_code": "bad_input", "error_type": "invalid_request_error"})).await;
+    w.provider("g9-b", json!({"fail_rate": 1.0, "fail_status": 400, "error_code": "bad_input", "error_type": "invalid_request_error"})).await;
+    w.script("g9", json!([{"status": 400, "json": {"error": "bad order"}}, {"status": 200, "delay_ms": 1000}])).await;
+    let g = ServeProcess::start(&w.config("g9", json!({})));
+    let mut traces = Vec::new();
+    // A chat whose provider answered 400.
+    let r = w.http.post(g.url("/v1/chat/completions")).bearer_auth(ANN).body(hello("chat").to_string()).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    traces.push(("chat", 400, v["error"]["trace_id"].as_str().expect("the error body names the trace").to_string()));
+    // A service call the downstream answered 400, and one that timed out (504).
+    let r = w.http.get(g.url("/v1/services/orders/s/g9/1")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    traces.push(("service", 400, r.headers()["x-harness-trace-id"].to_str().unwrap().to_string()));
+    let r = w.http.get(g.url("/v1/services/orders/s/g9/2")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.status(), 504);
+    let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    traces.push(("service", 504, v["error"]["trace_id"].as_str().unwrap().to_string()));
+    for (api, status, trace) in traces {
+        assert_eq!(trace.len(), 32);
+        let started = std::time::Instant::now();
+        loop {
+            let log = g.access_log();
+            let line = log.iter().find(|l| l["api"] == api && l["status"] == status);
+            match line {
+                Some(l) => {
+                    assert_eq!(l["trace_id"].as_str(), Some(trace.as_str()), "{api} {status}: {l}");
+                    break;
+                }
+                None if started.elapsed() < Duration::from_secs(5) => tokio::time::sleep(Duration::from_millis(20)).await,
+                None => panic!("no access log line for {api} {status}: {log:?}"),
+            }
+        }
+    }
+}
+
+const CAROL: &str = "sk-carol-0123456789";
+
+/// Every line of a Prometheus text exposition is a comment or one well-formed sample, and no
+/// sample is named `forged_total`.
+fn assert_one_sample_per_line(text: &str) {
+    let sample = regex::Regex::new(r#"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*")(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*")*\})? [^ ]+$"#).unwrap();
+    for line in text.lines() {
+        assert!(line.starts_with("# ") || sample.is_match(line), "not one sample: {line:?}\n{text}");
+        assert!(!line.starts_with("forged"), "a forged sample: {line:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_labels_are_escaped_so_no_caller_can_forge_or_break_a_sample() {
+    let w = World::new().await;
+    w.provider("g10-a", json!({"content": "a"})).await;
+    w.provider("g10-b", json!({"content": "b"})).await;
+    w.script("g10", json!([{"status": 200, "json": {"ok": true}}])).await;
+    let mut config = w.config("g10", json!({"callers": {"carol\\": {"key_sha256": sha256_hex(CAROL.as_bytes()), "routes": ["*"], "services": ["*"]}}}));
+    config["services"]["we\"ird"] = json!({"base_url": w.up.url(), "retry": {"max_retries": 0}});
+    let g = w.gateway(config).await;
+    // A caller name ending in `\`, a service name with `"`, a model name that tries to end
+    // the label and start a sample of its own.
+    assert_eq!(post(&w.http, &g, Some(CAROL), "/v1/chat/completions", hello("chat")).await.0, 200);
+    assert_eq!(w.http.get(url(&g, "/v1/services/we%22ird/s/g10/1")).bearer_auth(CAROL).send().await.unwrap().status(), 404, "the raw path names `we%22ird`");
+    let status = raw_status(&g, &format!("GET /v1/services/we\"ird/s/g10/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ANN}\r\nConnection: close\r\n\r\n")).await;
+    assert_eq!(status, 200, "a `\"` in a path segment reaches the service of that name");
+    assert_eq!(post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("nope\"} 1\nforged_total 42\nx{a=\"")).await.0, 404);
+    let m = w.http.get(url(&g, "/metrics")).send().await.unwrap().text().await.unwrap();
+    assert_one_sample_per_line(&m);
+    assert!(m.contains(r#"harness_gateway_requests_total{caller="carol\\",api="chat",target="chat",status="200"} 1"#), "{m}");
+    assert!(m.contains(r#"target="we\"ird",status="200"} 1"#), "{m}");
+    g.shutdown().await;
+}
+
+/// The samples of a scrape (lines that are not comments).
+fn samples(text: &str) -> Vec<String> {
+    text.lines().filter(|l| !l.starts_with('#')).map(str::to_string).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_models_and_services_share_one_metric_series() {
+    let w = World::new().await;
+    w.provider("g11-a", json!({"content": "a"})).await;
+    w.provider("g11-b", json!({"content": "b"})).await;
+    let g = w.gateway(w.config("g11", json!({}))).await;
+    // One of each first, so that every series these requests can touch exists.
+    let round = |i: usize| {
+        let (http, chat, svc, pinned) = (w.http.clone(), url(&g, "/v1/chat/completions"), url(&g, &format!("/v1/services/nope-{i}/x")), hello(&format!("chat/nope-{i}")));
+        async move {
+            let statuses = [
+                http.post(&chat).bearer_auth(ANN).body(hello(&format!("nope-{i}")).to_string()).send().await.unwrap().status().as_u16(),
+                http.get(&svc).bearer_auth(ANN).send().await.unwrap().status().as_u16(),
+                http.post(&chat).bearer_auth(ANN).body(pinned.to_string()).send().await.unwrap().status().as_u16(),
+            ];
+            assert_eq!(&statuses[..2], &[404, 404]);
+        }
+    };
+    round(0).await;
+    let before = samples(&w.http.get(url(&g, "/metrics")).send().await.unwrap().text().await.unwrap());
+    for i in 1..=200 {
+        round(i).await;
+    }
+    let text = w.http.get(url(&g, "/metrics")).send().await.unwrap().text().await.unwrap();
+    let after = samples(&text);
+    let added: Vec<&String> = after.iter().filter(|l| !before.iter().any(|b| b.split(' ').next() == l.split(' ').next())).collect();
+    assert!(added.is_empty(), "600 requests naming 400 unknown targets added series: {added:#?}");
+    assert_eq!(after.len(), before.len(), "600 requests naming 400 unknown targets added series:\n{text}");
+    assert!(text.contains(r#"harness_gateway_requests_total{caller="ann",api="chat",target="{unknown}",status="404"} 201"#), "{text}");
+    assert!(text.contains(r#"harness_gateway_requests_total{caller="ann",api="service",target="{unknown}",status="404"} 201"#), "{text}");
+    g.shutdown().await;
+}
+
+/// Sends `head` (and nothing more, keeping the connection open) and returns the answer's
+/// status and how long it took (status 0: no answer within 5 s).
+async fn raw_status_timed(g: &Started, head: &str) -> (u16, Duration) {
+    let started = std::time::Instant::now();
+    let mut s = tokio::net::TcpStream::connect(g.addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Until the status line is in (the connection stays open on our side).
+    while !String::from_utf8_lossy(&out).contains("\r\n") && started.elapsed() < Duration::from_secs(5) {
+        match tokio::time::timeout(Duration::from_secs(5) - started.elapsed().min(Duration::from_secs(5)), s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => out.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&out);
+    (text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_times_out_and_an_oversized_declared_length_is_refused_before_reading() {
+    let w = World::new().await;
+    w.provider("g12-a", json!({"content": "a"})).await;
+    w.provider("g12-b", json!({"content": "b"})).await;
+    let g = w.gateway(w.config("g12", json!({"gateway": {"body_timeout_ms": 500}}))).await;
+    let head = |len: &str| format!("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ANN}\r\ncontent-type: application/json\r\nContent-Length: {len}\r\n\r\n");
+    // 10^12 bytes declared, none sent: 413 at once.
+    let (status, took) = raw_status_timed(&g, &head("1000000000000")).await;
+    assert_eq!(status, 413, "after {took:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}: not read first");
+    // 10 of 100 bytes, then silence: 408 after body_timeout_ms.
+    let (status, took) = raw_status_timed(&g, &format!("{}{{\"model\":\"", head("100"))).await;
+    assert_eq!(status, 408, "after {took:?}");
+    assert!(took >= Duration::from_millis(450) && took < Duration::from_millis(2500), "{took:?}");
+    assert_eq!(w.provider_count("g12-a").await + w.provider_count("g12-b").await, 0, "nothing forwarded");
+    // A body sent in pieces that arrives whole in time is served.
+    let body = hello("chat").to_string();
+    let mut s = tokio::net::TcpStream::connect(g.addr).await.unwrap();
+    s.write_all(format!("{}{}", head(&body.len().to_string()).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n"), &body[..5]).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.write_all(&body.as_bytes()[5..]).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&out));
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_service_credential_reaches_a_caller_in_any_answer_header_or_stream() {
+    let w = World::new().await;
+    const QUERY_KEY: &str = "pg+key/42=secret";
+    const QUERY_KEY_ENCODED: &str = "pg%2Bkey%2F42%3Dsecret";
+    const PROVIDER_KEY: &str = "s3cr3t_a bc9z";
+    let u = w.up.url();
+    let extra = json!({
+        "services": {
+            "pager": {"base_url": u, "retry": {"max_retries": 0}, "auth": {"type": "query", "param": "api_key", "token": {"value": QUERY_KEY}}},
+            "g13-a": {"auth": {"token": {"value": PROVIDER_KEY}}},
+        },
+        "routes": {"chat": {"stream": {"mid_stream": "restart"}}},
+    });
+    // A pagination link and a Location that carry the query key as the upstream saw it, a 2xx
+    // body echoing a static header's secret, an error body, and chat content with a provider key.
+    w.script("g13", json!([
+        {"status": 200, "json": {"next": format!("{u}/s/g13/orders?page=2&api_key={QUERY_KEY_ENCODED}"), "raw": QUERY_KEY},
+         "headers": {"location": format!("/s/g13/orders?page=2&api_key={QUERY_KEY_ENCODED}"), "etag": format!("\"{QUERY_KEY}\"")}},
+        {"status": 201, "body": "created with Bearer svc-secret-orders"},
+        {"status": 404, "json": {"error": format!("no such key {QUERY_KEY}")}},
+    ])).await;
+    let content = format!("the key {PROVIDER_KEY} ends here");
+    w.provider("g13-a", json!({"content": content, "stream": {"delay_ms": 5}})).await;
+    w.provider("g13-b", json!({"content": "b"})).await;
+    let g = w.gateway(w.config("g13", extra)).await;
+    let leaks = |text: &str| [QUERY_KEY, QUERY_KEY_ENCODED, "svc-secret-orders", "s3cr3t_a", "bc9z"].into_iter().filter(|k| text.contains(k)).collect::<Vec<_>>();
+
+    let r = w.http.get(url(&g, "/v1/services/pager/s/g13/orders?page=1")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let headers = format!("{:?}", r.headers());
+    assert_eq!(r.headers()["location"], "/s/g13/orders?page=2&api_key=***");
+    let body = r.text().await.unwrap();
+    assert!(leaks(&headers).is_empty() && leaks(&body).is_empty(), "{headers} {body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["next"], format!("{u}/s/g13/orders?page=2&api_key=***"));
+    let r = w.http.post(url(&g, "/v1/services/orders/s/g13/orders")).bearer_auth(ANN).body("{}").send().await.unwrap();
+    assert_eq!((r.status().as_u16(), r.text().await.unwrap()), (201, "created with ***".to_string()));
+    let r = w.http.get(url(&g, "/v1/services/pager/s/g13/orders/9")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let body = r.text().await.unwrap();
+    assert!(leaks(&body).is_empty(), "{body}");
+    // The upstream did get the key: the gateway scrubs answers, not requests.
+    let log = w.script_log("g13").await;
+    assert!(log["requests"][0]["path"].as_str().unwrap().contains(QUERY_KEY_ENCODED), "{log}");
+
+    // Chat, whole and streamed: the provider's key, split over two chunks in the stream.
+    let (status, _, v) = post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("chat")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "the key *** ends here");
+    let mut body = hello("chat");
+    body["stream"] = json!(true);
+    let text = w.http.post(url(&g, "/v1/chat/completions")).bearer_auth(ANN).body(body.to_string()).send().await.unwrap().text().await.unwrap();
+    assert!(leaks(&text).is_empty(), "{text}");
+    let events: Vec<Value> = text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).filter(|d| *d != "[DONE]").map(|d| serde_json::from_str(d).unwrap()).collect();
+    let streamed: String = events.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(streamed, "the key *** ends here", "{text}");
+    assert!(events.len() > 4, "the answer still streams in pieces: {text}");
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_over_http_reads_no_host_file_or_env_var_the_config_file_does_not() {
+    let w = World::new().await;
+    w.script("g14", json!([{"status": 200, "json": {"ok": true}}])).await;
+    let dir = std::env::temp_dir().join(format!("harness-gw-g14-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (token_file, secret_file) = (dir.join("vault-token"), dir.join("host-secret.json"));
+    std::fs::write(&token_file, "vault-token-123").unwrap();
+    std::fs::write(&secret_file, r#"{"host_secret": "only on this host"}"#).unwrap();
+    // The file names its token file relative to its own folder.
+    let mut on_disk = w.config("g14", json!({}));
+    on_disk["services"]["vault"] = json!({"base_url": w.up.url(), "auth": {"token": {"file": "vault-token"}}});
+    let path = dir.join("harness.json");
+    std::fs::write(&path, on_disk.to_string()).unwrap();
+    let path = path.display().to_string();
+    let g = harness_gateway::start(Loaded::from_path(&path).unwrap(), Some(path.clone()), "127.0.0.1:0").await.unwrap();
+    let reload = |body: Option<Value>| {
+        let mut r = w.http.post(url(&g, "/admin/reload")).bearer_auth(ADMIN);
+        if let Some(b) = body {
+            r = r.header("content-type", "application/json").body(b.to_string());
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            (resp.status().as_u16(), serde_json::from_slice::<Value>(&resp.bytes().await.unwrap()).unwrap_or(Value::Null))
+        }
+    };
+    let with = |extra: Value| {
+        // The file as the gateway reads it: its reference made absolute.
+        let mut c = on_disk.clone();
+        c["services"]["vault"]["auth"]["token"]["file"] = json!(token_file.display().to_string());
+        merge(&mut c, &extra);
+        Some(c)
+    };
+    let file = |p: &std::path::Path| p.display().to_string();
+    // Each way a reload body could read the host, and the field each refusal names.
+    let attempts = [
+        (json!({"mock": {"enabled": true, "services": {"orders": [{"match": {"path": "*"}, "json_file": file(&secret_file)}]}}}), "mock.services.orders[0].json_file"),
+        (json!({"services": {"orders": {"auth": {"type": "header", "header": "x-leak", "token": {"env": "PATH"}}}}}), "services.orders.auth.token.env"),
+        (json!({"services": {"orders": {"auth": {"type": "header", "header": "x-leak", "token": {"file": file(&token_file)}}}}}), "services.orders.auth.token.file"),
+        (json!({"services": {"orders": {"endpoints": {"GET /x": {"response_schema": file(&secret_file)}}}}}), "services.orders.endpoints.GET /x.response_schema"),
+        (json!({"audit": {"enabled": true, "sink": {"file": file(&dir.join("audit.jsonl"))}}}), "audit.sink.file"),
+        (json!({"audit": {"enabled": true}}), "audit.sink.file"),
+        // The file's own relative reference, sent as data, would be read from the working directory.
+        (json!({"services": {"vault": {"auth": {"token": {"file": "vault-token"}}}}}), "services.vault.auth.token.file"),
+    ];
+    for (extra, field) in attempts {
+        let (status, v) = reload(with(extra.clone())).await;
+        assert_eq!(status, 400, "{extra}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("{field}: ")), "{message}");
+        assert!(!message.contains("only on this host") && !message.contains(&file(&secret_file)), "{message}");
+    }
+    // Nothing of the host reached a caller or the upstream.
+    let r = w.http.get(url(&g, "/v1/services/orders/s/g14/x")).bearer_auth(ANN).send().await.unwrap();
+    assert_eq!(r.text().await.unwrap(), r#"{"ok":true}"#);
+    let log = w.script_log("g14").await;
+    assert!(log["requests"].as_array().unwrap().iter().all(|r| r["headers"].get("x-leak").is_none()), "{log}");
+    // The file's own references, in their own places, may be sent back; the file itself reloads.
+    let (status, v) = reload(with(json!({"services": {"vault": {"timeouts": {"response_ms": 900}}}}))).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = reload(None).await;
+    assert_eq!(status, 200, "{v}");
+    g.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const DAN: &str = "sk-dan-0123456789";
+
+/// `harness_gateway_cost_total{caller=...}`, 0 when there is no such series yet.
+async fn cost_of(w: &World, g: &Started, caller: &str) -> f64 {
+    let text = w.http.get(url(g, "/metrics")).send().await.unwrap().text().await.unwrap();
+    let prefix = format!("harness_gateway_cost_total{{caller=\"{caller}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(prefix.as_str())).map(|v| v.parse().unwrap()).unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_overspend_a_budget_by_at_most_one_request() {
+    let w = World::new().await;
+    // Each answer: 1 prompt token and 100 completion tokens at 1 per 1k each: 0.101.
+    w.provider("g15-a", json!({"content": "x", "completion_tokens": 100, "latency_ms": 300})).await;
+    w.provider("g15-b", json!({"content": "y", "completion_tokens": 100})).await;
+    let extra = json!({
+        "callers": {"ann": {"budget_per_day": 0.25}, "dan": {"key_sha256": sha256_hex(DAN.as_bytes()), "routes": ["chat"], "budget_per_day": 100.0}},
+        "gateway": {"route_max_tokens": {"chat": 50}},
+    });
+    let g = w.gateway(w.config("g15", extra)).await;
+    let mut body = hello("chat");
+    body["max_tokens"] = json!(100);
+    let mut calls = Vec::new();
+    for _ in 0..20 {
+        let (http, u, body) = (w.http.clone(), url(&g, "/v1/chat/completions"), body.to_string());
+        calls.push(tokio::spawn(async move { http.post(u).bearer_auth(ANN).body(body).send().await.unwrap().status().as_u16() }));
+    }
+    let mut ok = 0;
+    for c in calls {
+        match c.await.unwrap() {
+            200 => ok += 1,
+            429 => {}
+            other => panic!("status {other}"),
+        }
+    }
+    // The most one request can cost: its prompt (the messages' 32 bytes, a token each at most)
+    // and its 100 tokens.
+    let one_request = (32.0 + 100.0) / 1000.0;
+    let spent = cost_of(&w, &g, "ann").await;
+    assert!(ok >= 1 && spent <= 0.25 + one_request + 1e-9, "{ok} of 20 calls passed at once, spending {spent} of a 0.25 budget");
+    assert_eq!(w.provider_count("g15-a").await, ok as u64, "refused calls were not forwarded");
+    // One by one, calls pass while the budget lasts; the last one may pass it, by one request.
+    let mut more = 0;
+    while post(&w.http, &g, Some(ANN), "/v1/chat/completions", body.clone()).await.0 == 200 {
+        more += 1;
+        assert!(more < 5, "the budget never ran out");
+    }
+    let spent = cost_of(&w, &g, "ann").await;
+    assert!(spent >= 0.25 && spent <= 0.25 + one_request + 1e-9, "{spent}");
+    // A budgeted caller's request without max_tokens gets the route's default, sent and reserved.
+    assert_eq!(post(&w.http, &g, Some(DAN), "/v1/chat/completions", hello("chat")).await.0, 200);
+    let log: Value = serde_json::from_slice(&w.http.get(format!("{}/__admin/provider-log/g15-a", w.up.url())).send().await.unwrap().bytes().await.unwrap()).unwrap();
+    assert_eq!(log["requests"].as_array().unwrap().last().unwrap()["body"]["max_tokens"], 50, "{log}");
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_charged_for_what_it_streamed_even_when_the_caller_leaves_early() {
+    let w = World::new().await;
+    let content = (1..=20).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
+    w.provider("g16-a", json!({"content": content, "prompt_tokens": 1000, "completion_tokens": 1000, "stream": {"delay_ms": 150}})).await;
+    w.provider("g16-b", json!({"content": content, "stream": {"usage": false}})).await;
+    let extra = json!({
+        "callers": {"ann": {"budget_per_day": 100.0}, "dan": {"key_sha256": sha256_hex(DAN.as_bytes()), "routes": ["chat"]}},
+        "routes": {"chat": {"stream": {"mid_stream": "restart"}}},
+    });
+    let g = w.gateway(w.config("g16", extra)).await;
+    // ann reads the first three chunks of a slow stream, then leaves.
+    let mut body = hello("chat");
+    body["stream"] = json!(true);
+    let mut resp = w.http.post(url(&g, "/v1/chat/completions")).bearer_auth(ANN).body(body.to_string()).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut seen = String::new();
+    while seen.matches("\"content\"").count() < 3 {
+        seen.push_str(&String::from_utf8_lossy(&resp.chunk().await.unwrap().expect("more chunks")));
+    }
+    drop(resp);
+    let started = std::time::Instant::now();
+    let mut charged = 0.0;
+    while charged == 0.0 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        charged = cost_of(&w, &g, "ann").await;
+    }
+    // An estimate of what was streamed: well under the whole answer's 2.0, but not nothing.
+    assert!(charged > 0.0 && charged < 0.1, "charged {charged} for a stream left after 3 of 20 chunks");
+    // dan's stream ends, but its provider reports no usage: estimated from the streamed text.
+    body["model"] = json!("chat/model-b");
+    let text = w.http.post(url(&g, "/v1/chat/completions")).bearer_auth(DAN).body(body.to_string()).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("word20") && text.trim_end().ends_with("[DONE]"), "{text}");
+    let estimated = cost_of(&w, &g, "dan").await;
+    let expected = ((32.0f64 / 4.0).ceil() + (content.len() as f64 / 4.0).ceil()) / 1000.0;
+    assert!((estimated - expected).abs() < 1e-9, "charged {estimated}, expected {expected}");
+    g.shutdown().await;
 }

@@ -283,6 +283,11 @@ impl RefreshingToken {
         }
     }
 
+    /// The token held now, if any, without refreshing (to scrub it from what is passed on).
+    pub fn peek(&self) -> Option<Secret> {
+        self.state.lock().token.as_ref().map(|t| t.value.clone())
+    }
+
     /// Starts the one refresh (the caller holds the lock and saw none in flight).
     fn start_refresh(self: &Arc<Self>, st: &mut State) -> Arc<Notify> {
         let notify = Arc::new(Notify::new());

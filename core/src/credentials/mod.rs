@@ -171,6 +171,8 @@ pub struct Credential {
     /// What it was built from, to keep it across reloads when nothing changed.
     config: AuthConfig,
     loaded: Vec<Option<Secret>>,
+    /// Every secret source (token, pool keys, client secret), for `secret_values`.
+    sources: Vec<SecretSource>,
 }
 
 /// The credential one attempt carried, for the 401/403/429 answer.
@@ -245,6 +247,7 @@ impl Credential {
                 return Ok(prev.clone());
             }
         }
+        let sources: Vec<SecretSource> = token.iter().chain(client_secret.iter()).chain(keys.iter().map(|(_, s)| s)).cloned().collect();
         let thresholds = Thresholds {
             soft: Duration::from_millis(cfg.refresh.soft_ms),
             hard: Duration::from_millis(cfg.refresh.hard_ms),
@@ -287,7 +290,7 @@ impl Credential {
             ),
             _ => Source::Fixed(token.expect("validated")),
         };
-        Ok(Arc::new(Credential { placement, source, config: cfg.clone(), loaded }))
+        Ok(Arc::new(Credential { placement, source, config: cfg.clone(), loaded, sources }))
     }
 
     /// The query parameter the credential goes in (`type: query`), which no caller may set.
@@ -338,6 +341,16 @@ impl Credential {
             }
             _ => false,
         }
+    }
+
+    /// Every secret value this credential holds now: the token, each pool key, the OAuth2
+    /// client secret and the access token in cache (to scrub them from what is passed on).
+    pub fn secret_values(&self) -> Vec<Secret> {
+        let mut out: Vec<Secret> = self.sources.iter().filter_map(|s| s.current().ok()).collect();
+        if let Source::Refreshing(c) = &self.source {
+            out.extend(c.peek());
+        }
+        out
     }
 
     fn revive_if_dead(&self) {
