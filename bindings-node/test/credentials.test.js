@@ -114,6 +114,25 @@ test('a sync provider works; a token without expiresIn does not expire', async (
   }
 })
 
+// Regression: a lifetime of ~9.2e18 s or more panicked the refresh task and every request failed.
+test('a lifetime past any clock is held, not a crash', async () => {
+  for (const lifetime of [9223372036854775807, 1e19, Number.MAX_VALUE, Infinity]) {
+    const client = await callbackClient('cred-life')
+    try {
+      let calls = 0
+      client.setTokenProvider('orders', () => {
+        calls++
+        return { token: 'long-lived-tok', expiresIn: lifetime }
+      })
+      for (let i = 0; i < 3; i++) assert.equal((await client.get('orders', '/s/cred-life/x')).status, 200)
+      assert.equal(calls, 1, `${lifetime}`)
+      assert.equal(client.credentialsState()[0].status, 'valid')
+    } finally {
+      client.close()
+    }
+  }
+})
+
 test('an async provider with expiresIn, placed in a custom header', async () => {
   const client = await callbackClient('cred-async', { header: 'x-api-key', prefix: '' })
   try {
@@ -140,8 +159,10 @@ test('a provider that throws or rejects gives an AuthError with its message', as
       [() => Promise.reject('a plain string'), 'a plain string'],
       [() => ({ expiresIn: 5 }), 'token provider: token: expected a non-empty string'],
       [() => 'bare-string', 'token provider: expected { token, expiresIn }'],
-      [() => ({ token: 'bad-exp-tok', expiresIn: -1 }), 'expiresIn: expected a finite number'],
-      [() => ({ token: 'bad-exp-tok', expiresIn: NaN }), 'expiresIn: expected a finite number'],
+      [() => ({ token: 'bad-exp-tok', expiresIn: -1 }), 'expiresIn: expected a positive number of seconds, got -1'],
+      [() => ({ token: 'bad-exp-tok', expiresIn: 0 }), 'expiresIn: expected a positive number of seconds, got 0'],
+      [() => ({ token: 'bad-exp-tok', expiresIn: NaN }), 'expiresIn: expected a positive number of seconds, got NaN'],
+      [() => ({ token: 'bad-exp-tok', expiresIn: '60' }), 'expiresIn: expected a number of seconds'],
     ]
     for (const [provider, message] of cases) {
       client.setTokenProvider('orders', provider)
