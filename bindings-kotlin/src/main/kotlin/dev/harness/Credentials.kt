@@ -108,7 +108,9 @@ internal class HostTokenProvider(private val fetchToken: suspend () -> Token) : 
     private fun Token.toNative(): NativeToken {
         // A lone surrogate cannot cross as UTF-8; say so instead of failing in the encoder.
         if (hasLoneSurrogate(value)) throw IllegalArgumentException("the token is not valid Unicode (a lone surrogate)")
-        return NativeToken(value, expiresIn?.toMillis()?.toULong())
+        // A lifetime past Long.MAX_VALUE milliseconds saturates (the core holds it for its maximum).
+        val ms = expiresIn?.let { runCatching { it.toMillis() }.getOrDefault(Long.MAX_VALUE) }
+        return NativeToken(value, ms?.toULong())
     }
 
     companion object {

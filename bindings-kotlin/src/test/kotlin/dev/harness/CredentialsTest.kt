@@ -60,6 +60,24 @@ class CredentialsTest {
         }
     }
 
+    /** Regression: a lifetime of ~9.2e18 s or more panicked the refresh task; it is held instead. */
+    @Test
+    fun `a lifetime past any clock is held, not a crash`() = runBlocking<Unit> {
+        TestUpstream.putScript("kt_cred_life", listOf(mapOf("status" to 200)))
+        for (lifetime in listOf(java.time.Duration.ofSeconds(Long.MAX_VALUE), java.time.Duration.ofMillis(Long.MAX_VALUE), java.time.Duration.ofDays(365L * 1000))) {
+            val calls = AtomicInteger()
+            HarnessClient(config()).use { h ->
+                h.setTokenProvider("svc") {
+                    calls.incrementAndGet()
+                    Token("tok-long-lived", lifetime)
+                }
+                repeat(3) { assertEquals(200, h.get("svc", "/s/kt_cred_life/a").status) }
+                assertEquals(1, calls.get(), "$lifetime")
+                assertEquals("valid", h.credentialsState().single().status)
+            }
+        }
+    }
+
     @Test
     fun `a suspend provider and a CompletableFuture provider both supply the token`() = runBlocking<Unit> {
         TestUpstream.putScript("kt_cred_forms", listOf(mapOf("status" to 200)))
