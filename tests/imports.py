@@ -37,11 +37,10 @@ def strip(code):
     """Code without comments, string and char literals (their text cannot import), without
     `#[cfg(test)]` modules (tests do not count), and with `super::` inside any other inline
     module read as the file's own module (one level up from the inline one)."""
-    code = re.sub(r"//[^\n]*", "", code)
-    code = re.sub(r"/\*.*?\*/", "", code, flags=re.S)
-    code = re.sub(r'r(#*)".*?"\1', '""', code, flags=re.S)
-    code = re.sub(r'"(\\.|[^"\\])*"', '""', code, flags=re.S)
-    code = re.sub(r"'(\\.|[^'\\])'", "' '", code)
+    # One left-to-right pass, so that a quote inside a comment or a `//` inside a string
+    # is read as what it is.
+    token = re.compile(r"//[^\n]*|/\*.*?\*/|(?<!\w)b?r(#*)\".*?\"\1|b?\"(?:\\.|[^\"\\])*\"|b?'(?:\\.|[^'\\])'", re.S)
+    code = token.sub(lambda m: '""' if m.group(0).lstrip("b").startswith(("\"", "r")) else " ", code)
     out, pos = [], 0
     for m in re.finditer(r"(#\[cfg\(test\)\]\s*)?(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", code):
         if m.start() < pos:

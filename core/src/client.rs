@@ -280,7 +280,21 @@ impl Client {
 
     /// Reloads whenever `path` changes, until the client is closed.
     pub fn watch(&self, path: impl AsRef<Path>) -> Result<(), HarnessError> {
-        let w = watch::watch(&self.engine, path.as_ref())?;
+        let weak = Arc::downgrade(&self.engine);
+        let w = watch::watch(path.as_ref(), move |path| {
+            let Some(engine) = weak.upgrade() else { return false };
+            let source = format!("file:{}", path.display());
+            if let Err(e) = engine.reload(Config::from_path(path), &source) {
+                let line = serde_json::json!({
+                    "event": "harness.config_rejected",
+                    "source": source,
+                    "error": e.to_string(),
+                    "note": "the previous config stays in force",
+                });
+                eprintln!("{line}");
+            }
+            true
+        })?;
         *self.engine.watcher.lock() = Some(w);
         Ok(())
     }

@@ -7,6 +7,7 @@
 //! already held finish, and new ones are granted only below the new limit.
 
 pub mod adaptive;
+pub mod config;
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use arc_swap::ArcSwapOption;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
-use crate::config::BulkheadConfig;
+pub use config::BulkheadConfig;
 use adaptive::AdaptiveLimit;
 
 pub struct Bulkhead {

@@ -115,37 +115,6 @@ impl fmt::Debug for ServiceConfig {
     }
 }
 
-/// Redirects: returned to the caller by default; followed only when asked, same origin only.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RedirectConfig {
-    pub follow: bool,
-    /// Most redirects followed for one attempt.
-    pub max: u32,
-}
-
-impl Default for RedirectConfig {
-    fn default() -> Self {
-        RedirectConfig { follow: false, max: 3 }
-    }
-}
-
-/// Bounds on what one service may cost.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LimitsConfig {
-    /// Largest response body read (by `Content-Length` or while reading).
-    pub max_response_bytes: u64,
-    /// Distinct endpoint labels tracked; past it, new ones share `{other}`.
-    pub max_endpoints: u32,
-}
-
-impl Default for LimitsConfig {
-    fn default() -> Self {
-        LimitsConfig { max_response_bytes: 64 * 1024 * 1024, max_endpoints: 1000 }
-    }
-}
-
 /// Static headers sent with every request; values are redacted from Debug output.
 #[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(transparent)]
@@ -157,80 +126,10 @@ impl fmt::Debug for Headers {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TimeoutConfig {
-    pub connect_ms: u64,
-    pub response_ms: u64,
-    pub request_ms: u64,
-    /// Longest silence while reading a body (between chunks of a stream).
-    pub idle_ms: u64,
-}
-
-impl Default for TimeoutConfig {
-    fn default() -> Self {
-        TimeoutConfig { connect_ms: 1000, response_ms: 3000, request_ms: 15000, idle_ms: 30000 }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetryConfig {
-    pub max_retries: u32,
-    pub base_delay_ms: u64,
-    pub max_delay_ms: u64,
-    pub retry_on_500: bool,
-    pub max_retry_after_ms: u64,
-    /// Retries allowed as a fraction of requests (Finagle-style budget).
-    pub budget_ratio: f64,
-    /// Retries per second always allowed, whatever the ratio says.
-    pub budget_min_per_sec: u32,
-    /// Full jitter on backoff; off only for deterministic tests.
-    pub jitter: bool,
-    /// Count the budget across a fleet through Redis (local when Redis is down).
-    pub budget_shared: Option<SharedBudgetConfig>,
-}
-
-/// `retry.budget_shared`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SharedBudgetConfig {
-    pub redis_url: String,
-    pub key: String,
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        RetryConfig {
-            max_retries: 1,
-            base_delay_ms: 200,
-            max_delay_ms: 5000,
-            retry_on_500: false,
-            max_retry_after_ms: 30000,
-            budget_ratio: 0.2,
-            budget_min_per_sec: 10,
-            jitter: true,
-            budget_shared: None,
-        }
-    }
-}
-
 pub use crate::breaker::config::BreakerConfig;
-
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BulkheadConfig {
-    /// The fixed limit (unused when `adaptive` is set).
-    pub max_concurrency: u32,
-    /// A limit that follows the measured latency (Gradient2 or Vegas), within `min..=max`.
-    pub adaptive: Option<crate::bulkhead::adaptive::AdaptiveConfig>,
-}
-
-impl Default for BulkheadConfig {
-    fn default() -> Self {
-        BulkheadConfig { max_concurrency: 200, adaptive: None }
-    }
-}
+pub use crate::bulkhead::config::BulkheadConfig;
+pub use crate::retry::config::{RetryConfig, SharedBudgetConfig};
+pub use crate::transport::config::{LimitsConfig, RedirectConfig, TimeoutConfig};
 
 impl Config {
     /// Loads a `.yaml`/`.yml`, `.json` or `.toml` file; relative file references in it

@@ -24,7 +24,7 @@ use http::{HeaderName, HeaderValue};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ServiceConfig, TimeoutConfig};
+use crate::transport::config::{ClientSettings, RedirectConfig};
 use crate::error::{ErrorKind, HarnessError};
 use crate::host::TokenProvider;
 use crate::observability::events::EventHub;
@@ -175,6 +175,18 @@ pub struct Credential {
     sources: Vec<SecretSource>,
 }
 
+/// What a credential is built with besides its own config.
+#[derive(Clone, Copy)]
+pub struct BuildContext<'a> {
+    pub providers: &'a Providers,
+    pub events: &'a Arc<EventHub>,
+    pub metrics: &'a crate::observability::metrics::Metrics,
+    /// The service's `timeouts.connect_ms` (a token endpoint is connected to as fast).
+    pub connect_ms: u64,
+    /// The service's `retry.max_retry_after_ms` (the longest a pool key cools after a 429).
+    pub max_retry_after_ms: u64,
+}
+
 /// The credential one attempt carried, for the 401/403/429 answer.
 #[derive(Debug, Clone)]
 pub struct Applied {
@@ -201,15 +213,8 @@ pub struct CredentialState {
 
 impl Credential {
     /// Builds (or keeps, when `previous` matches config and secret values) a service's credential.
-    pub fn build(
-        service: &str,
-        svc: &ServiceConfig,
-        cfg: &AuthConfig,
-        providers: &Providers,
-        previous: Option<&Arc<Credential>>,
-        events: &Arc<EventHub>,
-        metrics: &crate::observability::metrics::Metrics,
-    ) -> Result<Arc<Credential>, HarnessError> {
+    pub fn build(service: &str, cfg: &AuthConfig, ctx: &BuildContext<'_>, previous: Option<&Arc<Credential>>) -> Result<Arc<Credential>, HarnessError> {
+        let BuildContext { providers, events, metrics, .. } = *ctx;
         let path = format!("services.{service}.auth");
         cfg.validate(&path)?;
         let placement = match cfg.kind {
@@ -268,14 +273,20 @@ impl Credential {
             AuthType::Oauth2ClientCredentials => {
                 let token_url = url::Url::parse(cfg.token_url.as_deref().unwrap_or_default())
                     .map_err(|e| HarnessError::config(format!("{path}.token_url: {e}")))?;
-                let mut endpoint = ServiceConfig { base_url: token_url.to_string(), ..Default::default() };
-                endpoint.timeouts = TimeoutConfig { connect_ms: svc.timeouts.connect_ms, ..Default::default() };
+                let settings = ClientSettings {
+                    base_url: token_url.as_str(),
+                    user_agent: "harness-oauth2",
+                    connect_ms: ctx.connect_ms,
+                    redirects: &RedirectConfig::default(),
+                    idle_pool: 8,
+                };
+                let transport = Arc::new(ReqwestTransport::new(&settings)?);
                 let provider: Arc<dyn TokenProvider> = Arc::new(oauth2::ClientCredentials {
-                    token_url,
+                    token_url: token_url.clone(),
                     client_id: client_id.expect("validated"),
                     client_secret: client_secret.expect("validated"),
                     scope: cfg.scope.clone(),
-                    transport: Arc::new(ReqwestTransport::new(&endpoint, "harness-oauth2")?),
+                    transport,
                 });
                 Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared, Some(metrics.refresh_counters(service))))
             }
@@ -285,7 +296,7 @@ impl Credential {
             }
             _ if !keys.is_empty() => Source::Pool(
                 KeyPool::new(service, keys)
-                    .with_max_cool(Duration::from_millis(svc.retry.max_retry_after_ms))
+                    .with_max_cool(Duration::from_millis(ctx.max_retry_after_ms))
                     .with_metrics(metrics.pool_keys.clone()),
             ),
             _ => Source::Fixed(token.expect("validated")),

@@ -20,7 +20,7 @@ use crate::bulkhead::Bulkhead;
 use crate::endpoint;
 use crate::host::Event;
 use crate::observability::events::EventHub;
-use crate::config::SharedBudgetConfig;
+use crate::retry::config::SharedBudgetConfig;
 use crate::error::HarnessError;
 use crate::ratelimit::{RateLimitConfig, ServiceLimiter};
 use crate::routing::fallback::FallbackCache;
@@ -161,7 +161,7 @@ impl Registry {
 
     /// The shared state of `name`, created with `bulkhead` if new (a reload
     /// reconfigures existing bulkheads once it has swapped the snapshot in).
-    pub fn service(&self, name: &str, bulkhead: &crate::config::BulkheadConfig) -> Arc<ServiceShared> {
+    pub fn service(&self, name: &str, bulkhead: &crate::bulkhead::config::BulkheadConfig) -> Arc<ServiceShared> {
         self.services
             .lock()
             .entry(name.to_string())

@@ -113,6 +113,15 @@ impl ServiceRuntime {
     }
 }
 
+/// What a service's HTTP client is built from. It keeps as many idle connections as the
+/// service may have requests in flight (at least 1024), so that a service allowed
+/// thousands at once does not reconnect most of them on every burst.
+fn client_settings<'a>(svc: &'a ServiceConfig, user_agent: &'a str) -> crate::transport::config::ClientSettings<'a> {
+    let bulkhead = &svc.bulkhead;
+    let idle_pool = bulkhead.adaptive.as_ref().map_or(bulkhead.max_concurrency, |a| a.max).max(1024) as usize;
+    crate::transport::config::ClientSettings { base_url: &svc.base_url, user_agent, connect_ms: svc.timeouts.connect_ms, redirects: &svc.redirects, idle_pool }
+}
+
 fn transport_key(client_name: &str, svc: &ServiceConfig) -> String {
     let origin = url::Url::parse(&svc.base_url).map(|u| u.origin().ascii_serialization()).unwrap_or_default();
     format!("{client_name}|{}|{}|{}|{origin}", svc.timeouts.connect_ms, svc.redirects.follow, svc.redirects.max)
@@ -163,12 +172,19 @@ impl Snapshot {
                 secrets.add(password);
             }
             let previous_credential = previous.and_then(|p| p.services.get(name)).and_then(|s| s.credential.as_ref());
-            let credential = svc.auth.as_ref().map(|a| Credential::build(name, svc, a, providers, previous_credential, registry.events(), registry.metrics())).transpose()?;
+            let ctx = crate::credentials::BuildContext {
+                providers,
+                events: registry.events(),
+                metrics: registry.metrics(),
+                connect_ms: svc.timeouts.connect_ms,
+                max_retry_after_ms: svc.retry.max_retry_after_ms,
+            };
+            let credential = svc.auth.as_ref().map(|a| Credential::build(name, a, &ctx, previous_credential)).transpose()?;
             let key = transport_key(&config.client.name, svc);
             let network: Arc<dyn Transport> = match (fixed_transport, previous.and_then(|p| p.services.get(name))) {
                 (Some(t), _) => t.clone(),
                 (None, Some(prev)) if prev.transport_key == key => prev.network.clone(),
-                _ => Arc::new(ReqwestTransport::new(svc, &config.client.name)?),
+                _ => Arc::new(ReqwestTransport::new(&client_settings(svc, &config.client.name))?),
             };
             let base_path = base_url.path().trim_end_matches('/').to_string();
             let mut transport = network.clone();

@@ -6,16 +6,12 @@
 //! thread holds only a weak reference, so it never keeps a client alive, and it
 //! ends when the client is closed or dropped.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, RecvTimeoutError};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher as _};
 
-use super::Engine;
-use crate::config::Config;
 use crate::error::HarnessError;
 
 /// Editors write a file in several steps; wait this long after the last one.
@@ -25,8 +21,10 @@ pub(crate) struct Watcher {
     _inner: notify::RecommendedWatcher,
 }
 
-/// Starts watching `path` for `engine`.
-pub(crate) fn watch(engine: &Arc<Engine>, path: &Path) -> Result<Watcher, HarnessError> {
+/// Starts watching `path`: `changed` runs on the watch thread after each (debounced)
+/// change, with the file's canonical path, and returns `false` once nobody needs the
+/// watch any more (the client is gone), which ends the thread.
+pub(crate) fn watch(path: &Path, changed: impl Fn(&Path) -> bool + Send + 'static) -> Result<Watcher, HarnessError> {
     let path = std::fs::canonicalize(path)
         .map_err(|e| HarnessError::config(format!("config file {}: {e}", path.display())))?;
     // The directory, not the file: editors and config managers replace files by rename.
@@ -44,7 +42,6 @@ pub(crate) fn watch(engine: &Arc<Engine>, path: &Path) -> Result<Watcher, Harnes
     inner
         .watch(&dir, RecursiveMode::NonRecursive)
         .map_err(|e| HarnessError::config(format!("config file {}: cannot watch: {e}", path.display())))?;
-    let weak: Weak<Engine> = Arc::downgrade(engine);
     let shown = path.display().to_string();
     std::thread::Builder::new()
         .name("harness-watch".into())
@@ -58,16 +55,8 @@ pub(crate) fn watch(engine: &Arc<Engine>, path: &Path) -> Result<Watcher, Harnes
                         Err(RecvTimeoutError::Disconnected) => return,
                     }
                 }
-                let Some(engine) = weak.upgrade() else { return };
-                let source = format!("file:{}", path.display());
-                if let Err(e) = engine.reload(Config::from_path(&path), &source) {
-                    let line = serde_json::json!({
-                        "event": "harness.config_rejected",
-                        "source": source,
-                        "error": e.to_string(),
-                        "note": "the previous config stays in force",
-                    });
-                    let _ = writeln!(std::io::stderr(), "{line}");
+                if !changed(&path) {
+                    return;
                 }
             }
         })

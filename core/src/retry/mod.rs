@@ -10,42 +10,11 @@ use std::time::{Duration, SystemTime};
 
 use http::Method;
 
-use crate::config::RetryConfig;
+pub mod config;
 
+pub use crate::transport::Failure;
+pub use config::{RetryConfig, SharedBudgetConfig};
 
-/// What went wrong with one attempt, as far as retrying is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    /// The connection could not be made: no byte of the request was sent.
-    ConnectRefused,
-    /// Connect did not finish in time: no byte was sent either.
-    ConnectTimeout,
-    /// The connection broke after the request may have been sent (reset, truncated body).
-    Broken,
-    /// No response head within the response timeout.
-    ResponseTimeout,
-    /// The body went silent for the idle timeout.
-    IdleTimeout,
-    /// A streamed answer's first chunk (or its head) did not come within `ttft_ms` of the request.
-    TtftTimeout,
-    /// The total deadline expired during the attempt.
-    TotalTimeout,
-    /// The server answered, but not with valid HTTP: not retried, counts against the breaker.
-    Protocol,
-    /// The body was over `limits.max_response_bytes`: not retried (it would be again).
-    TooLarge,
-    /// The server answered with this status.
-    Status(u16),
-    /// Mock mode: no rule answers this request (nothing was sent; never retried).
-    Unmatched,
-}
-
-impl Failure {
-    /// True when the request provably never reached the server.
-    pub fn never_sent(self) -> bool {
-        matches!(self, Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Unmatched)
-    }
-}
 
 pub fn is_idempotent(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE)

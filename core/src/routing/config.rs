@@ -213,7 +213,7 @@ impl ProviderConfig {
 }
 
 /// Checks a route against the services it names.
-pub(crate) fn validate(name: &str, r: &RouteConfig, services: &BTreeMap<String, crate::config::ServiceConfig>) -> Result<(), HarnessError> {
+pub(crate) fn validate<S>(name: &str, r: &RouteConfig, services: &BTreeMap<String, S>) -> Result<(), HarnessError> {
     let bad = |field: &str, msg: String| HarnessError::config(format!("routes.{name}.{field}: {msg}"));
     if name.is_empty() || name.chars().any(char::is_control) {
         return Err(HarnessError::config(format!("routes.{}: a route name must be printable", escape_control(name))));

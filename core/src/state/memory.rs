@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::*;
+use super::store::*;
+use crate::transport::BoxFuture;
 
 /// Entries kept before expired ones are swept.
 const SWEEP_AT: usize = 10_000;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::{BudgetPolicy, ClaimState, Finish, IdempotencyStore, Rate, RateDecision, RateLimitStore, RetryBudgetStore, StateError};
+use super::store::{BudgetPolicy, ClaimState, Finish, IdempotencyStore, Rate, RateDecision, RateLimitStore, RetryBudgetStore, StateError};
 use crate::error::HarnessError;
 use crate::redact::{escape_control, redact_url};
 use crate::transport::BoxFuture;
@@ -26,7 +26,7 @@ pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 /// After a failure, Redis is left alone this long.
 pub const RETRY_AFTER: Duration = Duration::from_millis(500);
 
-pub use super::Unavailable;
+pub use super::store::Unavailable;
 
 pub struct RedisConn {
     client: redis::Client,

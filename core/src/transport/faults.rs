@@ -18,11 +18,10 @@ use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
 
 use super::mock::OneChunk;
-use super::{BodySource, BoxFuture, Exchange, OutgoingRequest, Transport, TransportFailure};
+use super::exchange::{BodySource, BoxFuture, Exchange, Failure, OutgoingRequest, Transport, TransportFailure};
 use crate::endpoint;
 use crate::error::HarnessError;
 use crate::redact::escape_control;
-use crate::retry::Failure;
 
 /// `faults:`
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

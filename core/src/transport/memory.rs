@@ -11,8 +11,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use parking_lot::Mutex;
 
-use super::{BodySource, BoxFuture, Exchange, OutgoingRequest, Transport, TransportFailure};
-use crate::retry::Failure;
+use super::exchange::{BodySource, BoxFuture, Exchange, Failure, OutgoingRequest, Transport, TransportFailure};
 
 /// One scripted piece of a body.
 #[derive(Debug, Clone)]

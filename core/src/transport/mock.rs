@@ -19,11 +19,10 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{BodySource, BoxFuture, Exchange, OutgoingRequest, Transport, TransportFailure};
+use super::exchange::{BodySource, BoxFuture, Exchange, Failure, OutgoingRequest, Transport, TransportFailure};
 use crate::endpoint;
 use crate::error::HarnessError;
 use crate::redact::escape_control;
-use crate::retry::Failure;
 
 /// Rules named in an unmatched request's error, at most.
 const MAX_LISTED: usize = 8;

@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{declared_length, BodySource, BoxFuture, Exchange, OutgoingRequest, Transport, TransportFailure};
-use crate::config::ServiceConfig;
+use super::exchange::{declared_length, BodySource, BoxFuture, Exchange, Failure, OutgoingRequest, Transport, TransportFailure};
+use super::config::ClientSettings;
 use crate::error::HarnessError;
-use crate::retry::Failure;
 
 pub struct ReqwestTransport {
     client: reqwest::Client,
@@ -22,21 +21,16 @@ pub struct ReqwestTransport {
 
 impl ReqwestTransport {
     /// One HTTP client per service: its own pool, connect timeout and redirect policy.
-    pub fn new(service: &ServiceConfig, user_agent: &str) -> Result<Self, HarnessError> {
+    pub fn new(settings: &ClientSettings<'_>) -> Result<Self, HarnessError> {
         install_crypto();
-        // Keep as many idle connections as the service may have requests in flight (at least
-        // 1024), so that a service allowed thousands at once does not reconnect most of them
-        // on every burst.
-        let bulkhead = &service.bulkhead;
-        let idle = bulkhead.adaptive.as_ref().map_or(bulkhead.max_concurrency, |a| a.max).max(1024) as usize;
         let client = reqwest::Client::builder()
-            .user_agent(user_agent)
-            .connect_timeout(Duration::from_millis(service.timeouts.connect_ms))
+            .user_agent(settings.user_agent)
+            .connect_timeout(Duration::from_millis(settings.connect_ms))
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(idle)
+            .pool_max_idle_per_host(settings.idle_pool)
             .no_proxy()
-            .redirect(redirect_policy(service))
+            .redirect(redirect_policy(settings))
             .referer(false)
             .build()
             .map_err(|e| HarnessError::config(format!("cannot build the HTTP client: {e}")))?;
@@ -55,13 +49,13 @@ pub(crate) fn install_crypto() {
 
 /// None by default; with `redirects.follow`, up to `redirects.max` hops to the
 /// same scheme, host and port as `base_url`. A redirect not followed is returned as the 3xx.
-fn redirect_policy(service: &ServiceConfig) -> reqwest::redirect::Policy {
-    if !service.redirects.follow {
+fn redirect_policy(settings: &ClientSettings<'_>) -> reqwest::redirect::Policy {
+    if !settings.redirects.follow {
         return reqwest::redirect::Policy::none();
     }
-    let Ok(base) = url::Url::parse(&service.base_url) else { return reqwest::redirect::Policy::none() };
+    let Ok(base) = url::Url::parse(settings.base_url) else { return reqwest::redirect::Policy::none() };
     let origin = base.origin();
-    let max = service.redirects.max as usize;
+    let max = settings.redirects.max as usize;
     reqwest::redirect::Policy::custom(move |attempt| {
         if attempt.previous().len() > max || attempt.url().origin() != origin {
             attempt.stop()
