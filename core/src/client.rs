@@ -14,7 +14,8 @@ use crate::request::Request;
 use crate::target;
 use crate::adapters::{ChatRequest, ChatResponse};
 use crate::pipeline::chat::ChatStream;
-use crate::response::{Response, StreamResponse};
+use crate::pipeline::stream::StreamResponse;
+use crate::response::Response;
 use crate::routing::{ProviderState, RouteState};
 use crate::runtime::{self, BlockingCall, Task};
 
@@ -157,7 +158,7 @@ impl Client {
     /// over and priced by the route.
     pub async fn chat(&self, route: &str, chat: ChatRequest) -> Result<ChatResponse, HarnessError> {
         self.engine.check_usable()?;
-        pipeline::chat::chat(&self.engine, route, chat).await
+        pipeline::chat(&self.engine, route, chat).await
     }
 
     /// `chat` spawned on the core's runtime (await the task from any executor; drop it to cancel).
@@ -165,7 +166,7 @@ impl Client {
         self.engine.check_usable()?;
         let engine = self.engine.clone();
         let route = route.to_string();
-        runtime::spawn(async move { pipeline::chat::chat(&engine, &route, chat).await })
+        runtime::spawn(async move { pipeline::chat(&engine, &route, chat).await })
     }
 
     /// `chat` driven on the calling thread.
@@ -173,13 +174,13 @@ impl Client {
         self.engine.check_usable()?;
         let engine = self.engine.clone();
         let route = route.to_string();
-        BlockingCall::new(async move { pipeline::chat::chat(&engine, &route, chat).await })
+        BlockingCall::new(async move { pipeline::chat(&engine, &route, chat).await })
     }
 
     /// A streamed chat answer: returns once a provider answers; pull normalised chunks.
     pub async fn chat_stream(&self, route: &str, chat: ChatRequest) -> Result<ChatStream, HarnessError> {
         self.engine.check_usable()?;
-        pipeline::chat::chat_stream(&self.engine, route, chat).await
+        pipeline::chat_stream(&self.engine, route, chat).await
     }
 
     /// `chat_stream` spawned on the core's runtime.
@@ -187,7 +188,7 @@ impl Client {
         self.engine.check_usable()?;
         let engine = self.engine.clone();
         let route = route.to_string();
-        runtime::spawn(async move { pipeline::chat::chat_stream(&engine, &route, chat).await })
+        runtime::spawn(async move { pipeline::chat_stream(&engine, &route, chat).await })
     }
 
     /// `chat_stream` driven on the calling thread.
@@ -195,7 +196,7 @@ impl Client {
         self.engine.check_usable()?;
         let engine = self.engine.clone();
         let route = route.to_string();
-        BlockingCall::new(async move { pipeline::chat::chat_stream(&engine, &route, chat).await })
+        BlockingCall::new(async move { pipeline::chat_stream(&engine, &route, chat).await })
     }
 
     /// Per provider of `route`: configured and effective weight, health, breaker state,
@@ -218,7 +219,7 @@ impl Client {
                     service: p.svc.name.to_string(),
                     model: p.config.model.clone(),
                     weight: p.config.weight,
-                    effective_weight: (crate::routing::strategy::effective_weight(p, breaker, rt.window) * 1000.0).round() / 1000.0,
+                    effective_weight: (crate::routing::strategy::effective_weight(&p.config, &p.health, breaker, rt.window) * 1000.0).round() / 1000.0,
                     health: (p.health.score(rt.window) * 1000.0).round() / 1000.0,
                     success_rate: (p.health.success_rate(rt.window) * 1000.0).round() / 1000.0,
                     latency_ewma_ms: p.health.latency_ms().map(|l| (l * 1000.0).round() / 1000.0),
@@ -229,11 +230,7 @@ impl Client {
                 }
             })
             .collect();
-        let strategy = match rt.config.strategy {
-            crate::routing::config::Strategy::WeightedHealth => "weighted-health",
-            crate::routing::config::Strategy::Priority => "priority",
-            crate::routing::config::Strategy::LeastLatency => "least-latency",
-        };
+        let strategy = rt.config.strategy.as_str();
         Ok(RouteState { route: route.to_string(), strategy, providers })
     }
 

@@ -1,10 +1,9 @@
-//! What a request gives back: a buffered `Response`, or a `StreamResponse` whose
-//! body the caller pulls (see `pipeline/stream.rs`).
+//! What a request gives back: a buffered `Response` (a `StreamResponse`, whose body the
+//! caller pulls, is the pipeline's: `pipeline/stream.rs`).
 
 use bytes::Bytes;
 use http::HeaderMap;
 
-pub use crate::pipeline::stream::{StreamHandle, StreamResponse};
 
 #[derive(Debug, Clone)]
 pub struct Response {

@@ -9,6 +9,8 @@
 //! reloads are serialised, requests never wait on one.
 
 pub mod registry;
+pub mod route;
+pub mod service;
 pub mod snapshot;
 pub mod watch;
 
@@ -64,7 +66,6 @@ pub(crate) struct Engine {
     pub otel: arc_swap::ArcSwapOption<crate::observability::otel::Otel>,
     /// This engine, weakly (for tasks that must not keep it alive); set by the client.
     me: std::sync::OnceLock<std::sync::Weak<Engine>>,
-    pub budgets: Arc<dyn RetryBudgetStore>,
     /// Host token providers (`type: callback`), by service.
     pub providers: Providers,
     /// Mock rules set by host code (`client.mock`), kept across reloads.
@@ -94,7 +95,7 @@ impl Engine {
         }
         check_log_sink(&config, host_log_name)?;
         let budgets: Arc<dyn RetryBudgetStore> = options.budgets.unwrap_or_else(|| Arc::new(MemoryState::new()));
-        let registry = Registry::new(metrics.clone(), events.clone(), budgets.clone());
+        let registry = Registry::new(metrics.clone(), events.clone(), budgets);
         let providers = Providers::default();
         let mocks = Arc::new(HostMocks::default());
         let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref(), &providers, &mocks)?;
@@ -113,7 +114,6 @@ impl Engine {
             scrape: Mutex::new(None),
             otel: arc_swap::ArcSwapOption::empty(),
             me: std::sync::OnceLock::new(),
-            budgets,
             providers,
             mocks,
             announced: Mutex::new((false, None)),

@@ -37,7 +37,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// Per-service state kept across reloads.
 pub(crate) struct ServiceShared {
     pub bulkhead: Bulkhead,
-    pub hedges: crate::hedge::HedgeBudget,
+    pub hedges: Arc<crate::hedge::HedgeBudget>,
 }
 
 pub(crate) struct EndpointState {

@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::registry::{Registry, ServiceShared};
+use super::registry::Registry;
 use crate::config::{Config, ServiceConfig};
 use crate::credentials::{Credential, Providers};
 use crate::error::HarnessError;
 use crate::redact::{redact_url, Secrets};
-use crate::ratelimit::ServiceLimiter;
-use crate::routing::RouteRuntime;
-use crate::state::{BudgetPolicy, RetryBudgetStore};
+use super::route::RouteRuntime;
+pub(crate) use super::service::ServiceRuntime;
+use crate::state::BudgetPolicy;
 use crate::observability::metrics::FaultLabels;
 use crate::transport::faults::FaultTransport;
 use crate::transport::mock::{HostMocks, MockRule, MockTransport};
@@ -33,84 +33,15 @@ pub(crate) struct Snapshot {
     /// `client.name`, shared by every record (a clone is a reference count).
     pub client_name: Arc<str>,
     pub services: HashMap<String, Arc<ServiceRuntime>>,
+    /// Configured routes, compiled.
     pub routes: HashMap<String, Arc<RouteRuntime>>,
+    /// Every plain service as a route of one provider (what a request naming it runs).
+    pub plain: HashMap<String, Arc<RouteRuntime>>,
     /// The audit log's masking, compiled for this config (when auditing is on).
     pub audit_masker: Option<crate::observability::audit::Masker>,
     /// Services answered by the mock (sorted), and the fault seed when faults are on.
     pub mocked: Vec<String>,
     pub fault_seed: Option<u64>,
-}
-
-/// One service, compiled.
-pub(crate) struct ServiceRuntime {
-    pub name: Arc<str>,
-    pub config: ServiceConfig,
-    pub transport: Arc<dyn Transport>,
-    /// The network transport under any mock or faults (shared across reloads by key).
-    network: Arc<dyn Transport>,
-    /// What `network` was built from; equal keys share the client across reloads.
-    transport_key: String,
-    /// Faults may be injected: each attempt carries a mark for the record.
-    pub faulty: bool,
-    /// Parsed once; each request only sets path and query (no host re-parse).
-    pub base_url: url::Url,
-    /// The base URL's own path prefix, without a trailing slash.
-    pub base_path: String,
-    pub static_headers: HeaderMap,
-    /// Credentials from config (sensitive header values, the base URL's password).
-    pub secrets: Secrets,
-    pub budget: BudgetPolicy,
-    /// State that outlives snapshots (the bulkhead), shared by key.
-    pub shared: Arc<ServiceShared>,
-    /// The service's credential; kept from the previous snapshot when unchanged.
-    pub credential: Option<Arc<Credential>>,
-    /// The client-side rate limit (and 429 pause), when configured.
-    pub limiter: Option<Arc<ServiceLimiter>>,
-    /// Where this service's retry budget is counted: this process, or the fleet.
-    pub budgets: Arc<dyn RetryBudgetStore>,
-    /// Response schemas by endpoint key, compiled for this snapshot.
-    pub schemas: Vec<(String, Arc<crate::validation::Schema>)>,
-    /// Endpoints with their own breaker settings (most services have none).
-    pub endpoint_breakers: Vec<(String, Arc<crate::breaker::BreakerConfig>)>,
-    /// The service's breaker settings (a permit holds them until its outcome is recorded).
-    pub breaker: Arc<crate::breaker::BreakerConfig>,
-    /// Endpoints with their own hedging.
-    pub endpoint_hedges: Vec<(String, crate::hedge::HedgeConfig)>,
-}
-
-impl ServiceRuntime {
-    /// The breaker settings for (`method`, `endpoint`): the endpoint's own, else the service's.
-    pub fn breaker_for(&self, method: &str, endpoint: &str) -> &Arc<crate::breaker::BreakerConfig> {
-        if self.endpoint_breakers.is_empty() {
-            return &self.breaker;
-        }
-        self.endpoint_breakers.iter().find(|(k, _)| crate::endpoint::key_matches(k, method, endpoint)).map_or(&self.breaker, |(_, b)| b)
-    }
-
-    /// The hedging for (`method`, `endpoint`): the endpoint's own, else the service's.
-    pub fn hedge_for(&self, method: &str, endpoint: &str) -> Option<&crate::hedge::HedgeConfig> {
-        if self.endpoint_hedges.is_empty() {
-            return self.config.hedge.as_ref();
-        }
-        self.endpoint_hedges.iter().find(|(k, _)| crate::endpoint::key_matches(k, method, endpoint)).map(|(_, h)| h).or(self.config.hedge.as_ref())
-    }
-
-    /// The response schema for (`method`, `endpoint`), if one applies.
-    pub fn schema_for(&self, method: &str, endpoint: &str) -> Option<&Arc<crate::validation::Schema>> {
-        if self.schemas.is_empty() {
-            return None;
-        }
-        self.schemas.iter().find(|(k, _)| crate::validation::key_matches(k, method, endpoint)).map(|(_, s)| s)
-    }
-
-    /// Every secret known for this request: config's and the caller's sensitive headers and query values.
-    pub fn secrets_for(&self, req: &crate::request::Request) -> Secrets {
-        let mut s = self.secrets.clone();
-        for (k, v) in req.headers.iter().chain(req.query.iter()) {
-            s.add_if_sensitive(k, v);
-        }
-        s
-    }
 }
 
 /// What a service's HTTP client is built from. It keeps as many idle connections as the
@@ -128,6 +59,30 @@ fn transport_key(client_name: &str, svc: &ServiceConfig) -> String {
 }
 
 impl Snapshot {
+    /// What a request's name resolves to: a route, `route/model` (the route served only by
+    /// its providers of that model), or a plain service; an unknown name is a
+    /// `ConfigError` listing the known ones.
+    pub fn resolve(&self, name: &str) -> Result<(Arc<RouteRuntime>, Option<String>), HarnessError> {
+        if let Some(rt) = self.routes.get(name) {
+            return Ok((rt.clone(), None));
+        }
+        if let Some((route, model)) = name.split_once('/') {
+            if let Some(rt) = self.routes.get(route) {
+                return Ok((rt.clone(), Some(model.to_string())));
+            }
+        }
+        if let Some(plan) = self.plain.get(name) {
+            return Ok((plan.clone(), None));
+        }
+        let mut known: Vec<&str> = self.services.keys().chain(self.routes.keys()).map(String::as_str).collect();
+        known.sort_unstable();
+        Err(HarnessError::config(format!(
+            "request.service: unknown service `{}` (configured services and routes: {})",
+            crate::redact::escape_control(name),
+            known.join(", ")
+        )))
+    }
+
     /// The service whose settings govern breaker scope `name`: a service, or a route's
     /// provider (`route:<route>/<provider>`, see `routing::provider_scope`).
     pub fn breaker_owner(&self, name: &str) -> Option<&Arc<ServiceRuntime>> {
@@ -246,10 +201,11 @@ impl Snapshot {
             .iter()
             .map(|(name, r)| RouteRuntime::build(name, r, &services, registry).map(|rt| (name.clone(), Arc::new(rt))))
             .collect::<Result<_, _>>()?;
+        let plain = services.iter().map(|(name, svc)| (name.clone(), Arc::new(RouteRuntime::plain(svc)))).collect();
         let version = config.version();
         let client_name = config.client.name.as_str().into();
         let audit_masker = config.audit.enabled.then(|| crate::observability::audit::Masker::new(&config.audit));
         mocked.sort_unstable();
-        Ok(Snapshot { config: Arc::new(config), version, client_name, services, routes, audit_masker, mocked, fault_seed })
+        Ok(Snapshot { config: Arc::new(config), version, client_name, services, routes, plain, audit_masker, mocked, fault_seed })
     }
 }

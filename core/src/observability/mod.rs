@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod events;
+pub(crate) mod finish;
 pub mod log;
 pub mod metrics;
 pub mod otel;

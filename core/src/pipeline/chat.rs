@@ -25,10 +25,11 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
 
-use super::attempt::{Mode, Reached};
+use super::attempts;
+use super::call::{Call, RouteCall};
 use super::classify;
-use super::route::{self, attempt_metric};
-use super::Call;
+use super::outcome::{Mode, Reached};
+use super::route::{attempt_metric, bill_failed, settle};
 use crate::adapters::openai;
 use crate::adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, Usage};
 use crate::breaker::{Outcome, Permit};
@@ -36,48 +37,20 @@ use crate::bulkhead::BulkheadPermit;
 use crate::engine::Engine;
 use crate::error::{ErrorKind, HarnessError, TimeoutPhase};
 use crate::host::Event;
-use crate::request::{Body, Request};
-use crate::retry::Failure;
-use crate::routing::config::{AdapterKind, MidStream};
-use crate::transport::{BodySource, TransportFailure};
+use crate::response::Response;
+use crate::routing::config::MidStream;
+use crate::transport::{BodySource, Failure, TransportFailure};
 
 /// Largest single SSE event (a line that never ends is not buffered forever).
 const MAX_EVENT_BYTES: u64 = 1 << 20;
 
-fn chat_request(engine: &Engine, route: &str, chat: &ChatRequest) -> Result<Request, HarnessError> {
-    let snapshot = engine.snapshot();
-    // `route/model` pins the model; the route itself must exist.
-    let name = route.split_once('/').filter(|(r, _)| snapshot.routes.contains_key(*r)).map_or(route, |(r, _)| r);
-    let Some(rt) = snapshot.routes.get(name) else {
-        let mut known: Vec<&str> = snapshot.routes.keys().map(String::as_str).collect();
-        known.sort_unstable();
-        return Err(HarnessError::config(format!(
-            "route: unknown route `{}` (configured: {})",
-            crate::redact::escape_control(route),
-            known.join(", ")
-        )));
+/// A chat answer from a route's buffered answer: the completion as the route read it
+/// (read here only for a degraded answer, which the route did not read).
+pub(crate) fn answer(call: &mut Call, route: &str, resp: Response) -> Result<ChatResponse, HarnessError> {
+    let parsed = match call.route.as_mut().and_then(|rc| rc.parsed.take()) {
+        Some(p) => p,
+        None => openai::parse_completion(&resp.body).map_err(|why| HarnessError::new(ErrorKind::Schema, format!("route `{route}`: {why}")))?,
     };
-    if rt.config.adapter != AdapterKind::OpenaiCompatible {
-        return Err(HarnessError::config(format!("routes.{route}.adapter: chat needs `openai-compatible`")));
-    }
-    Ok(Request {
-        service: route.to_string(),
-        method: "POST".into(),
-        path: rt.config.path.clone(),
-        body: Body::Json(chat.body()?),
-        headers: chat.headers.clone(),
-        timeout_ms: chat.timeout_ms,
-        traceparent: chat.traceparent.clone(),
-        principal: chat.principal.clone(),
-        ..Default::default()
-    })
-}
-
-/// One chat answer through the route (failover, degradation and cost included).
-pub(crate) async fn chat(engine: &Engine, route: &str, chat: ChatRequest) -> Result<ChatResponse, HarnessError> {
-    let req = chat_request(engine, route, &chat)?;
-    let resp = super::execute(engine, req).await?;
-    let parsed = openai::parse_completion(&resp.body).map_err(|why| HarnessError::new(ErrorKind::Schema, format!("route `{route}`: {why}")))?;
     let routed = resp.routed.map(|b| *b).unwrap_or_default();
     Ok(ChatResponse {
         content: parsed.content,
@@ -98,9 +71,8 @@ pub(crate) async fn chat(engine: &Engine, route: &str, chat: ChatRequest) -> Res
 
 /// Opens a streamed chat answer: returns once a provider has answered with a head.
 pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -> Result<ChatStream, HarnessError> {
-    let req = chat_request(engine, route, &chat)?;
-    let mut call = Call::start(engine, req, true)?;
-    let rt = call.route.as_ref().expect("a routed call").rt.clone();
+    let mut call = Call::start_chat(engine, route, &chat, true)?;
+    let rt = call.plan.clone();
     // The first chunk is due `ttft_ms` after each provider's request is sent, head included.
     call.route.as_mut().expect("a routed call").ttft = Some(Duration::from_millis(rt.config.ttft_ms));
     let mut live = Live {
@@ -211,8 +183,7 @@ impl ChatStream {
             }
             let e = HarnessError::new(ErrorKind::Cancelled, "the consumer stopped reading the stream");
             let e = live.call.with_context(e);
-            let elapsed_ms = live.call.started.elapsed().as_secs_f64() * 1000.0;
-            live.call.observe(&live.engine, elapsed_ms, Some(200), Some(&e), true);
+            live.call.observe(&live.engine, Some(200), Some(&e), true, None);
         }
     }
 
@@ -269,7 +240,7 @@ impl Drop for ChatStream {
 }
 
 impl Live {
-    fn rc(&mut self) -> &mut route::RouteCall {
+    fn rc(&mut self) -> &mut RouteCall {
         self.call.route.as_mut().expect("a routed call")
     }
 
@@ -277,7 +248,7 @@ impl Live {
     /// answer a prefill-accepting provider may continue.
     async fn open(&mut self, prefill: Option<String>) -> Result<(), HarnessError> {
         self.rc().prefill = prefill;
-        let reached = route::run(&self.engine, &mut self.call, Mode::Stream).await;
+        let reached = attempts::run(&self.engine, &mut self.call, Mode::Stream).await;
         let rc = self.rc();
         let continued = rc.prefill_used;
         rc.prefill = None;
@@ -286,12 +257,13 @@ impl Live {
             Reached::Stream(open) => open,
             Reached::Buffered(_) => unreachable!("a stream never buffers"),
         };
-        let idx = rc.answered.expect("an open stream has a provider");
-        rc.answered = None;
+        let idx = self.call.lanes.answered.take().expect("an open stream has a provider");
         if !continued {
             self.answer.clear();
         }
-        let limit = self.call.svc.config.limits.max_response_bytes;
+        let svc = self.call.svc(idx);
+        let limit = svc.config.limits.max_response_bytes;
+        let idle = Duration::from_millis(svc.config.timeouts.idle_ms);
         let since_event = Arc::new(AtomicU64::new(0));
         let events = sse(open.body, since_event.clone(), limit).eventsource();
         self.attempt = Some(Attempt {
@@ -305,7 +277,7 @@ impl Live {
             finish_reason: None,
             usage: None,
             model: None,
-            idle: Duration::from_millis(self.call.svc.config.timeouts.idle_ms),
+            idle,
         });
         Ok(())
     }
@@ -396,7 +368,7 @@ impl Live {
     }
 
     fn provider_id(&self, idx: usize) -> String {
-        self.call.route.as_ref().expect("route").rt.providers[idx].id.to_string()
+        self.call.plan.providers[idx].id.to_string()
     }
 
     fn push_delta(&mut self, content: String) {
@@ -429,7 +401,7 @@ impl Live {
     fn skipped(&mut self, why: String) {
         if self.engine.events.is_active() {
             let idx = self.attempt.as_ref().expect("attempt").idx;
-            let route = self.call.route.as_ref().expect("route").rt.name.to_string();
+            let route = self.call.plan.name.to_string();
             self.engine.events.emit(Event::StreamChunkSkipped {
                 route,
                 provider: self.provider_id(idx),
@@ -446,11 +418,10 @@ impl Live {
         if let Some(p) = a.breaker {
             p.record(Outcome::Success);
         }
-        let rc = self.call.route.as_mut().expect("route");
-        let rt = rc.rt.clone();
+        let rt = self.call.plan.clone();
         rt.providers[a.idx].health.record_success(latency, rt.window);
         attempt_metric(&self.engine, &rt, a.idx, "success");
-        rc.settle(&self.engine, a.idx, a.model.clone(), a.usage);
+        settle(&self.engine, &mut self.call, a.idx, a.model.clone(), a.usage);
         self.out.extend(self.held.drain(..));
         let rc = self.call.route.as_ref().expect("route");
         self.out.push_back(ChatChunk {
@@ -472,19 +443,16 @@ impl Live {
         if let Some(p) = a.breaker {
             p.record(health);
         }
-        let rt = self.call.route.as_ref().expect("route").rt.clone();
+        let rt = self.call.plan.clone();
         let from = rt.providers[a.idx].id.to_string();
         let summary = format!("{} {}", e.name(), e.message);
         rt.providers[a.idx].health.record_failure(summary.clone(), rt.window);
         attempt_metric(&self.engine, &rt, a.idx, e.name());
-        {
-            let engine = self.engine.clone();
-            let rc = self.rc();
-            rc.tried[a.idx].excluded = true;
-            rc.errors[a.idx] = Some(summary);
-            rc.failed = Some((a.idx, e.name(), None, None));
-            rc.bill_failed(&engine, a.idx, a.usage);
-        }
+        let lanes = &mut self.call.lanes;
+        lanes.tried[a.idx].excluded = true;
+        lanes.errors[a.idx] = Some(summary);
+        lanes.failed = Some((a.idx, e.name(), None, None));
+        bill_failed(&self.engine, &rt, a.idx, a.model.as_deref(), a.usage);
         let e = {
             let mut e = e;
             e.provider = Some(from.clone());
@@ -557,8 +525,7 @@ impl Live {
     }
 
     fn finish_ok(self: Box<Self>) {
-        let elapsed_ms = self.call.started.elapsed().as_secs_f64() * 1000.0;
-        self.call.observe(&self.engine, elapsed_ms, Some(200), None, true);
+        self.call.observe(&self.engine, Some(200), None, true, None);
     }
 
     /// Records the failed stream once and returns its error with context.
@@ -569,8 +536,7 @@ impl Live {
             }
         }
         let e = self.call.with_context(e);
-        let elapsed_ms = self.call.started.elapsed().as_secs_f64() * 1000.0;
-        self.call.observe(&self.engine, elapsed_ms, e.status, Some(&e), true);
+        self.call.observe(&self.engine, e.status, Some(&e), true, None);
         e
     }
 }

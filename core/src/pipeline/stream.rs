@@ -19,8 +19,10 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 use tokio::time::Sleep;
 
-use super::attempt::{chunk_bound, chunk_timeout, Open};
-use super::{classify, Call};
+use super::call::Call;
+use super::classify;
+use super::exchange::{chunk_bound, chunk_timeout};
+use super::outcome::Open;
 use crate::breaker::{Outcome, Permit};
 use crate::bulkhead::BulkheadPermit;
 use crate::engine::Engine;
@@ -62,7 +64,7 @@ impl std::fmt::Debug for StreamResponse {
 
 impl StreamResponse {
     pub(crate) fn new(engine: Arc<Engine>, call: Call, open: Open) -> Self {
-        let idle = Duration::from_millis(call.svc.config.timeouts.idle_ms);
+        let idle = Duration::from_millis(call.svc(call.lanes.current).config.timeouts.idle_ms);
         let timer = Box::pin(tokio::time::sleep_until(call.deadline.at()));
         StreamResponse {
             status: open.status,
@@ -147,8 +149,7 @@ impl Live {
             permit.record(failure.as_ref().map(|(o, _)| *o).unwrap_or(Outcome::Success));
         }
         drop(self.body);
-        let elapsed_ms = self.call.started.elapsed().as_secs_f64() * 1000.0;
-        self.call.observe(&self.engine, elapsed_ms, Some(self.status), failure.as_ref().map(|(_, e)| e), true);
+        self.call.observe(&self.engine, Some(self.status), failure.as_ref().map(|(_, e)| e), true, None);
     }
 }
 

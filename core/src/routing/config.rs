@@ -18,6 +18,17 @@ pub enum Strategy {
     LeastLatency,
 }
 
+impl Strategy {
+    /// The name in config and in the state API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::WeightedHealth => "weighted-health",
+            Strategy::Priority => "priority",
+            Strategy::LeastLatency => "least-latency",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Criticality {

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::config::Strategy;
-use super::{ProviderRuntime, RouteRuntime};
+use super::config::{ProviderConfig, Strategy};
+use super::health::ProviderHealth;
 use crate::breaker::BreakerState;
 
 /// Nobody hammers: at most this many attempts to one provider per request in `SPACING`.
@@ -26,16 +26,30 @@ pub(crate) struct Tried {
     pub attempts: u32,
     /// Given up on for this request (silence, connect failure, a non-retryable error...).
     pub excluded: bool,
-    /// When this request's attempts to it were sent (for `SPACING`).
-    pub sent_at: Vec<Instant>,
+    /// When this request's last `MAX_IN_SPACING` attempts to it were sent (for `SPACING`).
+    sent_at: [Option<Instant>; MAX_IN_SPACING],
 }
 
 impl Tried {
+    /// One more attempt, sent at `at`.
+    pub fn sent(&mut self, at: Instant) {
+        self.attempts += 1;
+        self.sent_at.rotate_left(1);
+        self.sent_at[MAX_IN_SPACING - 1] = Some(at);
+    }
+
+    /// Takes back the last `sent` (the attempt was refused before it left).
+    pub fn unsent(&mut self) {
+        self.attempts = self.attempts.saturating_sub(1);
+        self.sent_at.rotate_right(1);
+        self.sent_at[0] = None;
+    }
+
     /// When this request may next send to the provider without hammering it.
     fn spaced_until(&self, now: Instant) -> Option<Instant> {
-        let recent: Vec<&Instant> = self.sent_at.iter().filter(|t| now.saturating_duration_since(**t) < SPACING).collect();
-        if recent.len() >= MAX_IN_SPACING {
-            recent.iter().map(|t| **t + SPACING).min()
+        let recent = self.sent_at.iter().flatten().filter(|t| now.saturating_duration_since(**t) < SPACING);
+        if recent.clone().count() >= MAX_IN_SPACING {
+            recent.map(|t| *t + SPACING).min()
         } else {
             None
         }
@@ -50,37 +64,42 @@ pub(crate) enum Pick {
 }
 
 /// The weight selection uses now.
-pub(crate) fn effective_weight(p: &ProviderRuntime, breaker: BreakerState, window: Duration) -> f64 {
-    let w = p.config.weight as f64;
+pub(crate) fn effective_weight(p: &ProviderConfig, health: &ProviderHealth, breaker: BreakerState, window: Duration) -> f64 {
+    let w = p.weight as f64;
     if w == 0.0 {
         return 0.0;
     }
-    let degraded = p.config.degraded() as f64;
+    let degraded = p.degraded() as f64;
     match breaker {
         BreakerState::Open => 0.0,
         // Probes only: the breaker admits as many as it allows.
         BreakerState::HalfOpen => degraded.max(1.0),
-        BreakerState::Closed => degraded + (w - degraded) * p.health.score(window),
+        BreakerState::Closed => degraded + (w - degraded) * health.score(window),
     }
 }
 
-/// Whether `p` can take an attempt now: its weight, or when it could.
-fn availability(p: &ProviderRuntime, breaker: BreakerState, tried: &Tried, window: Duration, now: Instant) -> Result<f64, Option<Instant>> {
+/// What selection knows of one provider now.
+pub(crate) struct Candidate<'a> {
+    pub config: &'a ProviderConfig,
+    pub health: &'a ProviderHealth,
+    pub breaker: BreakerState,
+    /// Its service's bulkhead has no permit left.
+    pub bulkhead_full: bool,
+}
+
+/// Whether a provider can take an attempt now: its weight, or when it could.
+fn availability(c: &Candidate<'_>, tried: &Tried, window: Duration, now: Instant) -> Result<f64, Option<Instant>> {
     if tried.excluded {
         return Err(None);
     }
-    let w = effective_weight(p, breaker, window);
-    if w <= 0.0 {
+    let w = effective_weight(c.config, c.health, c.breaker, window);
+    if w <= 0.0 || c.bulkhead_full {
         return Err(None);
     }
-    let bulkhead = &p.svc.shared.bulkhead;
-    if bulkhead.in_use() >= bulkhead.max() as usize {
+    if c.config.max_concurrency.is_some_and(|m| c.health.in_flight() >= m) {
         return Err(None);
     }
-    if p.config.max_concurrency.is_some_and(|m| p.health.in_flight() >= m) {
-        return Err(None);
-    }
-    let wait = [p.health.cooling_until(now), tried.spaced_until(now)].into_iter().flatten().max();
+    let wait = [c.health.cooling_until(now), tried.spaced_until(now)].into_iter().flatten().max();
     match wait {
         Some(at) => Err(Some(at)),
         None => Ok(w),
@@ -88,27 +107,20 @@ fn availability(p: &ProviderRuntime, breaker: BreakerState, tried: &Tried, windo
 }
 
 /// Picks the next provider; `rand` gives uniform numbers in [0, 1).
-pub(crate) fn pick(route: &RouteRuntime, breakers: &[BreakerState], tried: &[Tried], now: Instant, mut rand: impl FnMut() -> f64) -> Pick {
-    let mut ready: Vec<(usize, f64)> = Vec::with_capacity(route.providers.len());
-    let mut earliest: Option<(Instant, usize)> = None;
-    for (i, p) in route.providers.iter().enumerate() {
-        match availability(p, breakers[i], &tried[i], route.window, now) {
+pub(crate) fn pick(strategy: Strategy, candidates: &[Candidate<'_>], tried: &[Tried], window: Duration, now: Instant, mut rand: impl FnMut() -> f64) -> Pick {
+    let mut ready: smallvec::SmallVec<[(usize, f64); 4]> = smallvec::SmallVec::new();
+    let mut earliest: Option<Instant> = None;
+    for (i, c) in candidates.iter().enumerate() {
+        match availability(c, &tried[i], window, now) {
             Ok(w) => ready.push((i, w)),
-            Err(Some(at)) => {
-                if earliest.is_none_or(|(t, _)| at < t) {
-                    earliest = Some((at, i));
-                }
-            }
+            Err(Some(at)) => earliest = Some(earliest.map_or(at, |e| e.min(at))),
             Err(None) => {}
         }
     }
     if ready.is_empty() {
-        return match earliest {
-            Some((at, _)) => Pick::Wait(at),
-            None => Pick::None,
-        };
+        return earliest.map_or(Pick::None, Pick::Wait);
     }
-    let chosen = match route.config.strategy {
+    let chosen = match strategy {
         Strategy::Priority => ready[0].0,
         Strategy::WeightedHealth => weighted(&ready, rand()),
         Strategy::LeastLatency => {
@@ -122,7 +134,7 @@ pub(crate) fn pick(route: &RouteRuntime, breakers: &[BreakerState], tried: &[Tri
                 if b >= a {
                     b += 1;
                 }
-                let lat = |i: usize| route.providers[ready[i].0].health.latency_ms().unwrap_or(0.0);
+                let lat = |i: usize| candidates[ready[i].0].health.latency_ms().unwrap_or(0.0);
                 if lat(b) < lat(a) {
                     ready[b].0
                 } else {
@@ -165,9 +177,12 @@ mod tests {
     fn spacing_allows_two_attempts_in_a_window() {
         let now = Instant::now();
         let mut t = Tried::default();
-        t.sent_at.push(now);
+        t.sent(now);
         assert!(t.spaced_until(now).is_none());
-        t.sent_at.push(now + Duration::from_millis(100));
+        t.sent(now + Duration::from_millis(100));
         assert_eq!(t.spaced_until(now + Duration::from_millis(200)), Some(now + SPACING));
+        t.unsent();
+        assert!(t.spaced_until(now + Duration::from_millis(200)).is_none());
+        assert_eq!(t.attempts, 1);
     }
 }

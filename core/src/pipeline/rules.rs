@@ -1,0 +1,269 @@
+//! What happens after an attempt: the answer is kept, the call fails, or another attempt
+//! follows (after a backoff, on the same provider or another). A plain service follows its
+//! retry rules, a route its failover rules (DESIGN.md "Routing").
+//!
+//! Retry rules: only idempotent methods, requests with an idempotency key, or requests that
+//! never left are resent; at most `retry.max_retries` times; only while the retry budget
+//! allows; never sleeping past the deadline (a backoff that cannot fit fails at once).
+//!
+//! Failover rules: a 5xx is retried on the same provider up to `same_provider_retries`
+//! times after a backoff, then fails over; a 429 cools the provider until its `Retry-After`
+//! (at most `max_retry_after_ms`) and fails over at once; a connect failure, silence until
+//! the response timeout (or, streaming, `ttft_ms` after the request is sent), a broken,
+//! malformed or oversized answer, an open breaker or a full bulkhead fails over at once; a
+//! non-retryable 4xx goes to the `on_error` provider for its code, or to the caller
+//! intact. Every attempt after the first is within `max_attempts`, the deadline and the
+//! route's failover budget; a request that is not retry-safe is never sent twice.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::call::Call;
+use super::classify::Classified;
+use super::outcome::{Once, Reached};
+use super::route::{attempt_metric, summary};
+use crate::adapters::openai;
+use crate::breaker::Outcome;
+use crate::engine::route::Rules;
+use crate::engine::Engine;
+use crate::error::{ErrorKind, HarnessError, TimeoutPhase};
+use crate::host::Event;
+use crate::observability::metrics::ServiceLabels;
+use crate::retry::{self, Failure};
+use crate::routing::config::AdapterKind;
+
+/// How long a provider cools after a 429 without `Retry-After`.
+const DEFAULT_COOLING: Duration = Duration::from_secs(1);
+
+pub(crate) enum Step {
+    /// The answer (or an open stream).
+    Done(Reached),
+    /// The call ends with this error.
+    Fail(HarnessError),
+    /// Another attempt: on this provider (`Some`), or wherever the selector picks;
+    /// `error` is what this attempt came to.
+    Again { to: Option<usize>, error: Option<HarnessError> },
+    /// A route may make no more attempts (`max_attempts`): nobody could answer.
+    Exhausted,
+}
+
+/// The call's deadline passed before the next attempt: the last error, or a total timeout.
+pub(crate) fn expired(call: &Call, last_error: Option<HarnessError>) -> HarnessError {
+    let fresh = || HarnessError::new(ErrorKind::Timeout(TimeoutPhase::Total), "request deadline expired before the next attempt");
+    match call.plan.rules {
+        Rules::Retry => fresh(),
+        Rules::Failover => last_error.unwrap_or_else(fresh),
+    }
+}
+
+/// Whether another attempt may start at all (a route's `max_attempts`).
+pub(crate) fn may_attempt(call: &Call) -> bool {
+    call.plan.rules == Rules::Retry || call.attempts < call.plan.config.max_attempts
+}
+
+/// What follows the attempt on provider `idx` that started at `t0`.
+pub(crate) async fn after(engine: &Engine, call: &mut Call, idx: usize, t0: Instant, outcome: Once) -> Step {
+    let outcome = checked_answer(call, idx, outcome);
+    let failover = call.plan.rules == Rules::Failover;
+    match outcome {
+        Once::Reached(reached) => {
+            if failover {
+                let p = &call.plan.providers[idx];
+                p.health.record_success(t0.elapsed(), call.plan.window);
+                attempt_metric(engine, &call.plan, idx, "success");
+            }
+            call.lanes.answered = Some(idx);
+            Step::Done(reached)
+        }
+        Once::Fatal(e) => Step::Fail(e),
+        Once::Replay => Step::Again { to: Some(idx), error: None },
+        Once::Refused(e) if failover => refused(call, idx, e),
+        Once::Refused(e) => Step::Fail(e),
+        Once::Failed(c) if failover => failover_after(engine, call, idx, c).await,
+        Once::Failed(c) => retry_after(engine, call, c).await,
+    }
+}
+
+/// An `openai-compatible` 2xx that is not a chat completion is a broken answer; a good one
+/// is read here, once, for whoever needs it next.
+fn checked_answer(call: &mut Call, idx: usize, outcome: Once) -> Once {
+    let Once::Reached(Reached::Buffered(resp)) = &outcome else { return outcome };
+    if call.plan.config.adapter != AdapterKind::OpenaiCompatible {
+        return outcome;
+    }
+    match openai::parse_completion(&resp.body) {
+        Ok(parsed) => {
+            if let Some(rc) = call.route.as_mut() {
+                rc.parsed = Some(parsed);
+            }
+            outcome
+        }
+        Err(why) => Once::Failed(Classified {
+            failure: Failure::Protocol,
+            health: Outcome::Failure,
+            error: HarnessError::new(ErrorKind::Protocol, format!("provider `{}` answered 200 with no chat completion: {why}", call.plan.providers[idx].id)),
+            retry_after: None,
+        }),
+    }
+}
+
+/// A plain service: the same endpoint again, if the retry rules and the budget allow.
+async fn retry_after(engine: &Engine, call: &mut Call, c: Classified) -> Step {
+    let plan = call.plan.clone();
+    let cfg = &plan.providers[0].svc.config;
+    // May this be sent again?
+    if !retry::is_retryable(c.failure, &cfg.retry)
+        || call.attempts > cfg.retry.max_retries
+        || !retry::may_resend(&call.method, call.req.idempotency_key.is_some(), c.failure)
+    {
+        return Step::Fail(c.error);
+    }
+    let delay = retry::delay_for(call.attempts, &cfg.retry, c.retry_after, engine.jitter());
+    // Never sleep past the deadline: when the wait cannot fit, fail now.
+    if !call.deadline.fits(delay) {
+        return Step::Fail(c.error);
+    }
+    if !plan.budgets.withdraw(&plan.budget_key, &plan.budget).await.unwrap_or(false) {
+        engine.metrics.budget_exhausted.get_or_create(&ServiceLabels { service: plan.name.as_ref().into() }).inc();
+        return Step::Fail(c.error);
+    }
+    call.ep.retries.inc();
+    retry_event(engine, call, &c, delay);
+    tokio::time::sleep(delay).await;
+    Step::Again { to: Some(0), error: None }
+}
+
+/// Not sent (breaker open, bulkhead full, no credential): elsewhere, at once.
+fn refused(call: &mut Call, idx: usize, e: HarnessError) -> Step {
+    let s = summary(&e);
+    // A refusal says nothing new about the provider: its own last error stays.
+    if !matches!(e.kind, ErrorKind::CircuitOpen | ErrorKind::BulkheadFull) {
+        call.plan.providers[idx].health.note_error(s.clone());
+    }
+    let lanes = &mut call.lanes;
+    lanes.tried[idx].unsent();
+    if lanes.tried[idx].attempts == 0 {
+        lanes.order.retain(|i| *i != idx);
+    }
+    lanes.tried[idx].excluded = true;
+    lanes.errors[idx] = Some(s);
+    lanes.failed = Some((idx, e.name(), e.status, e.code.clone()));
+    Step::Again { to: None, error: Some(e) }
+}
+
+/// What to do after a failed attempt on a route's provider.
+enum Next {
+    /// Try the same provider again after this delay.
+    Same(Duration),
+    /// Pick again (elsewhere, or here once its cooling ends).
+    Repick,
+    /// Go to this provider (`on_error`).
+    To(usize),
+    Stop,
+}
+
+async fn failover_after(engine: &Engine, call: &mut Call, idx: usize, c: Classified) -> Step {
+    let plan = call.plan.clone();
+    let cfg = &plan.config;
+    let safe = cfg.adapter == AdapterKind::OpenaiCompatible || retry::is_idempotent(&call.method) || call.req.idempotency_key.is_some();
+    let s = summary(&c.error);
+    let p = &plan.providers[idx];
+    match c.health {
+        Outcome::Failure => p.health.record_failure(s.clone(), plan.window),
+        _ => p.health.note_error(s.clone()),
+    }
+    attempt_metric(engine, &plan, idx, c.error.name());
+    call.lanes.errors[idx] = Some(s);
+    call.lanes.failed = Some((idx, c.error.name(), c.error.status, c.error.code.clone()));
+    let next = decide(engine, call, idx, &c);
+    if !safe && !c.failure.never_sent() && c.failure != Failure::Status(429) {
+        return Step::Fail(c.error);
+    }
+    match next {
+        Next::Stop => Step::Fail(c.error),
+        Next::To(target) => Step::Again { to: Some(target), error: Some(c.error) },
+        Next::Same(_) | Next::Repick if call.attempts >= cfg.max_attempts => Step::Exhausted,
+        Next::Same(delay) => {
+            if !call.deadline.fits(delay) || !plan.budgets.withdraw(&plan.budget_key, &plan.budget).await.unwrap_or(false) {
+                return Step::Fail(c.error);
+            }
+            call.ep.retries.inc();
+            retry_event(engine, call, &c, delay);
+            tokio::time::sleep(delay).await;
+            Step::Again { to: Some(idx), error: Some(c.error) }
+        }
+        Next::Repick => {
+            if !plan.budgets.withdraw(&plan.budget_key, &plan.budget).await.unwrap_or(false) {
+                return Step::Fail(c.error);
+            }
+            call.ep.retries.inc();
+            Step::Again { to: None, error: Some(c.error) }
+        }
+    }
+}
+
+/// The failover rule for one failed attempt.
+fn decide(engine: &Engine, call: &mut Call, idx: usize, c: &Classified) -> Next {
+    let plan = call.plan.clone();
+    let cfg = &plan.config;
+    let p = &plan.providers[idx];
+    let lanes = &mut call.lanes;
+    let attempts_here = lanes.tried[idx].attempts;
+    match c.failure {
+        Failure::Status(429) => {
+            // Clamped like a service's Retry-After: a hostile or broken `Retry-After: 99999999`
+            // must not take a provider out for years.
+            let cap = Duration::from_millis(cfg.max_retry_after_ms);
+            p.health.cool_until(Instant::now() + c.retry_after.unwrap_or(DEFAULT_COOLING).min(cap));
+            Next::Repick
+        }
+        Failure::Status(s) if s >= 500 && attempts_here <= cfg.same_provider_retries => {
+            Next::Same(retry::delay_for(attempts_here, &p.svc.config.retry, None, engine.jitter()))
+        }
+        Failure::Status(s) if s >= 500 => {
+            lanes.tried[idx].excluded = true;
+            Next::Repick
+        }
+        Failure::Status(_) if call.route.as_ref().is_some_and(|rc| rc.prefill_used) => {
+            // A refused prefill: ask the same provider again, cleanly.
+            if let Some(rc) = call.route.as_mut() {
+                rc.prefill = None;
+                rc.prefill_used = false;
+            }
+            Next::Same(Duration::ZERO)
+        }
+        Failure::Status(_) => {
+            // A non-retryable answer: never again here; elsewhere only when `on_error` says so.
+            lanes.tried[idx].excluded = true;
+            let target = c.error.code.as_deref().and_then(|code| cfg.on_error.get(code)).and_then(|t| plan.provider_index(&t.provider));
+            match target {
+                Some(t) if t != idx && !lanes.tried[t].excluded => Next::To(t),
+                _ => Next::Stop,
+            }
+        }
+        Failure::TotalTimeout => Next::Stop,
+        // Connect failures, silence, a broken, malformed or oversized answer (as an oversized
+        // streamed event is): elsewhere, at once.
+        _ => {
+            lanes.tried[idx].excluded = true;
+            Next::Repick
+        }
+    }
+}
+
+pub(crate) fn retry_event(engine: &Engine, call: &Call, classified: &Classified, delay: Duration) {
+    if engine.events.is_active() {
+        let (service, endpoint, method) = &call.ep.names;
+        engine.events.emit(Event::RetryScheduled {
+            service: service.to_string(),
+            endpoint: endpoint.to_string(),
+            method: method.to_string(),
+            trace_id: call.trace.trace_id.to_string(),
+            attempt: call.attempts,
+            delay_ms: delay.as_millis() as u64,
+            reason: classified.error.name(),
+            status: classified.error.status,
+        });
+    }
+}
