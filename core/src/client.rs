@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::Config;
+use crate::config::{Config, Validated};
 use crate::endpoint;
 use crate::engine::{watch, Engine, EngineOptions};
 use crate::error::HarnessError;
@@ -80,25 +80,31 @@ impl Client {
 
     /// From the in-memory map a binding passes (a dict, an object, a Map).
     pub fn from_value(value: serde_json::Value) -> Result<Client, HarnessError> {
-        Self::new(Config::from_value(value)?)
+        Self::from_validated(Config::load_value(value)?, ClientOptions::default())
     }
 
     /// From a `.yaml`, `.json` or `.toml` file.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Client, HarnessError> {
-        Self::new(Config::from_path(path)?)
+        Self::from_validated(Config::load_path(path)?, ClientOptions::default())
     }
 
     /// From a file; with `watch`, the client reloads within a second of the file changing
     /// (an invalid edit is rejected, with an event and a log line, and the old config stays).
     pub fn from_file(path: impl AsRef<Path>, watch: bool, options: ClientOptions) -> Result<Client, HarnessError> {
-        let client = Self::with_options(Config::from_path(path.as_ref())?, options)?;
+        let client = Self::from_validated(Config::load_path(path.as_ref())?, options)?;
         if watch {
             client.watch(path)?;
         }
         Ok(client)
     }
 
+    /// A config built or changed in code is validated here, once.
     pub fn with_options(config: Config, options: ClientOptions) -> Result<Client, HarnessError> {
+        Self::from_validated(config.check()?, options)
+    }
+
+    /// From a config loaded and validated already (`Config::load_value`, `load_text`, `load_path`).
+    pub fn from_validated(config: Validated, options: ClientOptions) -> Result<Client, HarnessError> {
         // The runtime must exist (and not be a fork's) before any pool is built.
         runtime::handle()?;
         let engine = Arc::new(Engine::new(config, options)?);
@@ -249,30 +255,30 @@ impl Client {
         if p.degraded_weight.is_some_and(|d| d > weight) {
             p.degraded_weight = Some(weight);
         }
-        self.engine.reload(Ok(config), "set_weight")
+        self.engine.reload(config.check(), "set_weight")
     }
 
     /// Replaces the config if it is valid; returns the new `config_version`. On error
     /// the old config stays in force and the `ConfigError` names the field.
     pub fn reload(&self, config: Config) -> Result<String, HarnessError> {
-        self.engine.reload(Ok(config), "api")
+        self.engine.reload(config.check(), "api")
     }
 
     /// `reload` from the in-memory map a binding passes.
     pub fn reload_value(&self, value: serde_json::Value) -> Result<String, HarnessError> {
-        self.engine.reload(Config::from_value(value), "api")
+        self.engine.reload(Config::load_value(value), "api")
     }
 
     /// `reload` from config text (`yaml`, `json` or `toml`), e.g. what a binding serialised;
     /// a text that does not even parse counts as a rejected reload too.
     pub fn reload_text(&self, text: &str, format: &str) -> Result<String, HarnessError> {
-        self.engine.reload(Config::from_str_with_format(text, format), "api")
+        self.engine.reload(Config::load_text(text, format), "api")
     }
 
     /// `reload` from a `.yaml`, `.json` or `.toml` file.
     pub fn reload_path(&self, path: impl AsRef<Path>) -> Result<String, HarnessError> {
         let path = path.as_ref();
-        self.engine.reload(Config::from_path(path), &format!("file:{}", path.display()))
+        self.engine.reload(Config::load_path(path), &format!("file:{}", path.display()))
     }
 
     /// Reloads whenever `path` changes, until the client is closed.
@@ -281,7 +287,7 @@ impl Client {
         let w = watch::watch(path.as_ref(), move |path| {
             let Some(engine) = weak.upgrade() else { return false };
             let source = format!("file:{}", path.display());
-            if let Err(e) = engine.reload(Config::from_path(path), &source) {
+            if let Err(e) = engine.reload(Config::load_path(path), &source) {
                 let line = serde_json::json!({
                     "event": "harness.config_rejected",
                     "source": source,
@@ -303,7 +309,7 @@ impl Client {
         let Some(svc) = snapshot.services.get(service) else {
             return Err(HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))));
         };
-        if svc.config.auth.as_ref().map(|a| a.kind) != Some(crate::credentials::AuthType::Callback) {
+        if !matches!(svc.config.auth, Some(crate::credentials::AuthConfig::Callback(_))) {
             return Err(HarnessError::config(format!("services.{service}.auth.type: a token provider needs `type: callback`")));
         }
         self.engine.providers.write().insert(service.to_string(), provider);

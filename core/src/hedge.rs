@@ -130,7 +130,7 @@ impl Latencies {
         let i = self.next.0.fetch_add(1, Ordering::Relaxed);
         self.ring[i % RING].store(us, Ordering::Relaxed);
         let n = i + 1;
-        if n >= MIN_SAMPLES && (n % REFRESH_EVERY == 0 || n == MIN_SAMPLES) {
+        if n >= MIN_SAMPLES && (n.is_multiple_of(REFRESH_EVERY) || n == MIN_SAMPLES) {
             let mut v: Vec<u32> = self.ring[..n.min(RING)].iter().map(|a| a.load(Ordering::Relaxed)).collect();
             let k = ((v.len() as f64 * quantile).ceil() as usize).clamp(1, v.len()) - 1;
             let (_, q, _) = v.select_nth_unstable(k);

@@ -42,7 +42,7 @@ pub mod transport;
 pub mod validation;
 
 pub use client::{Client, ClientOptions};
-pub use config::Config;
+pub use config::{Config, Validated};
 pub use idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
 pub use error::{ErrorKind, HarnessError, TimeoutPhase};
 pub use host::{Event, EventSink, ProviderError, Token, TokenProvider};

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::HarnessError;
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BulkheadConfig {
@@ -14,5 +16,18 @@ pub struct BulkheadConfig {
 impl Default for BulkheadConfig {
     fn default() -> Self {
         BulkheadConfig { max_concurrency: 200, adaptive: None }
+    }
+}
+
+impl BulkheadConfig {
+    /// Checks the values serde cannot, naming fields under `at` (`services.<name>.bulkhead`).
+    pub fn validate(&self, at: &str) -> Result<(), HarnessError> {
+        if self.max_concurrency == 0 {
+            return Err(HarnessError::config(format!("{at}.max_concurrency: expected an integer >= 1, got 0")));
+        }
+        if let Some(a) = &self.adaptive {
+            a.validate(&format!("{at}.adaptive"))?;
+        }
+        Ok(())
     }
 }

@@ -131,11 +131,61 @@ pub use crate::bulkhead::config::BulkheadConfig;
 pub use crate::retry::config::{RetryConfig, SharedBudgetConfig};
 pub use crate::transport::config::{LimitsConfig, RedirectConfig, TimeoutConfig};
 
+/// A config that passed validation: what a client is built from and what a reload swaps
+/// in. Only `Config::check` (and the `load_*` functions, which parse then check) make
+/// one, so a config is validated once per load and a snapshot never checks it again.
+#[derive(Debug, Clone)]
+pub struct Validated(Config);
+
+impl Validated {
+    pub fn config(&self) -> &Config {
+        &self.0
+    }
+
+    pub fn into_inner(self) -> Config {
+        self.0
+    }
+
+    /// A config that was validated when it was loaded (a snapshot's own, rebuilt).
+    pub(crate) fn trusted(config: Config) -> Validated {
+        Validated(config)
+    }
+}
+
 impl Config {
-    /// Loads a `.yaml`/`.yml`, `.json` or `.toml` file; relative file references in it
-    /// (secrets, schemas, fixtures, the audit file) resolve against the file's folder.
+    /// Validates the config (as built or changed in code): a `ConfigError` naming the field.
+    pub fn check(self) -> Result<Validated, HarnessError> {
+        self.validate()?;
+        Ok(Validated(self))
+    }
+
+    /// Parses and validates the in-memory map a binding passes.
+    pub fn load_value(value: Value) -> Result<Validated, HarnessError> {
+        let value = if value.is_null() { Value::Object(Default::default()) } else { value };
+        json::check_value("config", &value)?;
+        let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            // Keys come from the document: a control character in one is shown escaped.
+            HarnessError::config(escape_control(&describe_error(&path, &e.into_inner().to_string())))
+        })?;
+        config.check()
+    }
+
+    /// Parses and validates config text (`yaml`, `yml`, `json` or `toml`).
+    pub fn load_text(text: &str, format: &str) -> Result<Validated, HarnessError> {
+        Self::load_value(Self::parse_text(text, format)?)
+    }
+
+    /// Loads and validates a `.yaml`/`.yml`, `.json` or `.toml` file; relative file
+    /// references in it (secrets, schemas, fixtures, the audit file) resolve against the
+    /// file's folder.
+    pub fn load_path(path: impl AsRef<Path>) -> Result<Validated, HarnessError> {
+        Self::load_value(Self::parse_file(path.as_ref())?)
+    }
+
+    /// `load_path`, as a plain `Config`.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Config, HarnessError> {
-        Self::from_value(Self::parse_file(path.as_ref())?)
+        Self::load_path(path).map(Validated::into_inner)
     }
 
     /// A config file as a JSON value (format from its extension), its relative file
@@ -148,9 +198,9 @@ impl Config {
         Ok(value)
     }
 
-    /// Parses text in the given format (`yaml`, `yml`, `json` or `toml`).
+    /// `load_text`, as a plain `Config`.
     pub fn from_str_with_format(text: &str, format: &str) -> Result<Config, HarnessError> {
-        Self::from_value(Self::parse_text(text, format)?)
+        Self::load_text(text, format).map(Validated::into_inner)
     }
 
     /// The config text as a JSON value, checked for depth, not yet for meaning (a gateway
@@ -178,17 +228,9 @@ impl Config {
         Ok(value)
     }
 
-    /// Builds a config from the in-memory map the bindings pass.
+    /// `load_value`, as a plain `Config`.
     pub fn from_value(value: Value) -> Result<Config, HarnessError> {
-        let value = if value.is_null() { Value::Object(Default::default()) } else { value };
-        json::check_value("config", &value)?;
-        let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            // Keys come from the document: a control character in one is shown escaped.
-            HarnessError::config(escape_control(&describe_error(&path, &e.into_inner().to_string())))
-        })?;
-        config.validate()?;
-        Ok(config)
+        Self::load_value(value).map(Validated::into_inner)
     }
 
     /// Checks the value ranges serde cannot express.
@@ -218,32 +260,10 @@ impl Config {
                     return Err(bad(p("base_url"), format!("expected an http(s) URL, got {:?}", escape_control(&shown))));
                 }
             }
-            for (field, v) in [
-                ("timeouts.connect_ms", s.timeouts.connect_ms),
-                ("timeouts.response_ms", s.timeouts.response_ms),
-                ("timeouts.request_ms", s.timeouts.request_ms),
-                ("timeouts.idle_ms", s.timeouts.idle_ms),
-            ] {
-                if v == 0 {
-                    return Err(bad(p(field), "expected an integer >= 1, got 0"));
-                }
-            }
-            if s.retry.max_delay_ms < s.retry.base_delay_ms {
-                return Err(bad(
-                    p("retry.max_delay_ms"),
-                    format!("must be >= retry.base_delay_ms ({}), got {}", s.retry.base_delay_ms, s.retry.max_delay_ms),
-                ));
-            }
-            if !(0.0..=1.0).contains(&s.retry.budget_ratio) || s.retry.budget_ratio.is_nan() {
-                return Err(bad(p("retry.budget_ratio"), format!("expected a number from 0 to 1, got {}", s.retry.budget_ratio)));
-            }
+            s.timeouts.validate(&p("timeouts"))?;
+            s.retry.validate(&p("retry"))?;
             s.breaker.validate(&p("breaker"))?;
-            if s.bulkhead.max_concurrency == 0 {
-                return Err(bad(p("bulkhead.max_concurrency"), "expected an integer >= 1, got 0"));
-            }
-            if let Some(a) = &s.bulkhead.adaptive {
-                a.validate(&p("bulkhead.adaptive"))?;
-            }
+            s.bulkhead.validate(&p("bulkhead"))?;
             if let Some(h) = &s.hedge {
                 h.validate(&p("hedge"))?;
             }
@@ -264,12 +284,7 @@ impl Config {
                     return Err(bad(p(&format!("headers.{}", escape_control(k))), "not a valid HTTP header"));
                 }
             }
-            if s.limits.max_response_bytes == 0 {
-                return Err(bad(p("limits.max_response_bytes"), "expected an integer >= 1, got 0"));
-            }
-            if s.limits.max_endpoints == 0 {
-                return Err(bad(p("limits.max_endpoints"), "expected an integer >= 1, got 0"));
-            }
+            s.limits.validate(&p("limits"))?;
             if let Some(auth) = &s.auth {
                 auth.validate(&p("auth"))?;
             }
@@ -279,21 +294,7 @@ impl Config {
             for key in s.endpoints.keys() {
                 crate::validation::validate_key(name, key)?;
             }
-            if let Some(b) = &s.retry.budget_shared {
-                match url::Url::parse(&b.redis_url) {
-                    Ok(u) if u.scheme() == "redis" || u.scheme() == "rediss" => {}
-                    _ => {
-                        let shown = redact_url(&b.redis_url);
-                        return Err(bad(p("retry.budget_shared.redis_url"), format!("expected a redis:// URL, got {:?}", escape_control(&shown))));
-                    }
-                }
-                if b.key.is_empty() || b.key.chars().any(char::is_control) || b.key.len() > 256 {
-                    return Err(bad(p("retry.budget_shared.key"), "required: printable text of at most 256 characters"));
-                }
-            }
-            if !(1..=20).contains(&s.redirects.max) {
-                return Err(bad(p("redirects.max"), format!("expected an integer from 1 to 20, got {}", s.redirects.max)));
-            }
+            s.redirects.validate(&p("redirects"))?;
         }
         for (name, r) in &self.routes {
             crate::routing::config::validate(name, r, &self.services)?;
@@ -334,6 +335,19 @@ impl Config {
 
 /// Turns serde's message into `path: expected ..., got ...`.
 pub(crate) fn describe_error(path: &str, serde_msg: &str) -> String {
+    // A part read with its own path tracker (`credentials::AuthConfig`) says where inside
+    // it the error is: `@token.value: invalid type...`.
+    if let Some(rest) = serde_msg.strip_prefix('@') {
+        if let Some((inner, msg)) = rest.split_once(": ") {
+            let joined = match (path, inner) {
+                (".", _) => inner.to_string(),
+                (_, ".") => path.to_string(),
+                _ if inner.starts_with('[') => format!("{path}{inner}"),
+                _ => format!("{path}.{inner}"),
+            };
+            return describe_error(&joined, msg);
+        }
+    }
     let path = if path == "." { "config".to_string() } else { path.to_string() };
     if let Some(rest) = serde_msg.strip_prefix("unknown field `") {
         let key = rest.split('`').next().unwrap_or("");

@@ -11,6 +11,7 @@
 //! an error, a log line, an event, a metric label or the state API.
 
 pub mod cache;
+pub mod config;
 pub mod oauth2;
 pub mod pool;
 pub mod secret;
@@ -22,134 +23,18 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use parking_lot::RwLock;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::transport::config::{ClientSettings, RedirectConfig};
 use crate::error::{ErrorKind, HarnessError};
 use crate::host::TokenProvider;
 use crate::observability::events::EventHub;
-use crate::redact::escape_control;
 use crate::transport::reqwest::ReqwestTransport;
 use crate::transport::OutgoingRequest;
 use cache::{Thresholds, RefreshingToken, TokenStatus};
 use pool::{KeyPool, KeyStatus};
+pub use config::{AuthConfig, RefreshConfig};
 use secret::{Secret, SecretRef, SecretSource};
-
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum AuthType {
-    #[default]
-    Bearer,
-    Header,
-    Query,
-    Oauth2ClientCredentials,
-    Callback,
-}
-
-/// `services.<name>.auth`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthConfig {
-    #[serde(rename = "type")]
-    pub kind: AuthType,
-    /// The token (bearer, header, query).
-    pub token: Option<SecretRef>,
-    /// A key pool instead of one token (header, query, bearer).
-    pub keys: Vec<SecretRef>,
-    /// The header for `type: header` (e.g. `X-Api-Key`, or `Authorization` with a prefix).
-    pub header: Option<String>,
-    /// Put before the token in the header (e.g. `"Bearer "`).
-    pub prefix: Option<String>,
-    /// The query parameter for `type: query`.
-    pub param: Option<String>,
-    pub token_url: Option<String>,
-    pub client_id: Option<SecretRef>,
-    pub client_secret: Option<SecretRef>,
-    pub scope: Option<String>,
-    pub refresh: RefreshConfig,
-    /// A token shared by the fleet through Redis (refreshing types only).
-    pub shared: Option<shared::SharedConfig>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct RefreshConfig {
-    /// Before expiry: refresh in the background, requests do not wait.
-    pub soft_ms: u64,
-    /// Before expiry: requests wait for a fresh token.
-    pub hard_ms: u64,
-    /// Longest a provider or token endpoint may take.
-    pub timeout_ms: u64,
-}
-
-impl Default for RefreshConfig {
-    fn default() -> Self {
-        RefreshConfig { soft_ms: 600_000, hard_ms: 60_000, timeout_ms: 10_000 }
-    }
-}
-
-impl AuthConfig {
-    /// Checks the shape, naming fields under `path` (`services.<name>.auth`).
-    pub fn validate(&self, path: &str) -> Result<(), HarnessError> {
-        let bad = |f: &str, m: &str| Err(HarnessError::config(format!("{path}.{f}: {m}")));
-        let pooled = !self.keys.is_empty();
-        match self.kind {
-            AuthType::Bearer | AuthType::Header | AuthType::Query => {
-                if self.token.is_some() == pooled {
-                    return bad("token", "give exactly one of token or keys");
-                }
-            }
-            AuthType::Oauth2ClientCredentials => {
-                match &self.token_url {
-                    None => return bad("token_url", "required for oauth2_client_credentials"),
-                    Some(u) if !matches!(url::Url::parse(u).map(|u| u.scheme().to_string()).as_deref(), Ok("http" | "https")) => {
-                        return bad("token_url", "expected an http(s) URL");
-                    }
-                    _ => {}
-                }
-                if self.client_id.is_none() {
-                    return bad("client_id", "required for oauth2_client_credentials");
-                }
-                if self.client_secret.is_none() {
-                    return bad("client_secret", "required for oauth2_client_credentials");
-                }
-            }
-            AuthType::Callback => {}
-        }
-        if self.kind == AuthType::Header && self.header.is_none() {
-            return bad("header", "required for type header");
-        }
-        if self.kind == AuthType::Query && self.param.is_none() {
-            return bad("param", "required for type query");
-        }
-        if let Some(h) = &self.header {
-            if HeaderName::try_from(h.as_str()).is_err() || crate::target::is_forbidden_header(h) {
-                return bad("header", &format!("not a header Harness can set: {:?}", escape_control(h)));
-            }
-        }
-        if let Some(sh) = &self.shared {
-            if !matches!(self.kind, AuthType::Oauth2ClientCredentials | AuthType::Callback) {
-                return bad("shared", "only tokens that refresh (oauth2_client_credentials, callback) can be shared");
-            }
-            sh.validate(&format!("{path}.shared"))?;
-        }
-        if self.refresh.hard_ms > self.refresh.soft_ms {
-            return bad("refresh.hard_ms", "must be <= refresh.soft_ms");
-        }
-        if self.refresh.timeout_ms == 0 {
-            return bad("refresh.timeout_ms", "expected an integer >= 1, got 0");
-        }
-        for (field, r) in [("token", &self.token), ("client_id", &self.client_id), ("client_secret", &self.client_secret)] {
-            if let Some(r) = r {
-                r.validate(&format!("{path}.{field}"))?;
-            }
-        }
-        for (i, k) in self.keys.iter().enumerate() {
-            k.validate(&format!("{path}.keys[{i}]"))?;
-        }
-        Ok(())
-    }
-}
 
 /// Where the credential goes on the request.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,8 +86,9 @@ pub type Providers = Arc<RwLock<HashMap<String, Arc<dyn TokenProvider>>>>;
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct CredentialState {
     pub service: String,
+    /// The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`).
     #[serde(rename = "type")]
-    pub kind: AuthType,
+    pub kind: &'static str,
     /// `valid`, `refreshing`, `expired` or `dead` (a pool: `valid` while a key is usable).
     pub status: &'static str,
     pub expires_at_ms: Option<u64>,
@@ -215,33 +101,37 @@ impl Credential {
     /// Builds (or keeps, when `previous` matches config and secret values) a service's credential.
     pub fn build(service: &str, cfg: &AuthConfig, ctx: &BuildContext<'_>, previous: Option<&Arc<Credential>>) -> Result<Arc<Credential>, HarnessError> {
         let BuildContext { providers, events, metrics, .. } = *ctx;
+        // The shape was validated with the config (`Config::validate`).
         let path = format!("services.{service}.auth");
-        cfg.validate(&path)?;
-        let placement = match cfg.kind {
-            AuthType::Query => Placement::Query { param: cfg.param.clone().unwrap_or_default() },
-            AuthType::Header => Placement::Header {
-                name: HeaderName::try_from(cfg.header.clone().unwrap_or_default()).map_err(|_| HarnessError::config(format!("{path}.header: invalid")))?,
-                prefix: cfg.prefix.clone().unwrap_or_default(),
-            },
-            _ => match &cfg.header {
-                Some(h) => Placement::Header {
-                    name: HeaderName::try_from(h.as_str()).map_err(|_| HarnessError::config(format!("{path}.header: invalid")))?,
-                    prefix: cfg.prefix.clone().unwrap_or_else(|| "Bearer ".into()),
+        let header = |h: &str| HeaderName::try_from(h).map_err(|_| HarnessError::config(format!("{path}.header: invalid")));
+        let placement = match (cfg, cfg.header()) {
+            (AuthConfig::Query(q), _) => Placement::Query { param: q.param.clone().unwrap_or_default() },
+            (AuthConfig::Header(_), Some((h, prefix))) => Placement::Header { name: header(h.unwrap_or_default())?, prefix: prefix.unwrap_or_default().to_string() },
+            (_, Some((h, prefix))) => Placement::Header {
+                name: match h {
+                    Some(h) => header(h)?,
+                    None => http::header::AUTHORIZATION,
                 },
-                None => Placement::Header { name: http::header::AUTHORIZATION, prefix: cfg.prefix.clone().unwrap_or_else(|| "Bearer ".into()) },
+                prefix: prefix.unwrap_or("Bearer ").to_string(),
             },
+            (_, None) => unreachable!("only a query credential has no header"),
         };
         // Read every secret now: a missing one is an error naming the field.
         let load = |r: &SecretRef, f: String| r.load(&f);
-        let token = cfg.token.as_ref().map(|r| load(r, format!("{path}.token"))).transpose()?;
-        let keys: Vec<(String, SecretSource)> = cfg
-            .keys
+        let (token_ref, key_refs) = cfg.token_or_keys().unwrap_or((None, &[]));
+        let token = token_ref.map(|r| load(r, format!("{path}.token"))).transpose()?;
+        let keys: Vec<(String, SecretSource)> = key_refs
             .iter()
             .enumerate()
             .map(|(i, r)| Ok((r.name.clone().unwrap_or_else(|| i.to_string()), load(r, format!("{path}.keys[{i}]"))?)))
             .collect::<Result<_, HarnessError>>()?;
-        let client_id = cfg.client_id.as_ref().map(|r| load(r, format!("{path}.client_id"))).transpose()?;
-        let client_secret = cfg.client_secret.as_ref().map(|r| load(r, format!("{path}.client_secret"))).transpose()?;
+        let (client_id, client_secret) = match cfg {
+            AuthConfig::Oauth2ClientCredentials(o) => (
+                o.client_id.as_ref().map(|r| load(r, format!("{path}.client_id"))).transpose()?,
+                o.client_secret.as_ref().map(|r| load(r, format!("{path}.client_secret"))).transpose()?,
+            ),
+            _ => (None, None),
+        };
         let fixed = |s: &Option<SecretSource>| s.as_ref().and_then(|s| match s { SecretSource::Fixed(v) => Some(v.clone()), _ => None });
         let mut loaded = vec![fixed(&token), fixed(&client_id), fixed(&client_secret)];
         loaded.extend(keys.iter().map(|(_, s)| fixed(&Some(s.clone()))));
@@ -253,12 +143,13 @@ impl Credential {
             }
         }
         let sources: Vec<SecretSource> = token.iter().chain(client_secret.iter()).chain(keys.iter().map(|(_, s)| s)).cloned().collect();
+        let refresh = cfg.refreshing().map(|(r, _)| *r).unwrap_or_default();
         let thresholds = Thresholds {
-            soft: Duration::from_millis(cfg.refresh.soft_ms),
-            hard: Duration::from_millis(cfg.refresh.hard_ms),
-            timeout: Duration::from_millis(cfg.refresh.timeout_ms),
+            soft: Duration::from_millis(refresh.soft_ms),
+            hard: Duration::from_millis(refresh.hard_ms),
+            timeout: Duration::from_millis(refresh.timeout_ms),
         };
-        let shared = match &cfg.shared {
+        let shared = match cfg.refreshing().and_then(|(_, sh)| sh) {
             None => None,
             Some(sh) => {
                 let store = Arc::new(shared::SharedTokens::new(service, sh, &format!("{path}.shared"))?);
@@ -269,10 +160,10 @@ impl Credential {
                 Some((store, warn))
             }
         };
-        let source = match cfg.kind {
-            AuthType::Oauth2ClientCredentials => {
-                let token_url = url::Url::parse(cfg.token_url.as_deref().unwrap_or_default())
-                    .map_err(|e| HarnessError::config(format!("{path}.token_url: {e}")))?;
+        let counters = Some(metrics.refresh_counters(service));
+        let source = match cfg {
+            AuthConfig::Oauth2ClientCredentials(o) => {
+                let token_url = url::Url::parse(o.token_url.as_deref().unwrap_or_default()).map_err(|e| HarnessError::config(format!("{path}.token_url: {e}")))?;
                 let settings = ClientSettings {
                     base_url: token_url.as_str(),
                     user_agent: "harness-oauth2",
@@ -285,21 +176,19 @@ impl Credential {
                     token_url: token_url.clone(),
                     client_id: client_id.expect("validated"),
                     client_secret: client_secret.expect("validated"),
-                    scope: cfg.scope.clone(),
+                    scope: o.scope.clone(),
                     transport,
                 });
-                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared, Some(metrics.refresh_counters(service))))
+                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared, counters))
             }
-            AuthType::Callback => {
+            AuthConfig::Callback(_) => {
                 let (providers, name) = (providers.clone(), service.to_string());
-                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared, Some(metrics.refresh_counters(service))))
+                Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared, counters))
             }
-            _ if !keys.is_empty() => Source::Pool(
-                KeyPool::new(service, keys)
-                    .with_max_cool(Duration::from_millis(ctx.max_retry_after_ms))
-                    .with_metrics(metrics.pool_keys.clone()),
-            ),
-            _ => Source::Fixed(token.expect("validated")),
+            AuthConfig::Bearer(_) | AuthConfig::Header(_) | AuthConfig::Query(_) if !keys.is_empty() => {
+                Source::Pool(KeyPool::new(service, keys).with_max_cool(Duration::from_millis(ctx.max_retry_after_ms)).with_metrics(metrics.pool_keys.clone()))
+            }
+            AuthConfig::Bearer(_) | AuthConfig::Header(_) | AuthConfig::Query(_) => Source::Fixed(token.expect("validated")),
         };
         Ok(Arc::new(Credential { placement, source, config: cfg.clone(), loaded, sources }))
     }
@@ -382,7 +271,7 @@ impl Credential {
     pub fn state(&self, service: &str) -> CredentialState {
         let mut s = CredentialState {
             service: service.to_string(),
-            kind: self.config.kind,
+            kind: self.config.type_name(),
             status: "valid",
             expires_at_ms: None,
             last_refresh_ms: None,

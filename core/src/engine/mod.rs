@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::config::Config;
+use crate::config::{Config, Validated};
 use crate::credentials::Providers;
 use crate::transport::mock::HostMocks;
 use crate::error::{ErrorKind, HarnessError};
@@ -83,7 +83,7 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    pub fn new(config: Config, options: EngineOptions) -> Result<Engine, HarnessError> {
+    pub fn new(config: Validated, options: EngineOptions) -> Result<Engine, HarnessError> {
         let metrics = Arc::new(Metrics::new());
         let events = Arc::new(EventHub::new(metrics.events_dropped.clone()));
         for s in options.sinks {
@@ -93,7 +93,7 @@ impl Engine {
         if let Some((_, sink)) = options.host_log {
             events.set_log_sink(sink);
         }
-        check_log_sink(&config, host_log_name)?;
+        check_log_sink(config.config(), host_log_name)?;
         let budgets: Arc<dyn RetryBudgetStore> = options.budgets.unwrap_or_else(|| Arc::new(MemoryState::new()));
         let registry = Registry::new(metrics.clone(), events.clone(), budgets);
         let providers = Providers::default();
@@ -139,10 +139,10 @@ impl Engine {
     }
 
     /// Swaps in `config` if it is valid; else the old config stays and the error names the field.
-    pub fn reload(&self, config: Result<Config, HarnessError>, source: &str) -> Result<String, HarnessError> {
+    pub fn reload(&self, config: Result<Validated, HarnessError>, source: &str) -> Result<String, HarnessError> {
         let _one_at_a_time = self.reloading.lock();
         let built = config.and_then(|config| {
-            check_log_sink(&config, self.host_log_name)?;
+            check_log_sink(config.config(), self.host_log_name)?;
             let previous = self.snapshot.load();
             Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref(), &self.providers, &self.mocks)
         });
@@ -256,7 +256,7 @@ impl Engine {
     pub fn rebuild(&self) -> Result<(), HarnessError> {
         let _one_at_a_time = self.reloading.lock();
         let previous = self.snapshot.load_full();
-        let config = (*previous.config).clone();
+        let config = Validated::trusted((*previous.config).clone());
         let snapshot = Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref(), &self.providers, &self.mocks)?;
         self.snapshot.store(Arc::new(snapshot));
         drop(_one_at_a_time);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::registry::Registry;
-use crate::config::{Config, ServiceConfig};
+use crate::config::{Config, ServiceConfig, Validated};
 use crate::credentials::{Credential, Providers};
 use crate::error::HarnessError;
 use crate::redact::{redact_url, Secrets};
@@ -94,17 +94,17 @@ impl Snapshot {
         rt.providers.iter().find(|p| &*p.id == provider).map(|p| &p.svc)
     }
 
-    /// Compiles `config` (already validated by the caller). `previous` lends HTTP clients;
-    /// `fixed_transport` (tests, mock mode) replaces every service's transport.
+    /// Compiles a validated config (never checked again here). `previous` lends HTTP
+    /// clients; `fixed_transport` (tests, mock mode) replaces every service's transport.
     pub fn build(
-        config: Config,
+        config: Validated,
         previous: Option<&Snapshot>,
         registry: &Registry,
         fixed_transport: Option<&Arc<dyn Transport>>,
         providers: &Providers,
         mocks: &Arc<HostMocks>,
     ) -> Result<Snapshot, HarnessError> {
-        config.validate()?;
+        let config = config.into_inner();
         let mut services = HashMap::new();
         let mock_all = config.mock.active();
         let mut mocked = Vec::new();

@@ -78,9 +78,9 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
 
 /// Provider `idx` takes the next attempt: a failover from the last one is announced.
 fn begin(engine: &Engine, call: &mut Call, idx: usize, now: Instant) {
-    if let Some((from, reason, status, code)) = call.lanes.failed.take() {
-        if from != idx {
-            failover_event(engine, call, from, idx, reason, status, code);
+    if let Some(failed) = call.lanes.failed.take() {
+        if failed.from != idx {
+            failover_event(engine, call, failed, idx);
         }
     }
     let lanes = &mut call.lanes;

@@ -80,8 +80,23 @@ pub(crate) struct Lanes {
     pub errors: SmallVec<[Option<String>; 2]>,
     /// The provider that answered.
     pub answered: Option<usize>,
-    /// The last failure (provider, kind, status, code): the next pick elsewhere is a failover.
-    pub failed: Option<(usize, &'static str, Option<u16>, Option<String>)>,
+    /// The last failure: the next pick elsewhere is a failover.
+    pub failed: Option<Failed>,
+}
+
+/// A provider's last failure, for the failover event that follows it.
+pub(crate) struct Failed {
+    pub from: usize,
+    /// The error kind's name.
+    pub reason: &'static str,
+    pub status: Option<u16>,
+    pub code: Option<String>,
+}
+
+impl Failed {
+    pub fn of(from: usize, e: &HarnessError) -> Failed {
+        Failed { from, reason: e.name(), status: e.status, code: e.code.clone() }
+    }
 }
 
 /// What a request that names a configured route carries besides the common call.

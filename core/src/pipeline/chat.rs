@@ -26,7 +26,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
 
 use super::attempts;
-use super::call::{Call, RouteCall};
+use super::call::{Call, Failed, RouteCall};
 use super::classify;
 use super::outcome::{Mode, Reached};
 use super::route::{attempt_metric, bill_failed, settle};
@@ -451,7 +451,7 @@ impl Live {
         let lanes = &mut self.call.lanes;
         lanes.tried[a.idx].excluded = true;
         lanes.errors[a.idx] = Some(summary);
-        lanes.failed = Some((a.idx, e.name(), None, None));
+        lanes.failed = Some(Failed { from: a.idx, reason: e.name(), status: None, code: None });
         bill_failed(&self.engine, &rt, a.idx, a.model.as_deref(), a.usage);
         let e = {
             let mut e = e;

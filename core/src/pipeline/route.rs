@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::call::{Call, RouteCall};
+use super::call::{Call, Failed, RouteCall};
 use crate::adapters::{openai, Usage};
 use crate::breaker::BreakerState;
 use crate::engine::route::RouteRuntime;
@@ -108,9 +108,9 @@ pub(crate) fn routed(call: &Call) -> Routed {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn failover_event(engine: &Engine, call: &Call, from: usize, to: usize, reason: &'static str, status: Option<u16>, code: Option<String>) {
+pub(crate) fn failover_event(engine: &Engine, call: &Call, failed: Failed, to: usize) {
     let rt = &call.plan;
+    let Failed { from, reason, status, code } = failed;
     let (from, to) = (&rt.providers[from].id, &rt.providers[to].id);
     engine.metrics.failovers.get_or_create(&FailoverLabels { route: rt.name.as_ref().into(), from: from.as_ref().into(), to: to.as_ref().into() }).inc();
     if engine.events.is_active() {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::call::Call;
+use super::call::{Call, Failed};
 use super::classify::Classified;
 use super::outcome::{Once, Reached};
 use super::route::{attempt_metric, summary};
@@ -148,7 +148,7 @@ fn refused(call: &mut Call, idx: usize, e: HarnessError) -> Step {
     }
     lanes.tried[idx].excluded = true;
     lanes.errors[idx] = Some(s);
-    lanes.failed = Some((idx, e.name(), e.status, e.code.clone()));
+    lanes.failed = Some(Failed::of(idx, &e));
     Step::Again { to: None, error: Some(e) }
 }
 
@@ -175,7 +175,7 @@ async fn failover_after(engine: &Engine, call: &mut Call, idx: usize, c: Classif
     }
     attempt_metric(engine, &plan, idx, c.error.name());
     call.lanes.errors[idx] = Some(s);
-    call.lanes.failed = Some((idx, c.error.name(), c.error.status, c.error.code.clone()));
+    call.lanes.failed = Some(Failed::of(idx, &c.error));
     let next = decide(engine, call, idx, &c);
     if !safe && !c.failure.never_sent() && c.failure != Failure::Status(429) {
         return Step::Fail(c.error);

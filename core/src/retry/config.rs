@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::HarnessError;
+use crate::redact::{escape_control, redact_url};
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
@@ -41,5 +44,28 @@ impl Default for RetryConfig {
             jitter: true,
             budget_shared: None,
         }
+    }
+}
+
+impl RetryConfig {
+    /// Checks the values serde cannot, naming fields under `at` (`services.<name>.retry`).
+    pub fn validate(&self, at: &str) -> Result<(), HarnessError> {
+        let bad = |field: &str, msg: String| Err(HarnessError::config(format!("{at}.{field}: {msg}")));
+        if self.max_delay_ms < self.base_delay_ms {
+            return bad("max_delay_ms", format!("must be >= retry.base_delay_ms ({}), got {}", self.base_delay_ms, self.max_delay_ms));
+        }
+        if !(0.0..=1.0).contains(&self.budget_ratio) || self.budget_ratio.is_nan() {
+            return bad("budget_ratio", format!("expected a number from 0 to 1, got {}", self.budget_ratio));
+        }
+        if let Some(b) = &self.budget_shared {
+            match url::Url::parse(&b.redis_url) {
+                Ok(u) if u.scheme() == "redis" || u.scheme() == "rediss" => {}
+                _ => return bad("budget_shared.redis_url", format!("expected a redis:// URL, got {:?}", escape_control(&redact_url(&b.redis_url)))),
+            }
+            if b.key.is_empty() || b.key.chars().any(char::is_control) || b.key.len() > 256 {
+                return bad("budget_shared.key", "required: printable text of at most 256 characters".into());
+            }
+        }
+        Ok(())
     }
 }

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::HarnessError;
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimeoutConfig {
@@ -59,4 +61,39 @@ pub struct ClientSettings<'a> {
     pub redirects: &'a RedirectConfig,
     /// Idle connections kept per host.
     pub idle_pool: usize,
+}
+
+fn at_least_one(at: &str, field: &str, v: u64) -> Result<(), HarnessError> {
+    if v == 0 {
+        return Err(HarnessError::config(format!("{at}.{field}: expected an integer >= 1, got 0")));
+    }
+    Ok(())
+}
+
+impl TimeoutConfig {
+    /// Checks the values serde cannot, naming fields under `at` (`services.<name>.timeouts`).
+    pub fn validate(&self, at: &str) -> Result<(), HarnessError> {
+        for (field, v) in [("connect_ms", self.connect_ms), ("response_ms", self.response_ms), ("request_ms", self.request_ms), ("idle_ms", self.idle_ms)] {
+            at_least_one(at, field, v)?;
+        }
+        Ok(())
+    }
+}
+
+impl LimitsConfig {
+    /// Checks the values serde cannot, naming fields under `at` (`services.<name>.limits`).
+    pub fn validate(&self, at: &str) -> Result<(), HarnessError> {
+        at_least_one(at, "max_response_bytes", self.max_response_bytes)?;
+        at_least_one(at, "max_endpoints", self.max_endpoints as u64)
+    }
+}
+
+impl RedirectConfig {
+    /// Checks the values serde cannot, naming fields under `at` (`services.<name>.redirects`).
+    pub fn validate(&self, at: &str) -> Result<(), HarnessError> {
+        if !(1..=20).contains(&self.max) {
+            return Err(HarnessError::config(format!("{at}.max: expected an integer from 1 to 20, got {}", self.max)));
+        }
+        Ok(())
+    }
 }
