@@ -525,7 +525,7 @@ pub(crate) mod tests {
             log.clone(),
         )
         .unwrap();
-        let task = c.client.spawn(Request::new("svc", "GET", "/x")).unwrap();
+        let task = harness_core::Operation::Request(c.client.clone(), Request::new("svc", "GET", "/x")).start().spawn().unwrap();
         let _ = harness_core::runtime::handle().unwrap().block_on(task);
         c.flush();
         let events = log.0.lock().unwrap();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness_core::{Client, ClientOptions, Config, HarnessError, Response};
+use harness_core::{Client, ClientOptions, Config, HarnessError, Operation, Outcome, Response};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
@@ -23,15 +23,14 @@ use crate::stream::NativeStream;
 /// How long a blocking call waits between checks for Ctrl-C (the issue asks for < 100 ms).
 const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
-type Outcome = Result<Result<Response, HarnessError>, HarnessError>;
 
 #[pyclass(name = "Client", module = "harness._native", frozen)]
 pub struct NativeClient {
     inner: Client,
 }
 
-fn finish(py: Python<'_>, outcome: Outcome) -> PyResult<Reply> {
-    match outcome.and_then(|r| r) {
+fn finish(py: Python<'_>, outcome: Result<Response, HarnessError>) -> PyResult<Reply> {
+    match outcome {
         Ok(resp) => Ok(Reply(resp)),
         Err(e) => Err(to_py(py, e)),
     }
@@ -161,10 +160,13 @@ impl NativeClient {
             CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
         // Driven on this thread (GIL released): no hand-off to a runtime worker and back.
-        let mut call = self.inner.start_blocking(req).map_err(|e| to_py(py, e))?;
+        let mut call = Operation::Request(self.inner.clone(), req).start().blocking().map_err(|e| to_py(py, e))?;
         loop {
             if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
-                return finish(py, outcome);
+                return finish(py, outcome.and_then(|r| r).map(|o| match o {
+                    Outcome::Response(r) => r,
+                    _ => unreachable!("a request gives a response"),
+                }));
             }
             // A KeyboardInterrupt returns here; dropping `call` cancels the request.
             py.check_signals()?;
@@ -231,11 +233,12 @@ impl NativeClient {
             py,
             CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
-        let mut call = self.inner.start_blocking_stream(req).map_err(|e| to_py(py, e))?;
+        let mut call = Operation::Stream(self.inner.clone(), req).start().blocking().map_err(|e| to_py(py, e))?;
         loop {
             if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
                 return match outcome.and_then(|r| r) {
-                    Ok(s) => Ok(NativeStream::new(harness_core::StreamHandle::new(s))),
+                    Ok(Outcome::Stream(s)) => Ok(NativeStream::new(s)),
+                    Ok(_) => unreachable!("a stream opens a stream"),
                     Err(e) => Err(to_py(py, e)),
                 };
             }
@@ -295,10 +298,14 @@ impl NativeClient {
         principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<ChatReply> {
         let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        let mut call = self.inner.start_blocking_chat(&route, chat).map_err(|e| to_py(py, e))?;
+        let mut call = Operation::Chat(self.inner.clone(), route, chat).start().blocking().map_err(|e| to_py(py, e))?;
         loop {
             if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
-                return outcome.and_then(|r| r).map(ChatReply).map_err(|e| to_py(py, e));
+                return match outcome.and_then(|r| r) {
+                    Ok(Outcome::Chat(r)) => Ok(ChatReply(r)),
+                    Ok(_) => unreachable!("a chat gives an answer"),
+                    Err(e) => Err(to_py(py, e)),
+                };
             }
             py.check_signals()?;
         }
@@ -347,11 +354,12 @@ impl NativeClient {
         principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<NativeChatStream> {
         let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        let mut call = self.inner.start_blocking_chat_stream(&route, chat).map_err(|e| to_py(py, e))?;
+        let mut call = Operation::ChatStream(self.inner.clone(), route, chat).start().blocking().map_err(|e| to_py(py, e))?;
         loop {
             if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
                 return match outcome.and_then(|r| r) {
-                    Ok(s) => Ok(NativeChatStream::new(harness_core::ChatStreamHandle::new(s))),
+                    Ok(Outcome::ChatStream(s)) => Ok(NativeChatStream::new(s)),
+                    Ok(_) => unreachable!("a chat stream opens a stream"),
                     Err(e) => Err(to_py(py, e)),
                 };
             }

@@ -6,7 +6,6 @@
 //! single-flight, timeouts and caching.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use harness_core::credentials::secret::Secret;
 use harness_core::transport::BoxFuture;

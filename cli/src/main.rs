@@ -199,7 +199,7 @@ async fn run_demo() -> Result<(), String> {
     client.flush();
     println!("\n6. A burst of 8 slow calls against a bulkhead of 4: the excess fails fast.");
     script(&admin, &base, "orders", json!([{ "delay_ms": 200, "json": {"ok": true} }])).await?;
-    let burst: Vec<_> = (0..8).map(|_| client.spawn(Request::new("orders", "GET", "/s/orders/search")).expect("spawn")).collect();
+    let burst: Vec<_> = (0..8).map(|_| harness_core::Operation::Request(client.clone(), Request::new("orders", "GET", "/s/orders/search")).start().spawn().expect("spawn")).collect();
     for t in burst {
         let _ = t.await;
     }

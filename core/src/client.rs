@@ -17,7 +17,7 @@ use crate::pipeline::chat::ChatStream;
 use crate::pipeline::stream::StreamResponse;
 use crate::response::Response;
 use crate::routing::{ProviderState, RouteState};
-use crate::runtime::{self, BlockingCall, Task};
+use crate::runtime;
 
 /// Options a host may set when building a client; the config file covers everything else.
 pub type ClientOptions = EngineOptions;
@@ -40,7 +40,7 @@ impl std::fmt::Debug for Client {
 }
 
 /// One breaker as the state API shows it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct BreakerInfo {
     pub service: String,
     pub endpoint: String,
@@ -119,45 +119,11 @@ impl Client {
         pipeline::execute(&self.engine, req).await
     }
 
-    /// `stream` for an entry point that already checked the client (one check per call).
-    async fn stream_checked(&self, req: Request) -> Result<StreamResponse, HarnessError> {
-        pipeline::stream(&self.engine, req).await
-    }
 
     /// Runs one request up to its response head; pull the body with `next_chunk`.
     pub async fn stream(&self, req: Request) -> Result<StreamResponse, HarnessError> {
         self.engine.check_usable()?;
         pipeline::stream(&self.engine, req).await
-    }
-
-    /// Spawns the request on the core's runtime; await the task from any executor,
-    /// or drop it to cancel the request and free its permits.
-    pub fn spawn(&self, req: Request) -> Result<Task<Result<Response, HarnessError>>, HarnessError> {
-        self.engine.check_usable()?;
-        let engine = self.engine.clone();
-        runtime::spawn(async move { pipeline::execute(&engine, req).await })
-    }
-
-    /// `stream` spawned on the core's runtime.
-    pub fn spawn_stream(&self, req: Request) -> Result<Task<Result<StreamResponse, HarnessError>>, HarnessError> {
-        self.engine.check_usable()?;
-        let client = self.clone();
-        runtime::spawn(async move { client.stream_checked(req).await })
-    }
-
-    /// Prepares the request to be driven on the calling thread by a blocking host API
-    /// (`BlockingCall::wait_timeout`); dropping the call cancels the request.
-    pub fn start_blocking(&self, req: Request) -> Result<BlockingCall<Result<Response, HarnessError>>, HarnessError> {
-        self.engine.check_usable()?;
-        let engine = self.engine.clone();
-        BlockingCall::new(async move { pipeline::execute(&engine, req).await })
-    }
-
-    /// `stream` driven on the calling thread.
-    pub fn start_blocking_stream(&self, req: Request) -> Result<BlockingCall<Result<StreamResponse, HarnessError>>, HarnessError> {
-        self.engine.check_usable()?;
-        let client = self.clone();
-        BlockingCall::new(async move { client.stream_checked(req).await })
     }
 
     /// One chat answer on an `openai-compatible` route: the provider is chosen, failed
@@ -167,21 +133,7 @@ impl Client {
         pipeline::chat(&self.engine, route, chat).await
     }
 
-    /// `chat` spawned on the core's runtime (await the task from any executor; drop it to cancel).
-    pub fn spawn_chat(&self, route: &str, chat: ChatRequest) -> Result<Task<Result<ChatResponse, HarnessError>>, HarnessError> {
-        self.engine.check_usable()?;
-        let engine = self.engine.clone();
-        let route = route.to_string();
-        runtime::spawn(async move { pipeline::chat(&engine, &route, chat).await })
-    }
 
-    /// `chat` driven on the calling thread.
-    pub fn start_blocking_chat(&self, route: &str, chat: ChatRequest) -> Result<BlockingCall<Result<ChatResponse, HarnessError>>, HarnessError> {
-        self.engine.check_usable()?;
-        let engine = self.engine.clone();
-        let route = route.to_string();
-        BlockingCall::new(async move { pipeline::chat(&engine, &route, chat).await })
-    }
 
     /// A streamed chat answer: returns once a provider answers; pull normalised chunks.
     pub async fn chat_stream(&self, route: &str, chat: ChatRequest) -> Result<ChatStream, HarnessError> {
@@ -189,20 +141,28 @@ impl Client {
         pipeline::chat_stream(&self.engine, route, chat).await
     }
 
-    /// `chat_stream` spawned on the core's runtime.
-    pub fn spawn_chat_stream(&self, route: &str, chat: ChatRequest) -> Result<Task<Result<ChatStream, HarnessError>>, HarnessError> {
-        self.engine.check_usable()?;
-        let engine = self.engine.clone();
-        let route = route.to_string();
-        runtime::spawn(async move { pipeline::chat_stream(&engine, &route, chat).await })
-    }
 
-    /// `chat_stream` driven on the calling thread.
-    pub fn start_blocking_chat_stream(&self, route: &str, chat: ChatRequest) -> Result<BlockingCall<Result<ChatStream, HarnessError>>, HarnessError> {
-        self.engine.check_usable()?;
-        let engine = self.engine.clone();
-        let route = route.to_string();
-        BlockingCall::new(async move { pipeline::chat_stream(&engine, &route, chat).await })
+
+    /// One of the client's read-only views by name (`crate::view::VIEWS`), as JSON: what a
+    /// binding hands its host without a copy of the type. An unknown name or a missing
+    /// argument is a `ConfigError`.
+    pub fn view(&self, name: &str, args: &[String]) -> Result<serde_json::Value, HarnessError> {
+        use crate::view::to_json;
+        let Some(spec) = crate::view::VIEWS.iter().find(|v| v.name == name) else {
+            return Err(HarnessError::config(format!("view: unknown view `{}`", crate::redact::escape_control(name))));
+        };
+        let required = spec.args.iter().filter(|a| !a.ends_with('?')).count();
+        if args.len() < required || args.len() > spec.args.len() {
+            return Err(HarnessError::config(format!("view.{name}: expected arguments ({}), got {}", spec.args.join(", "), args.len())));
+        }
+        let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_default();
+        Ok(match name {
+            "routing_state" => to_json(&self.routing_state(arg(0))?),
+            "credentials_state" => to_json(&self.credentials_state()),
+            "breaker_details" => to_json(&self.breaker_details(arg(0), arg(1), arg(2), args.get(3).map(String::as_str))),
+            "breakers" => to_json(&self.all_breaker_details()),
+            _ => unreachable!("every view in VIEWS is served"),
+        })
     }
 
     /// Per provider of `route`: configured and effective weight, health, breaker state,

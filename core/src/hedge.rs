@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::HarnessError;
 
 /// `hedge:` on a service or an endpoint.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HedgeConfig {
     /// A quantile of the endpoint's observed latency: `p50` to `p99.9`.

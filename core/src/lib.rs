@@ -40,6 +40,8 @@ pub mod state;
 pub mod target;
 pub mod transport;
 pub mod validation;
+pub mod view;
+pub mod op;
 
 pub use client::{Client, ClientOptions};
 pub use config::{Config, Validated};
@@ -52,4 +54,6 @@ pub use pipeline::stream::{StreamHandle, StreamResponse};
 pub use response::{Response, Routed};
 pub use adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, Usage};
 pub use routing::{ProviderState, RouteState};
+pub use op::{Operation, Outcome, Started};
 pub use runtime::{BlockingCall, Task};
+pub use view::ErrorView;

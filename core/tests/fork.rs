@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use harness_core::{runtime, Client, Request};
+use harness_core::{runtime, Client, Operation, Outcome, Request};
 use serde_json::json;
 
 #[test]
@@ -17,23 +17,25 @@ fn a_forked_child_refuses_the_parents_client_and_builds_its_own() {
     if pid == 0 {
         let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // The parent's client refuses, on every entry point.
-            let spawned = client.spawn(Request::new("svc", "GET", "/x"));
-            let blocking = client.start_blocking(Request::new("svc", "GET", "/x"));
-            let parents_refused = matches!(&spawned, Err(e) if e.message.contains("fork") && e.name() == "HarnessError")
-                && matches!(&blocking, Err(e) if e.message.contains("fork"));
+            let refused = |r: Option<Result<Result<Outcome, harness_core::HarnessError>, harness_core::HarnessError>>| {
+                matches!(r, Some(Ok(Err(e)) | Err(e)) if e.message.contains("fork") && e.name() == "HarnessError")
+            };
+            let spawned = Operation::Request(client.clone(), Request::new("svc", "GET", "/x")).start().spawn().map(|mut t| t.wait_timeout(Duration::from_secs(5)));
+            let blocking = Operation::Request(client.clone(), Request::new("svc", "GET", "/x")).start().blocking().map(|mut c| c.wait_timeout(Duration::from_secs(5)));
+            let parents_refused = refused(spawned.unwrap_or_else(|e| Some(Err(e)))) && refused(blocking.unwrap_or_else(|e| Some(Err(e))));
             // A new client in the child works, on the child's own runtime.
             let rt = runtime::handle().expect("a fresh runtime in the child");
             let upstream = rt.block_on(async { tokio::spawn(harness_upstream::start()).await.unwrap() }).unwrap();
             let child_client = Client::from_value(json!({"log": {"enabled": false}, "services": {"svc": {"base_url": upstream.url()}}})).unwrap();
-            let mut call = child_client.start_blocking(Request::new("svc", "GET", "/ok")).unwrap();
+            let mut call = Operation::Request(child_client.clone(), Request::new("svc", "GET", "/ok")).start().blocking().unwrap();
             let resp = loop {
                 if let Some(r) = call.wait_timeout(Duration::from_millis(100)) {
                     break r;
                 }
             };
-            let sync_ok = matches!(&resp, Ok(Ok(r)) if r.status == 200);
-            let task = child_client.spawn(Request::new("svc", "GET", "/ok")).unwrap();
-            let async_ok = matches!(rt.block_on(task), Ok(Ok(r)) if r.status == 200);
+            let sync_ok = matches!(&resp, Ok(Ok(Outcome::Response(r))) if r.status == 200);
+            let task = Operation::Request(child_client.clone(), Request::new("svc", "GET", "/ok")).start().spawn().unwrap();
+            let async_ok = matches!(rt.block_on(task), Ok(Ok(Outcome::Response(r))) if r.status == 200);
             if parents_refused && sync_ok && async_ok { 0 } else { 1 }
         }))
         .unwrap_or(2);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness_core::{Client, Event, EventSink, Request, RequestRecord};
+use harness_core::{Client, Event, EventSink, Request, RequestRecord, Operation};
 use parking_lot::Mutex;
 use serde_json::json;
 
@@ -53,7 +53,7 @@ async fn ten_thousand_random_cancellations_leak_no_permit() {
     for _batch in 0..40 {
         let mut handles = Vec::new();
         for _ in 0..250 {
-            let task = client.spawn(Request::new("svc", "GET", "/s/cancel/x")).unwrap();
+            let task = Operation::Request(client.clone(), Request::new("svc", "GET", "/s/cancel/x")).start().spawn().unwrap();
             let after = Duration::from_micros(next() % 30_000);
             handles.push(tokio::spawn(async move {
                 let _ = tokio::time::timeout(after, task).await;

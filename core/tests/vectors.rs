@@ -97,14 +97,19 @@ async fn run_stream(client: &Client, req: Request, read_chunks: Option<u64>) -> 
 
 async fn run_one(client: &Client, req: Request, cancel_after: Option<u64>) -> Outcome {
     let start = Instant::now();
-    let task = client.spawn(req).expect("spawn");
+    let task = harness_core::Operation::Request(client.clone(), req).start().spawn().expect("spawn");
+    let response = |r: Result<harness_core::Outcome, HarnessError>| match r {
+        Ok(harness_core::Outcome::Response(resp)) => Ok(resp),
+        Ok(_) => unreachable!("a request gives a response"),
+        Err(e) => Err(e),
+    };
     let result = match cancel_after {
         Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), task).await {
-            Ok(r) => r.and_then(|r| r),
+            Ok(r) => r.and_then(response),
             // Dropping the task is the host-side cancel every binding performs.
             Err(_) => Err(HarnessError::new(harness_core::ErrorKind::Cancelled, "cancelled by the caller")),
         },
-        None => task.await.and_then(|r| r),
+        None => task.await.and_then(response),
     };
     (result, start.elapsed())
 }

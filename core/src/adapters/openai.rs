@@ -15,7 +15,7 @@ use crate::error::HarnessError;
 use crate::routing::config::{Price, ProviderConfig, RangeMode};
 
 /// Token counts as the provider reported them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -93,7 +93,7 @@ impl ChatRequest {
 }
 
 /// A chat answer, the same shape from every provider.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct ChatResponse {
     pub content: String,
     pub finish_reason: Option<String>,
@@ -108,11 +108,12 @@ pub struct ChatResponse {
     pub attempts_by_provider: Vec<(String, u32)>,
     pub trace_id: String,
     pub elapsed_ms: f64,
-    /// The provider's whole answer.
+    /// The provider's whole answer (not part of the view: bindings hand it over as bytes).
+    #[serde(skip)]
     pub raw: Bytes,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChatChunkKind {
     /// More of the answer.
@@ -134,7 +135,7 @@ impl ChatChunkKind {
 }
 
 /// One piece of a streamed chat answer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChatChunk {
     pub kind: ChatChunkKind,
     /// `delta`: the new text.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::HarnessError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerMode {
     /// Opens after `failure_threshold` failures in a row.
@@ -15,7 +15,7 @@ pub enum BreakerMode {
     SlidingWindow,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WindowType {
     /// The last `size` calls.
@@ -26,7 +26,7 @@ pub enum WindowType {
 }
 
 /// `breaker.window`: `{type: count, size: 100}` or `{type: time, size_ms: 10000}`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct WindowConfig {
     #[serde(rename = "type")]
@@ -42,7 +42,7 @@ impl Default for WindowConfig {
 }
 
 /// `breaker.slow_call`: a call that took at least `duration_ms` is slow, success or not.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SlowCallConfig {
     pub duration_ms: u64,
@@ -52,7 +52,7 @@ pub struct SlowCallConfig {
 /// `breaker.half_open`: `probes` trial calls; at least `success_rate` of them must
 /// succeed; then traffic ramps through `ramp` (fractions of the normal rate), one step
 /// every `step_ms`, to 1.0 (closed).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HalfOpenConfig {
     pub probes: u32,
@@ -67,7 +67,7 @@ impl Default for HalfOpenConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerConfig {
     pub mode: BreakerMode,

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use crate::error::HarnessError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Algorithm {
     /// Compares the short-term RTT with a long-term average (tolerating `tolerance` times it).
@@ -37,7 +37,7 @@ pub enum Algorithm {
 }
 
 /// `bulkhead.adaptive`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdaptiveConfig {
     pub algorithm: Algorithm,

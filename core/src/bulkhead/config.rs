@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::HarnessError;
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BulkheadConfig {
     /// The fixed limit (unused when `adaptive` is set).

@@ -18,7 +18,7 @@ use crate::json;
 use crate::redact::{escape_control, redact_url};
 use crate::target;
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub client: ClientConfig,
@@ -38,14 +38,14 @@ pub struct Config {
 }
 
 /// `metrics:` (the text is always available from the client's `metrics()`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// Serve `GET /metrics` on this address (e.g. `127.0.0.1:9464`).
     pub listen: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClientConfig {
     /// Sent as the user agent and in logs.
@@ -58,7 +58,7 @@ impl Default for ClientConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// One record per request; host listeners get the record either way.
@@ -74,7 +74,7 @@ impl Default for LogConfig {
     }
 }
 
-#[derive(Clone, Default, Deserialize, Serialize)]
+#[derive(Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServiceConfig {
     pub base_url: String,
@@ -116,7 +116,7 @@ impl fmt::Debug for ServiceConfig {
 }
 
 /// Static headers sent with every request; values are redacted from Debug output.
-#[derive(Clone, Default, Deserialize, Serialize)]
+#[derive(Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct Headers(pub BTreeMap<String, String>);
 

@@ -14,7 +14,7 @@ use super::shared::SharedConfig;
 use crate::error::HarnessError;
 use crate::redact::escape_control;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AuthConfig {
     /// `Authorization: Bearer <token>` (or another header and prefix).
@@ -30,7 +30,7 @@ pub enum AuthConfig {
 }
 
 /// `type: bearer`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BearerAuth {
     pub token: Option<SecretRef>,
@@ -43,7 +43,7 @@ pub struct BearerAuth {
 }
 
 /// `type: header`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HeaderAuth {
     pub token: Option<SecretRef>,
@@ -54,7 +54,7 @@ pub struct HeaderAuth {
 }
 
 /// `type: query`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueryAuth {
     pub token: Option<SecretRef>,
@@ -64,7 +64,7 @@ pub struct QueryAuth {
 }
 
 /// `type: oauth2_client_credentials`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OAuth2Auth {
     pub token_url: Option<String>,
@@ -79,7 +79,7 @@ pub struct OAuth2Auth {
 }
 
 /// `type: callback`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CallbackAuth {
     pub refresh: RefreshConfig,
@@ -89,7 +89,7 @@ pub struct CallbackAuth {
     pub prefix: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RefreshConfig {
     /// Before expiry: refresh in the background, requests do not wait.

@@ -83,7 +83,7 @@ pub struct Applied {
 pub type Providers = Arc<RwLock<HashMap<String, Arc<dyn TokenProvider>>>>;
 
 /// What the state API shows of one service's credential.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct CredentialState {
     pub service: String,
     /// The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`).

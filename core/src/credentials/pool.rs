@@ -45,7 +45,7 @@ struct KeyState {
 }
 
 /// What the state API shows of one key.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct KeyStatus {
     pub index: usize,
     pub name: String,

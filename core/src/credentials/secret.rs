@@ -42,7 +42,7 @@ impl std::fmt::Display for Secret {
 }
 
 /// Where a secret comes from: exactly one of `env`, `file` or `value`.
-#[derive(Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Default, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecretRef {
     pub env: Option<String>,

@@ -21,7 +21,7 @@ use crate::error::HarnessError;
 const REDIS_CALL: Duration = Duration::from_millis(500);
 
 /// `services.<name>.auth.shared`.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SharedConfig {
     pub redis_url: String,
@@ -53,7 +53,7 @@ impl SharedConfig {
 }
 
 /// What is stored under the token key.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 struct Stored {
     /// The token, or hex of nonce + ciphertext when sealed.
     t: String,

@@ -82,7 +82,7 @@ pub trait EventSink: Send + Sync {
 }
 
 /// A structured record of something the engine did. `kind()` names it the same in every language.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// One per request, with every field of the log line.

@@ -6,7 +6,7 @@ use crate::credentials::secret::SecretRef;
 use crate::error::HarnessError;
 use crate::redact::{escape_control, redact_url};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnStoreDown {
     /// The caller gets an error; the sender retries later.
@@ -16,7 +16,7 @@ pub enum OnStoreDown {
     Process,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct IdempotencyConfig {
     /// Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}`.
@@ -48,7 +48,7 @@ impl Default for IdempotencyConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignatureConfig {
     pub secret: SecretRef,

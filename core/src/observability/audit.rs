@@ -27,7 +27,7 @@ const QUEUE: usize = 100_000;
 /// Longest body kept in a record (after masking).
 const MAX_BODY: usize = 16 * 1024;
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
     pub enabled: bool,
@@ -54,7 +54,7 @@ impl Default for AuditConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditSink {
     /// The file (default `audit.jsonl`, unless the records go to listeners only).
@@ -101,7 +101,7 @@ impl AuditConfig {
 }
 
 /// One request, as the audit log keeps it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct AuditRecord {
     pub ts_ms: u64,
     pub client: Arc<str>,

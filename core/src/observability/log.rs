@@ -13,12 +13,14 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RequestRecord {
     /// Unix time in milliseconds when the request ended.
     pub ts_ms: u64,
     pub client: Arc<str>,
+    #[schemars(with = "String")]
     pub trace_id: crate::observability::trace::TraceId,
+    #[schemars(with = "String")]
     pub span_id: crate::observability::trace::SpanId,
     pub service: Arc<str>,
     pub endpoint: Arc<str>,

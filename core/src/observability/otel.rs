@@ -26,7 +26,7 @@ use crate::error::HarnessError;
 use crate::redact::escape_control;
 
 /// `otel:`; export is off until `endpoint` is set.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OtelConfig {
     /// The collector's OTLP/HTTP address (e.g. `http://127.0.0.1:4318`); spans go to `/v1/traces` under it.

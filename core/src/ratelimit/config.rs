@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::HarnessError;
 use crate::redact::{escape_control, redact_url};
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitConfig {
     /// Requests per second, sustained (fractions allowed: 0.5 is one every 2 s).
@@ -30,7 +30,7 @@ impl Default for RateLimitConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitRate {
     pub rps: f64,
@@ -38,7 +38,7 @@ pub struct LimitRate {
     pub burst: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SharedLimit {
     pub redis_url: String,

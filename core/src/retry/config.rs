@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::HarnessError;
 use crate::redact::{escape_control, redact_url};
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     pub max_retries: u32,
@@ -24,7 +24,7 @@ pub struct RetryConfig {
 }
 
 /// `retry.budget_shared`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SharedBudgetConfig {
     pub redis_url: String,

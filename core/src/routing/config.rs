@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::error::HarnessError;
 use crate::redact::escape_control;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     #[default]
@@ -29,7 +29,7 @@ impl Strategy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Criticality {
     /// Never a synthetic answer: a cached one at most, else `NoHealthyProviderError`.
@@ -39,7 +39,7 @@ pub enum Criticality {
     NonCore,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AdapterKind {
     /// Requests and responses pass through as they are.
@@ -50,7 +50,7 @@ pub enum AdapterKind {
 }
 
 /// What a stream does when it breaks after its first chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MidStream {
     /// Hold chunks until the answer is complete or `hold_bytes` is reached; a failure
@@ -63,7 +63,7 @@ pub enum MidStream {
     Error,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StreamConfig {
     pub mid_stream: MidStream,
@@ -77,7 +77,7 @@ impl Default for StreamConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RouteConfig {
     pub strategy: Strategy,
@@ -137,13 +137,13 @@ impl Default for RouteConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OnError {
     pub provider: String,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FallbackConfig {
     /// Serve the last good answer for the same request this long after it was fetched (0: off).
@@ -164,7 +164,7 @@ impl Default for FallbackConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProviderConfig {
     pub id: String,
@@ -184,7 +184,7 @@ pub struct ProviderConfig {
     pub accepts_prefill: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Price {
     pub input_per_1k: f64,
@@ -192,7 +192,7 @@ pub struct Price {
 }
 
 /// Per-provider parameter normalisation for `openai-compatible`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Params {
     pub temperature: Option<TemperatureParam>,
@@ -200,7 +200,7 @@ pub struct Params {
     pub max_tokens_field: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RangeMode {
     /// Values outside the range are moved to its nearest end.
@@ -210,7 +210,7 @@ pub enum RangeMode {
     Scale,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TemperatureParam {
     pub range: [f64; 2],

@@ -21,7 +21,7 @@ pub fn provider_scope(route: &str, provider: &str) -> String {
 }
 
 /// One provider as `routing_state` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ProviderState {
     pub id: String,
     pub service: String,
@@ -42,7 +42,7 @@ pub struct ProviderState {
 }
 
 /// A route as `routing_state` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RouteState {
     pub route: String,
     pub strategy: &'static str,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::HarnessError;
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimeoutConfig {
     pub connect_ms: u64,
@@ -22,7 +22,7 @@ impl Default for TimeoutConfig {
 }
 
 /// Redirects: returned to the caller by default; followed only when asked, same origin only.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedirectConfig {
     pub follow: bool,
@@ -37,7 +37,7 @@ impl Default for RedirectConfig {
 }
 
 /// Bounds on what one service may cost.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Largest response body read (by `Content-Length` or while reading).

@@ -24,7 +24,7 @@ use crate::error::HarnessError;
 use crate::redact::escape_control;
 
 /// `faults:`
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FaultsConfig {
     pub enabled: bool,
@@ -33,7 +33,7 @@ pub struct FaultsConfig {
     pub rules: Vec<FaultRule>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultRule {
     pub service: String,
@@ -48,7 +48,7 @@ pub struct FaultRule {
     pub after_bytes: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
     /// Wait `latency_ms`, then send.

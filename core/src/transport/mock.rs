@@ -28,7 +28,7 @@ use crate::redact::escape_control;
 const MAX_LISTED: usize = 8;
 
 /// `mock:`
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct MockConfig {
     pub enabled: bool,
@@ -36,7 +36,7 @@ pub struct MockConfig {
     pub services: BTreeMap<String, Vec<MockRuleConfig>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MockRuleConfig {
     #[serde(rename = "match")]
@@ -59,7 +59,7 @@ fn ok() -> u16 {
     200
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MockMatch {
     /// Any method when absent.

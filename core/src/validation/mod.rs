@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::error::{ErrorKind, HarnessError};
 use crate::redact::{escape_control, truncate_chars};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ValidateMode {
     /// A non-matching body is a `SchemaError`.
@@ -29,7 +29,7 @@ pub enum ValidateMode {
 }
 
 /// `services.<name>.endpoints.<"METHOD /template" or "/template">`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EndpointConfig {
     /// A schema file path (relative to the working directory) or the schema itself.
