@@ -11,7 +11,10 @@
 // Env: BENCH_REQUESTS (per cell, default 20000), BENCH_ROUNDS (default 5, median reported),
 // BENCH_HUGE (the in-flight count of the last row, harness only; default 10000, 0 = skip),
 // BENCH_JSON (write every round's figures there, for bench/summary.py),
-// BENCH_ONLY (comma list of clients: harness, undici.request, fetch),
+// BENCH_ONLY (comma list of clients: harness, undici.request, fetch; undici is loaded only when needed),
+// BENCH_UPSTREAM (http://addr of a running upstream instead of starting one),
+// HARNESS_NODE_SDK (the harness-sdk entry point to load, default ../bindings-node/index.mjs:
+// bench/compare.sh points a base and a current build at one upstream this way),
 // HARNESS_BENCH_LOG=1 to keep the per-request JSON log line on (stderr),
 // HARNESS_WORKER_THREADS (the core runtime's worker count; default one per core) is printed with
 // the results. On a 2-core machine 1 worker measured slower than the default at concurrency 64.
@@ -20,28 +23,35 @@ import { once } from 'node:events'
 import fs from 'node:fs'
 import path from 'node:path'
 import readline from 'node:readline'
-import { fileURLToPath } from 'node:url'
-
-import { Agent, request as undiciRequest } from 'undici'
-
-import { Client } from '../bindings-node/index.mjs'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const repoRoot = path.resolve(here, '..')
-const targetDir = path.join(repoRoot, 'target', process.env.CARGO_BUILD_TARGET || 'x86_64-unknown-linux-gnu')
-const bin =
-  process.env.HARNESS_UPSTREAM_BIN ??
-  ['release', 'debug'].map((p) => path.join(targetDir, p, 'harness-upstream')).find((p) => fs.existsSync(p))
-if (!bin) throw new Error('build the upstream first: cargo build --release -p harness-upstream')
+const sdk = process.env.HARNESS_NODE_SDK ? pathToFileURL(path.resolve(process.env.HARNESS_NODE_SDK)).href : '../bindings-node/index.mjs'
+const { Client } = await import(sdk)
+const ONLY = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : null
+const { Agent, request: undiciRequest } =
+  !ONLY || ONLY.has('undici.request') ? await import('undici') : { Agent: class {}, request: null }
 
 const TOTAL = Number(process.env.BENCH_REQUESTS ?? 20000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const HUGE = Number(process.env.BENCH_HUGE ?? 10000)
 const LOG = process.env.HARNESS_BENCH_LOG === '1'
 
-const upstream = spawn(bin, [], { stdio: ['pipe', 'pipe', 'inherit'] })
-const [line] = await once(readline.createInterface({ input: upstream.stdout }), 'line')
-const addr = JSON.parse(line).addr
+let upstream = null
+let addr
+if (process.env.BENCH_UPSTREAM) {
+  addr = new URL(process.env.BENCH_UPSTREAM).host
+} else {
+  const targetDir = path.join(repoRoot, 'target', process.env.CARGO_BUILD_TARGET || 'x86_64-unknown-linux-gnu')
+  const bin =
+    process.env.HARNESS_UPSTREAM_BIN ??
+    ['release', 'debug'].map((p) => path.join(targetDir, p, 'harness-upstream')).find((p) => fs.existsSync(p))
+  if (!bin) throw new Error('build the upstream first: cargo build --release -p harness-upstream')
+  upstream = spawn(bin, [], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const [line] = await once(readline.createInterface({ input: upstream.stdout }), 'line')
+  addr = JSON.parse(line).addr
+}
 const url = `http://${addr}/bench`
 
 const harness = new Client({
@@ -112,9 +122,8 @@ async function measure(call, concurrency, total) {
 }
 
 // BENCH_ONLY=harness (comma list) measures a subset, e.g. under a profiler.
-if (process.env.BENCH_ONLY) {
-  const keep = new Set(process.env.BENCH_ONLY.split(','))
-  for (const name of Object.keys(clients)) if (!keep.has(name)) delete clients[name]
+if (ONLY) {
+  for (const name of Object.keys(clients)) if (!ONLY.has(name)) delete clients[name]
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -193,5 +202,5 @@ function jsonRound(r) {
 }
 
 harness.close()
-await agent.close()
-upstream.stdin.end()
+await agent.close?.()
+upstream?.stdin.end()

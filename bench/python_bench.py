@@ -15,6 +15,10 @@ Setup (release builds; `pip install` builds the binding in release by default):
     bindings-python/.venv/bin/pip install ./bindings-python httpx aiohttp requests
     bindings-python/.venv/bin/python bench/python_bench.py [--requests 5000] [--only harness,aiohttp]
 
+`--only harness.AsyncClient@64,harness.Client@1` picks rows by name and concurrency, and
+`--upstream URL` measures against a running upstream: bench/compare.sh runs a base and a
+current build of the binding (two venvs) that way, one round per process.
+
 CPU is this process's user+system time (time.process_time), so it includes the Rust
 runtime's worker threads; the upstream runs in its own process and is not counted.
 """
@@ -222,9 +226,10 @@ def bench_sync(name: str, base: str, n: int, warmup: int) -> Result:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=5000, help="measured requests per row (default 5000)")
+    ap.add_argument("--requests-c1", type=int, help="measured requests per row at concurrency 1 (default: --requests)")
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--upstream", help="use a running upstream at this base URL instead of starting one")
-    ap.add_argument("--only", help="comma-separated substrings of row names to run")
+    ap.add_argument("--only", help="comma-separated substrings of row names to run; NAME@C also pins the concurrency")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds, median reported (default 5)")
     ap.add_argument("--huge", type=int, default=10000, help="in-flight count of the harness.AsyncClient stress row (0 = skip)")
     ap.add_argument("--json", help="write every round's figures to this file (for bench/summary.py)")
@@ -248,24 +253,33 @@ def main() -> None:
         ("sync", "requests.Session", 1),
     ]
     only = [s.strip() for s in args.only.split(",")] if args.only else None
-    rows = [r for r in rows if not only or any(o in r[1] for o in only)]
+
+    def picked(name: str, conc: int) -> bool:
+        for o in only or []:
+            sub, _, c = o.partition("@")
+            if sub in name and (not c or int(c) == conc):
+                return True
+        return not only
+
+    rows = [r for r in rows if picked(r[1], r[2])]
     results: dict = {}
     huge = None
     try:
         # Interleaved rounds: each round runs every row once, so drift hits every client alike.
         for round_no in range(args.rounds):
             for kind, name, conc in rows:
+                n = args.requests_c1 if conc == 1 and args.requests_c1 else args.requests
                 try:
                     if kind == "async":
-                        r = bench_async(name, base, args.requests, args.warmup, conc)
+                        r = bench_async(name, base, n, args.warmup, conc)
                     else:
-                        r = bench_sync(name, base, args.requests, args.warmup)
+                        r = bench_sync(name, base, n, args.warmup)
                 except ImportError as e:
                     print(f"skipping {name}: {e} (pip install httpx aiohttp requests)")
                     continue
                 results.setdefault((name, conc), []).append(r)
             print(f"  round {round_no + 1} of {args.rounds} done", flush=True)
-        if args.huge and (not only or any(o in "harness.AsyncClient" for o in only)):
+        if args.huge and picked("harness.AsyncClient", args.huge):
             huge = bench_huge(base, args.huge, min(args.rounds, 3))
     finally:
         if proc:

@@ -3,6 +3,8 @@
 //! in one run, at concurrency 1 and 64. Prints a table; run via `bench/run.sh`.
 //!
 //! The upstream runs in a child process so its CPU is not counted as the client's.
+//! `BENCH_UPSTREAM=http://addr` uses a running one instead (`bench/compare.sh` points a base
+//! and a current build at the same upstream); with `BENCH_ONLY=harness` the reqwest rows are skipped.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -141,15 +143,21 @@ fn main() {
     }
     let total: usize = std::env::var("BENCH_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .arg("--upstream")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the upstream");
-    let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
-    let url = url.trim().to_string();
+    // BENCH_UPSTREAM=http://addr: a running upstream (bench/compare.sh runs two builds against one).
+    let (mut child, url) = match std::env::var("BENCH_UPSTREAM") {
+        Ok(u) => (None, u.trim().trim_end_matches('/').to_string()),
+        Err(_) => {
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .arg("--upstream")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("start the upstream");
+            let mut url = String::new();
+            BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+            (Some(child), url.trim().to_string())
+        }
+    };
 
     let handle = harness_core::runtime::handle().expect("runtime");
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -234,8 +242,10 @@ fn main() {
         overhead(&handle, &plain, &url, total);
         adaptive_cost(&handle, &url, total);
     }
-    drop(child.stdin.take());
-    let _ = child.wait();
+    if let Some(child) = child.as_mut() {
+        drop(child.stdin.take());
+        let _ = child.wait();
+    }
 }
 
 /// What response validation and span export add at c=64: the same 1 KB JSON answer through

@@ -3,6 +3,7 @@
 //! against it and prints a summary; `check-config FILE` validates a config.
 
 mod chaos;
+mod types;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use harness_core::{Client, Config, Event, EventSink, Request};
 use serde_json::json;
 
-const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR]";
+const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR] | harness types [--check] [--schema]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -18,6 +19,7 @@ fn main() {
         Some("demo") | None => demo(),
         Some("chaos") => chaos::run(&args[1..]),
         Some("serve") => serve(&args[1..]),
+        Some("types") => types::run(&args[1..]),
         Some("check-config") => match args.get(1) {
             Some(path) => match Config::from_path(path) {
                 Ok(c) => {

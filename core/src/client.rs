@@ -46,8 +46,10 @@ pub struct BreakerInfo {
     pub endpoint: String,
     pub method: String,
     /// `closed`, `open` or `half_open` (probing or ramping back).
+    #[schemars(extend("enum" = ["closed", "open", "half_open"]))]
     pub state: &'static str,
     /// `closed`, `open`, `probing` or `ramping`.
+    #[schemars(extend("enum" = ["closed", "open", "probing", "ramping"]))]
     pub phase: &'static str,
     /// The share of calls let through now.
     pub admit_ratio: f64,

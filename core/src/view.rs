@@ -17,12 +17,14 @@ use crate::error::HarnessError;
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ErrorView {
     /// `TimeoutError`, `HttpStatusError`, ... (`ErrorKind::NAMES`).
+    #[schemars(extend("enum" = ["HarnessError", "TimeoutError", "CircuitOpenError", "BulkheadFullError", "RateLimitedError", "HttpStatusError", "AuthError", "SchemaError", "ConnectError", "CancelledError", "NoHealthyProviderError", "ConfigError", "ProtocolError", "ResponseTooLargeError", "DuplicateInFlightError"]))]
     pub kind: &'static str,
     /// The engine's message alone.
     pub message: String,
     /// The message and its context (service, endpoint, status, attempts, trace id).
     pub text: String,
     /// `TimeoutError`: `connect`, `response`, `idle`, `ttft` or `total`.
+    #[schemars(extend("enum" = ["connect", "response", "idle", "ttft", "total", null]))]
     pub phase: Option<&'static str>,
     pub service: Option<String>,
     pub endpoint: Option<String>,

@@ -103,6 +103,7 @@ pub struct ChatResponse {
     pub model: Option<String>,
     pub cost: Option<f64>,
     /// `cache` or `static` when no provider answered (see `Routed::fallback`).
+    #[schemars(extend("enum" = ["cache", "static", null]))]
     pub fallback: Option<&'static str>,
     pub attempts: u32,
     pub attempts_by_provider: Vec<(String, u32)>,

@@ -88,8 +88,10 @@ pub struct CredentialState {
     pub service: String,
     /// The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`).
     #[serde(rename = "type")]
+    #[schemars(extend("enum" = ["bearer", "header", "query", "oauth2_client_credentials", "callback"]))]
     pub kind: &'static str,
     /// `valid`, `refreshing`, `expired` or `dead` (a pool: `valid` while a key is usable).
+    #[schemars(extend("enum" = ["valid", "refreshing", "expired", "dead"]))]
     pub status: &'static str,
     pub expires_at_ms: Option<u64>,
     pub last_refresh_ms: Option<u64>,

@@ -50,6 +50,7 @@ pub struct KeyStatus {
     pub index: usize,
     pub name: String,
     /// `ok`, `cooling` or `quarantined`.
+    #[schemars(extend("enum" = ["ok", "cooling", "quarantined"]))]
     pub status: &'static str,
     pub retry_after_ms: Option<u64>,
     pub last_error: Option<String>,

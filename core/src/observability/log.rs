@@ -29,6 +29,7 @@ pub struct RequestRecord {
     pub duration_ms: f64,
     pub attempts: u32,
     pub retry_count: u32,
+    #[schemars(extend("enum" = ["closed", "open", "half_open"]))]
     pub breaker: &'static str,
     /// Whether the body was streamed to the caller.
     pub streamed: bool,
@@ -46,6 +47,7 @@ pub struct RequestRecord {
     pub cost: Option<f64>,
     /// `cache` or `static` when no provider answered.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["cache", "static", null]))]
     pub fallback: Option<&'static str>,
     /// `validate: warn`: where and how the 2xx body did not match its schema.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -34,6 +34,7 @@ pub struct ProviderState {
     pub health: f64,
     pub success_rate: f64,
     pub latency_ewma_ms: Option<f64>,
+    #[schemars(extend("enum" = ["closed", "open", "half_open"]))]
     pub breaker: &'static str,
     pub in_flight: u32,
     /// Milliseconds left of a 429's `Retry-After`.
@@ -45,6 +46,7 @@ pub struct ProviderState {
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RouteState {
     pub route: String,
+    #[schemars(extend("enum" = ["weighted-health", "priority", "least-latency"]))]
     pub strategy: &'static str,
     pub providers: Vec<ProviderState>,
 }

@@ -89,13 +89,16 @@ private fun row(name: String, concurrency: Int, total: Int, t0: Long, cpu0: Long
 
 fun main(args: Array<String>) {
     val root = File(System.getProperty("harness.root") ?: "../..").canonicalFile
-    val bin = System.getenv("HARNESS_UPSTREAM_BIN")
-        ?: listOf("release", "debug").map { File(root, "target/x86_64-unknown-linux-gnu/$it/harness-upstream") }.first { it.canExecute() }.path
     val scale = (System.getenv("BENCH_SCALE") ?: "1").toDouble()
-    val upstream = ProcessBuilder(bin).redirectError(ProcessBuilder.Redirect.INHERIT).start()
+    // BENCH_UPSTREAM=http://addr: a running upstream (bench/compare.sh runs two builds against one).
+    val running = System.getenv("BENCH_UPSTREAM")?.trimEnd('/')?.substringAfter("://")
+    val upstream = if (running != null) null else {
+        val bin = System.getenv("HARNESS_UPSTREAM_BIN")
+            ?: listOf("release", "debug").map { File(root, "target/x86_64-unknown-linux-gnu/$it/harness-upstream") }.first { it.canExecute() }.path
+        ProcessBuilder(bin).redirectError(ProcessBuilder.Redirect.INHERIT).start()
+    }
     try {
-        val line = upstream.inputStream.bufferedReader().readLine()
-        val addr = Regex("\"addr\":\"([^\"]+)\"").find(line)!!.groupValues[1]
+        val addr = running ?: Regex("\"addr\":\"([^\"]+)\"").find(upstream!!.inputStream.bufferedReader().readLine())!!.groupValues[1]
         val url = "http://$addr/bench"
 
         val harness = HarnessClient(mapOf(
@@ -129,13 +132,18 @@ fun main(args: Array<String>) {
             "harness (suspend)" to { c, n -> measureCoroutines("harness (suspend)", c, n) { check(harness.get("up", "/bench").status == 200) } },
             "harness (future)" to { c, n -> measureThreads("harness (future)", c, n) { check(harness.getAsync("up", "/bench").join().status == 200) } },
         )
-        // BENCH_ONLY=harness (a substring of a contender) and BENCH_CONCURRENCY=64 narrow the run, e.g. for a profile.
-        val only = System.getenv("BENCH_ONLY")
+        // BENCH_ONLY=harness (a substring of a contender; a comma list, where NAME@C also pins the
+        // concurrency) and BENCH_CONCURRENCY=64 narrow the run, e.g. for a profile.
+        val only = System.getenv("BENCH_ONLY")?.split(",")?.map { it.trim() }
+        fun wanted(name: String, c: Int) = only == null || only.any { o ->
+            name.contains(o.substringBefore('@')) && o.substringAfter('@', "").let { it.isEmpty() || it.toInt() == c }
+        }
         val levels = System.getenv("BENCH_CONCURRENCY")?.split(",")?.map { it.trim().toInt() } ?: listOf(1, 64)
         val rounds = (System.getenv("BENCH_ROUNDS") ?: "5").toInt()
-        val picked = contenders.filter { only == null || it.first.contains(only) }
         val results = linkedMapOf<String, MutableList<Row>>()
         for (c in levels) {
+            val picked = contenders.filter { wanted(it.first, c) }
+            if (picked.isEmpty()) continue
             val n = ((if (c == 1) 5_000 else 30_000) * scale).toInt()
             for ((_, run) in picked) run(c, n / 5) // warm-up: JIT, connection pools
             // Interleaved rounds, each starting with the next contender, so drift hits every one alike.
@@ -151,7 +159,7 @@ fun main(args: Array<String>) {
         var hugeRows = listOf<Row>()
         var hugeErrors = 0
         var leaked = -1
-        if (huge > 0 && (only == null || "harness (suspend)".contains(only))) {
+        if (huge > 0 && wanted("harness (suspend)", huge)) {
             val wide = HarnessClient(mapOf(
                 "client" to mapOf("name" to "bench"),
                 "log" to mapOf("enabled" to false),
@@ -194,8 +202,10 @@ fun main(args: Array<String>) {
         ok.dispatcher.executorService.shutdown()
         ok.connectionPool.evictAll()
     } finally {
-        runCatching { upstream.outputStream.close() }
-        if (!upstream.waitFor(2, TimeUnit.SECONDS)) upstream.destroyForcibly()
+        if (upstream != null) {
+            runCatching { upstream.outputStream.close() }
+            if (!upstream.waitFor(2, TimeUnit.SECONDS)) upstream.destroyForcibly()
+        }
     }
     System.exit(0)
 }

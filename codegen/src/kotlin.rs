@@ -1,0 +1,200 @@
+//! Kotlin: `@Serializable` data classes (kotlinx.serialization: a compiler plugin, no
+//! reflection at run time, and the same library for every generated type), camelCase
+//! properties with their wire names in `@SerialName`, enum classes, and sealed interfaces
+//! for tagged unions (kotlinx's default class discriminator is `type`, as on the wire).
+//! Inputs (a config) have every key optional (`null`: absent); views have every key.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use crate::model::{Def, Field, Model, Ty, TypeDef, Variant};
+use crate::names::{camel, constant, doc_lines, pascal};
+use crate::Options;
+
+const KEYWORDS: [&str; 12] = ["as", "class", "fun", "in", "is", "object", "package", "return", "typealias", "val", "var", "when"];
+
+pub fn emit(model: &Model, opts: &Options) -> String {
+    let mut out = String::new();
+    writeln!(out, "// {}", opts.header).unwrap();
+    writeln!(out, "@file:Suppress(\"unused\")").unwrap();
+    writeln!(out, "@file:OptIn(kotlinx.serialization.ExperimentalSerializationApi::class)").unwrap();
+    writeln!(out).unwrap();
+    writeln!(out, "package {}", opts.kotlin_package).unwrap();
+    writeln!(out).unwrap();
+    writeln!(out, "import kotlinx.serialization.KSerializer").unwrap();
+    writeln!(out, "import kotlinx.serialization.SerialName").unwrap();
+    writeln!(out, "import kotlinx.serialization.Serializable").unwrap();
+    writeln!(out, "import kotlinx.serialization.descriptors.SerialDescriptor").unwrap();
+    writeln!(out, "import kotlinx.serialization.descriptors.listSerialDescriptor").unwrap();
+    writeln!(out, "import kotlinx.serialization.encoding.Decoder").unwrap();
+    writeln!(out, "import kotlinx.serialization.encoding.Encoder").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.JsonArray").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.JsonDecoder").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.JsonElement").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.JsonEncoder").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.JsonPrimitive").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.jsonArray").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.jsonPrimitive").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.long").unwrap();
+    writeln!(out).unwrap();
+    let mut tuples: BTreeSet<Vec<String>> = BTreeSet::new();
+    for t in &model.types {
+        if opts.skip.contains(&t.name) {
+            continue;
+        }
+        emit_type(&mut out, t, model, opts, &mut tuples);
+        writeln!(out).unwrap();
+    }
+    for shape in tuples {
+        emit_tuple_serializer(&mut out, &shape);
+    }
+    out
+}
+
+fn kdoc(out: &mut String, indent: &str, doc: Option<&str>) {
+    let Some(doc) = doc else { return };
+    let lines = doc_lines(doc);
+    if lines.len() == 1 {
+        writeln!(out, "{indent}/** {} */", lines[0].replace("*/", "*\\/")).unwrap();
+        return;
+    }
+    writeln!(out, "{indent}/**").unwrap();
+    for l in lines {
+        writeln!(out, "{indent} * {}", l.replace("*/", "*\\/")).unwrap();
+    }
+    writeln!(out, "{indent} */").unwrap();
+}
+
+fn prop(name: &str) -> String {
+    let c = camel(name);
+    if KEYWORDS.contains(&c.as_str()) {
+        format!("`{c}`")
+    } else {
+        c
+    }
+}
+
+/// The Kotlin type, and the tuple shapes it needs serializers for.
+fn kt(ty: &Ty, tuples: &mut BTreeSet<Vec<String>>) -> String {
+    match ty {
+        Ty::String => "String".into(),
+        Ty::Int { .. } => "Long".into(),
+        Ty::Number => "Double".into(),
+        Ty::Bool => "Boolean".into(),
+        Ty::Any => "JsonElement".into(),
+        Ty::Array(t) => format!("List<{}>", kt(t, tuples)),
+        Ty::Tuple(ts) => {
+            let shape: Vec<String> = ts.iter().map(|t| kt(t, tuples)).collect();
+            let name = tuple_serializer(&shape);
+            tuples.insert(shape.clone());
+            format!("@Serializable(with = {name}::class) Pair<{}>", shape.join(", "))
+        }
+        Ty::Map(t) => format!("Map<String, {}>", kt(t, tuples)),
+        Ty::Ref(n) => n.clone(),
+        Ty::Nullable(t) => format!("{}?", kt(t, tuples)),
+        // An untyped string stays a String: a one-off set of literals has no name to give it.
+        Ty::Literals(_) => "String".into(),
+    }
+}
+
+fn tuple_serializer(shape: &[String]) -> String {
+    format!("{}Serializer", shape.iter().map(|s| s.replace(['<', '>', ',', ' ', '?'], "")).collect::<String>())
+}
+
+fn emit_tuple_serializer(out: &mut String, shape: &[String]) {
+    if shape.len() != 2 || !shape.iter().all(|s| s == "String" || s == "Long") {
+        // Only the shapes the schema has are written; a new one fails the build here, loudly.
+        writeln!(out, "// unsupported tuple shape {shape:?}").unwrap();
+        return;
+    }
+    let name = tuple_serializer(shape);
+    let read = |i: usize, t: &str| if t == "Long" { format!("a[{i}].jsonPrimitive.long") } else { format!("a[{i}].jsonPrimitive.content") };
+    writeln!(out, "/** A `[{}]` array on the wire, a `Pair` here. */", shape.join(", ")).unwrap();
+    writeln!(out, "object {name} : KSerializer<Pair<{}>> {{", shape.join(", ")).unwrap();
+    writeln!(out, "    override val descriptor: SerialDescriptor = listSerialDescriptor<JsonElement>()").unwrap();
+    writeln!(out, "    override fun deserialize(decoder: Decoder): Pair<{}> {{", shape.join(", ")).unwrap();
+    writeln!(out, "        val a = (decoder as JsonDecoder).decodeJsonElement().jsonArray").unwrap();
+    writeln!(out, "        return Pair({}, {})", read(0, &shape[0]), read(1, &shape[1])).unwrap();
+    writeln!(out, "    }}").unwrap();
+    writeln!(out, "    override fun serialize(encoder: Encoder, value: Pair<{}>) {{", shape.join(", ")).unwrap();
+    writeln!(out, "        (encoder as JsonEncoder).encodeJsonElement(JsonArray(listOf(JsonPrimitive(value.first), JsonPrimitive(value.second))))").unwrap();
+    writeln!(out, "    }}").unwrap();
+    writeln!(out, "}}\n").unwrap();
+}
+
+fn params(out: &mut String, fields: &[Field], input: bool, tuples: &mut BTreeSet<Vec<String>>) {
+    for f in fields {
+        kdoc(out, "    ", f.doc.as_deref());
+        let mut ty = kt(&f.ty, tuples);
+        let optional = input && !f.required;
+        if optional && !ty.ends_with('?') {
+            ty.push('?');
+        }
+        let default = if optional || ty.ends_with('?') { " = null" } else { "" };
+        writeln!(out, "    @SerialName(\"{}\") val {}: {ty}{default},", f.name, prop(&f.name)).unwrap();
+    }
+}
+
+fn variant_name(union: &str, v: &Variant, opts: &Options) -> String {
+    let base = opts.variant_names.get(union).map(String::as_str).unwrap_or(union);
+    format!("{}{}", pascal(&v.tag), base)
+}
+
+fn emit_type(out: &mut String, t: &TypeDef, model: &Model, opts: &Options, tuples: &mut BTreeSet<Vec<String>>) {
+    let input = opts.inputs.contains(&t.name);
+    match &t.def {
+        Def::Object { fields, .. } => {
+            kdoc(out, "", t.doc.as_deref());
+            writeln!(out, "@Serializable").unwrap();
+            if fields.is_empty() {
+                writeln!(out, "class {}", t.name).unwrap();
+                return;
+            }
+            writeln!(out, "data class {}(", t.name).unwrap();
+            params(out, fields, input, tuples);
+            writeln!(out, ")").unwrap();
+        }
+        Def::Enum { values } => {
+            kdoc(out, "", t.doc.as_deref());
+            writeln!(out, "@Serializable").unwrap();
+            writeln!(out, "enum class {}(val wire: String) {{", t.name).unwrap();
+            for (v, d) in values {
+                kdoc(out, "    ", d.as_deref());
+                writeln!(out, "    @SerialName(\"{v}\") {}(\"{v}\"),", constant(v)).unwrap();
+            }
+            writeln!(out, "}}").unwrap();
+        }
+        Def::Alias(ty) => {
+            kdoc(out, "", t.doc.as_deref());
+            writeln!(out, "typealias {} = {}", t.name, kt(ty, tuples)).unwrap();
+        }
+        Def::Tagged { variants, .. } => {
+            kdoc(out, "", t.doc.as_deref());
+            writeln!(out, "@Serializable").unwrap();
+            writeln!(out, "sealed interface {}", t.name).unwrap();
+            for v in variants {
+                writeln!(out).unwrap();
+                let name = variant_name(&t.name, v, opts);
+                kdoc(out, "", v.doc.as_deref());
+                writeln!(out, "@Serializable").unwrap();
+                writeln!(out, "@SerialName(\"{}\")", v.tag).unwrap();
+                let mut fields = v.fields.clone();
+                if let Some(base) = &v.base {
+                    // A variant that is a named type plus its tag: that type's fields, here.
+                    if let Some(TypeDef { def: Def::Object { fields: bf, .. }, .. }) = model.get(base) {
+                        let mut all = bf.clone();
+                        all.extend(fields);
+                        fields = all;
+                    }
+                }
+                if fields.is_empty() {
+                    writeln!(out, "class {name} : {}", t.name).unwrap();
+                    continue;
+                }
+                writeln!(out, "data class {name}(").unwrap();
+                params(out, &fields, input, tuples);
+                writeln!(out, ") : {}", t.name).unwrap();
+            }
+        }
+    }
+}
