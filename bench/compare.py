@@ -48,8 +48,9 @@ def command(binding: str, side: Path, upstream: str, scale: float, out: Path):
         env.update(BENCH_ONLY="harness", BENCH_CONCURRENCY="64", BENCH_OVERHEAD="0", BENCH_LOG="0", BENCH_REQUESTS=n(100_000))
         return [str(side / "harness-bench")], env
     if binding == "python":
+        # Python's c=64 cell is the noisiest (host thread, engine workers and upstream on 2 cores): long cells.
         return [str(side / "venv/bin/python"), str(BENCH / "python_bench.py"), "--upstream", upstream, "--rounds", "1", "--huge", "0",
-                "--only", "harness.AsyncClient@64,harness.Client@1", "--requests", n(20_000), "--requests-c1", n(5_000),
+                "--only", "harness.AsyncClient@64,harness.Client@1", "--requests", n(50_000), "--requests-c1", n(10_000),
                 "--json", str(out)], env
     if binding == "node":
         # c=1 runs a quarter of BENCH_REQUESTS.
@@ -106,6 +107,11 @@ def main() -> None:
     try:
         with open(args.out / "compare.log", "w") as log:
             for binding in bindings:
+                failed = [(p / f"FAILED-{binding}").read_text().strip() for p in sides.values() if (p / f"FAILED-{binding}").exists()]
+                if failed:
+                    errors[binding] = "; ".join(failed)
+                    print(f"  {binding}: {errors[binding]}", file=sys.stderr, flush=True)
+                    continue
                 try:
                     for k in range(1, args.rounds + 1):
                         order = ["base", "current"] if k % 2 == 1 else ["current", "base"]
