@@ -177,23 +177,37 @@ const errorClasses = {
   DuplicateInFlightError,
 }
 
-function errorFrom(raw, cause) {
-  const Cls = errorClasses[raw.name] || HarnessError
-  return new Cls(raw.message, {
-    service: raw.service,
-    endpoint: raw.endpoint,
-    method: raw.method,
-    attempts: raw.attempts,
-    status: raw.status,
-    errorCode: raw.code,
-    retryAfterMs: raw.retryAfterMs,
-    traceId: raw.traceId,
-    phase: raw.phase,
-    body: raw.body,
-    provider: raw.provider,
-    providerErrors: raw.providerErrors,
+// The core's ErrorView (camelCased, plus the downstream `body` it leaves out) as its class; the
+// message is the view's `text` (the core's message without the kind name).
+function errorFrom(view, cause) {
+  const Cls = errorClasses[view.kind] || HarnessError
+  return new Cls(view.text, {
+    service: view.service,
+    endpoint: view.endpoint,
+    method: view.method,
+    attempts: view.attempts,
+    status: view.status,
+    errorCode: view.code,
+    retryAfterMs: view.retryAfterMs,
+    traceId: view.traceId,
+    phase: view.phase,
+    body: view.body,
+    provider: view.provider,
+    providerErrors: view.providerErrors,
     cause,
   })
+}
+
+// A synchronous native call's error (`{ view, body }`) as the error view `errorFrom` takes.
+function errorView(e) {
+  const view = JSON.parse(e.view)
+  if (e.body != null) view.body = e.body
+  return view
+}
+
+// A synchronous native call's error as its class.
+function nativeError(e) {
+  return errorFrom(errorView(e))
 }
 
 function configError(message) {
@@ -202,7 +216,7 @@ function configError(message) {
 
 // The core's error for a value JS cannot hand over faithfully (`lone_surrogate`, `too_deep`, `non_finite`).
 function hostInputError(kind, field) {
-  return errorFrom(native.hostInputError(kind, field))
+  return nativeError(native.hostInputError(kind, field))
 }
 
 // Strings cross napi as UTF-8, which would replace a lone surrogate with U+FFFD silently.
@@ -214,7 +228,14 @@ const isWellFormed =
 // `isValue` tells them apart, and the error becomes its class here.
 function unwrap(result, isValue) {
   if (isValue) return result
-  throw errorFrom(result)
+  throw nativeError(result)
+}
+
+// One of the core's views (`routing_state`, `credentials_state`, `breaker_details`): camelCased
+// JSON text, the shape types.d.ts declares.
+function view(nativeClient, name, args) {
+  const r = nativeClient.view(name, args)
+  return JSON.parse(unwrap(r, typeof r === 'string'))
 }
 
 // ---------------------------------------------------------------- responses
@@ -235,7 +256,7 @@ class Response {
     // Header text as sent by the native side (`name\0value\0...`), split on first use.
     this._rawHeaders = rawHeaders
     this._headers = undefined
-    // What routing did (a native record), when the request named a route; read through the getters.
+    // What routing did (the core's `Routed` view), when the request named a route; read through the getters.
     this._routed = routed
   }
 
@@ -263,7 +284,7 @@ class Response {
   /** Attempts each provider got, as `[id, n]` pairs in the order first tried; null when not routed. */
   get attemptsByProvider() {
     const r = this._routed
-    return r === undefined ? null : attemptPairs(r.attemptsByProvider)
+    return r === undefined ? null : r.attemptsByProvider.slice()
   }
 
   /** `cache` or `static` when no provider could answer and a degraded answer was served; else null. */
@@ -434,11 +455,11 @@ class StreamResponse {
     const state = this.#state
     if (state === 'open') this.#end('ended')
     // A read waiting when cancel() was called ends the iteration like any later read.
-    if (state === 'ended' && error.name === 'CancelledError') {
+    if (state === 'ended' && error.kind === 'CancelledError') {
       read.resolve(null)
       return
     }
-    const cause = state === 'aborted' && error.name === 'CancelledError' ? this.#signal.reason : undefined
+    const cause = state === 'aborted' && error.kind === 'CancelledError' ? this.#signal.reason : undefined
     read.reject(errorFrom({ ...error, service: error.service ?? this.#service, method: error.method ?? this.#method }, cause))
   }
 }
@@ -475,58 +496,38 @@ class PendingRead {
 
 // ---------------------------------------------------------------- chat
 
-// `[{ provider, attempts }]` from the native side as `[id, n]` pairs.
-function attemptPairs(list) {
-  const out = new Array(list.length)
-  for (let i = 0; i < list.length; i++) out[i] = [list[i].provider, list[i].attempts]
-  return out
-}
-
 /** A chat answer on a route: the same shape from every provider. */
 class ChatResponse {
-  constructor(r) {
+  // `r` is the core's ChatResponse view; `raw` the provider's answer as received.
+  constructor(r, raw) {
     /** The assistant's answer. */
     this.content = r.content
     /** `stop`, `length`, ... (null when the provider gave none). */
-    this.finishReason = r.finishReason ?? null
+    this.finishReason = r.finishReason
     /** `{ promptTokens, completionTokens, totalTokens }`, or null when the provider reported none. */
-    this.usage = r.usage ?? null
+    this.usage = r.usage
     /** The route called. */
     this.route = r.route
     /** The provider that answered (null for a static fallback). */
-    this.provider = r.provider ?? null
+    this.provider = r.provider
     /** The model that answered. */
-    this.model = r.model ?? null
+    this.model = r.model
     /** From the provider's prices and the usage it reported; null without both. */
-    this.cost = r.cost ?? null
+    this.cost = r.cost
     /** `cache` or `static` when no provider could answer; else null. */
-    this.fallback = r.fallback ?? null
+    this.fallback = r.fallback
     /** True for a cached answer served because no provider could answer now. */
     this.stale = r.fallback === 'cache'
     /** Attempts made across every provider. */
     this.attempts = r.attempts
     /** Attempts each provider got, as `[id, n]` pairs in the order first tried. */
-    this.attemptsByProvider = attemptPairs(r.attemptsByProvider)
+    this.attemptsByProvider = r.attemptsByProvider
     /** The W3C trace id of the call. */
     this.traceId = r.traceId
     /** Wall time of the whole call, in milliseconds. */
     this.elapsedMs = r.elapsedMs
     /** The provider's whole answer, as received. */
-    this.raw = r.raw
-  }
-}
-
-// A native chunk as the plain object the iteration yields.
-function chatChunk(c) {
-  return {
-    kind: c.kind,
-    content: c.content,
-    provider: c.provider ?? null,
-    model: c.model ?? null,
-    finishReason: c.finishReason ?? null,
-    usage: c.usage ?? null,
-    cost: c.cost ?? null,
-    reason: c.reason ?? null,
+    this.raw = raw
   }
 }
 
@@ -600,11 +601,11 @@ class ChatStream {
     }
     const state = this.#state
     if (state === 'open') this.#end('ended')
-    if (state === 'ended' && error.name === 'CancelledError') {
+    if (state === 'ended' && error.kind === 'CancelledError') {
       read.resolve(null)
       return
     }
-    const cause = state === 'aborted' && error.name === 'CancelledError' ? this.#signal.reason : undefined
+    const cause = state === 'aborted' && error.kind === 'CancelledError' ? this.#signal.reason : undefined
     read.reject(errorFrom({ ...error, service: error.service ?? this.route, method: error.method ?? 'POST' }, cause))
   }
 }
@@ -807,7 +808,7 @@ function send(nativeClient, streaming, service, method, path, opts) {
     // A napi conversion failure; the checks above make this unreachable for typed input.
     return Promise.reject(configError(`request: ${e.message}`))
   }
-  if (error) return Promise.reject(errorFrom(error))
+  if (error) return Promise.reject(nativeError(error))
   return new Promise((resolve, reject) => {
     if (token !== null) watchSignal(signal, token)
     track(id, new PendingCall(resolve, reject, service, method, signal ?? null, token))
@@ -861,7 +862,7 @@ function sendChat(nativeClient, streaming, route, request, opts) {
   } catch (e) {
     return Promise.reject(configError(`chat: ${e.message}`))
   }
-  if (error) return Promise.reject(errorFrom(error))
+  if (error) return Promise.reject(nativeError(error))
   return new Promise((resolve, reject) => {
     if (token !== null) watchSignal(signal, token)
     track(id, new PendingCall(resolve, reject, route, 'POST', signal ?? null, token))
@@ -928,16 +929,19 @@ let flushQueued = false
 const noop = () => {}
 const LAYOUT = native.completionLayout()
 const FIELDS = LAYOUT.fields
-const STATUS_CHUNK = LAYOUT.statusChunk
-const STATUS_END = LAYOUT.statusEnd
+const ERROR = LAYOUT.error
+const CHUNK = LAYOUT.chunk
+const END = LAYOUT.end
+const CHAT = LAYOUT.chat
+const CHAT_STREAM = LAYOUT.chatStream
+const CHAT_CHUNK = LAYOUT.chatChunk
+const LEASE = LAYOUT.lease
+const STORED = LAYOUT.stored
+const SETTLED = LAYOUT.settled
 const BODY_LARGE = LAYOUT.bodyLarge
 const BODY_STREAM = LAYOUT.bodyStream
-const STATUS_CHAT = LAYOUT.statusChat
-const STATUS_CHAT_STREAM = LAYOUT.statusChatStream
-const STATUS_CHAT_CHUNK = LAYOUT.statusChatChunk
-const STATUS_LEASE = LAYOUT.statusLease
-const STATUS_STORED = LAYOUT.statusStored
-const STATUS_RECORDED = LAYOUT.statusRecorded
+const BODY_NONE = LAYOUT.bodyNone
+const NO_VIEWS = Object.freeze([])
 
 function flush() {
   flushQueued = false
@@ -952,91 +956,95 @@ function bodyFrom(bodies, start, len) {
   return body
 }
 
+// One row per outcome (see src/completion.rs): a response or an opened stream (status > 0),
+// else the row's kind. Views (chat answers and chunks, routing records, errors) are the core's
+// JSON, parsed once per batch.
 function drain() {
-  const { meta, text, bodies, large, errors, streams, routed, chats, chatStreams, chatChunks, leases, events } = queue.drain()
+  const { meta, text, bodies, large, views: viewText, handles, events } = queue.drain()
+  const views = viewText.length > 0 ? JSON.parse(`[${viewText}]`) : NO_VIEWS
   let at = 0
   let bodyAt = 0
   let nLarge = 0
-  let nError = 0
-  let nStream = 0
-  let nRouted = 0
-  let nChat = 0
-  let nChatStream = 0
-  let nChatChunk = 0
-  let nLease = 0
+  let nView = 0
+  let nHandle = 0
+  // The row's body: a Buffer, or null when it has none.
+  const body = (len) => {
+    if (len === BODY_NONE) return null
+    if (len === BODY_LARGE) return large[nLarge++]
+    const b = bodyFrom(bodies, bodyAt, len)
+    bodyAt += len
+    return b
+  }
   for (let i = 0; i < meta.length; i += FIELDS) {
     const id = meta[i]
     const status = meta[i + 1]
     const call = pending.get(id)
     if (call !== undefined) pending.delete(id)
-    if (status === 0) {
-      const error = errors[nError++]
-      if (call !== undefined) call.fail(error)
-      continue
-    }
-    if (status < STATUS_END) {
-      // Chat rows: a chunk, an answer or an opened chat stream.
-      if (status === STATUS_CHAT_CHUNK) {
-        const chunk = chatChunks[nChatChunk++]
-        if (call !== undefined) call.succeed(chatChunk(chunk))
-      } else if (status === STATUS_CHAT) {
-        const answer = chats[nChat++]
-        if (call !== undefined) call.succeed(new ChatResponse(answer))
-      } else if (status === STATUS_CHAT_STREAM) {
-        const stream = chatStreams[nChatStream++]
-        if (call !== undefined) call.chatOpened(stream)
-        else stream.cancel()
-      } else if (status === STATUS_LEASE) {
-        // Receiver rows: a claim to run, a processed key's stored result, a complete/fail recorded.
-        const lease = leases[nLease++]
-        if (call !== undefined) call.leased(lease)
-      } else if (status === STATUS_STORED) {
-        const bodyLen = meta[i + 6]
-        let stored
-        if (bodyLen === BODY_LARGE) {
-          stored = large[nLarge++]
-        } else {
-          stored = bodies.toString('utf8', bodyAt, bodyAt + bodyLen)
-          bodyAt += bodyLen
-        }
-        if (call !== undefined) call.stored(stored.toString('utf8'))
-      } else if (status === STATUS_RECORDED) {
-        if (call !== undefined) call.succeed(undefined)
-      }
-      continue
-    }
-    const bodyLen = meta[i + 6]
-    if (bodyLen === BODY_STREAM) {
+    if (status > 0) {
       const headersEnd = at + meta[i + 4]
       const traceEnd = headersEnd + meta[i + 5]
-      const stream = streams[nStream++]
-      if (call !== undefined) call.opened(status, text.slice(at, headersEnd), meta[i + 3], text.slice(headersEnd, traceEnd), stream)
-      else stream.cancel()
+      const bodyLen = meta[i + 6]
+      if (bodyLen === BODY_STREAM) {
+        const stream = handles[nHandle++]
+        if (call !== undefined) call.opened(status, text.slice(at, headersEnd), meta[i + 3], text.slice(headersEnd, traceEnd), stream)
+        else stream.cancel()
+      } else {
+        const b = body(bodyLen)
+        const routed = meta[i + 7] === 1 ? views[nView++] : undefined
+        if (call !== undefined) {
+          call.succeed(new Response(status, text.slice(at, headersEnd), b, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd), routed))
+        }
+      }
       at = traceEnd
       continue
     }
-    if (status === STATUS_END) {
-      if (call !== undefined) call.succeed(null)
-      continue
+    switch (status) {
+      case CHUNK: {
+        const b = body(meta[i + 6])
+        if (call !== undefined) call.succeed(b)
+        break
+      }
+      case END:
+        if (call !== undefined) call.succeed(null)
+        break
+      case ERROR: {
+        const error = views[nView++]
+        const b = body(meta[i + 6])
+        if (b !== null) error.body = b
+        if (call !== undefined) call.fail(error)
+        break
+      }
+      case CHAT: {
+        const answer = views[nView++]
+        const raw = body(meta[i + 6])
+        if (call !== undefined) call.succeed(new ChatResponse(answer, raw))
+        break
+      }
+      case CHAT_CHUNK: {
+        const chunk = views[nView++]
+        if (call !== undefined) call.succeed(chunk)
+        break
+      }
+      case CHAT_STREAM: {
+        const stream = handles[nHandle++]
+        if (call !== undefined) call.chatOpened(stream)
+        else stream.cancel()
+        break
+      }
+      case LEASE: {
+        const lease = handles[nHandle++]
+        if (call !== undefined) call.leased(lease)
+        break
+      }
+      case STORED: {
+        const stored = body(meta[i + 6])
+        if (call !== undefined) call.stored(stored.toString('utf8'))
+        break
+      }
+      case SETTLED:
+        if (call !== undefined) call.succeed(undefined)
+        break
     }
-    let body
-    if (bodyLen === BODY_LARGE) {
-      body = large[nLarge++]
-    } else {
-      body = bodyFrom(bodies, bodyAt, bodyLen)
-      bodyAt += bodyLen
-    }
-    if (status === STATUS_CHUNK) {
-      if (call !== undefined) call.succeed(body)
-      continue
-    }
-    const headersEnd = at + meta[i + 4]
-    const traceEnd = headersEnd + meta[i + 5]
-    const routedRecord = meta[i + 7] === 1 ? routed[nRouted++] : undefined
-    if (call !== undefined) {
-      call.succeed(new Response(status, text.slice(at, headersEnd), body, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd), routedRecord))
-    }
-    at = traceEnd
   }
   if (pending.size === 0 && hold !== null) {
     clearInterval(hold)
@@ -1107,7 +1115,7 @@ class PendingCall {
     const signal = this.signal
     unwatchSignal(signal, this.token)
     // A cancel made by this signal: carry its reason, and the call's context.
-    const cause = e.name === 'CancelledError' && signal.aborted ? signal.reason : undefined
+    const cause = e.kind === 'CancelledError' && signal.aborted ? signal.reason : undefined
     this.reject(errorFrom({ ...e, service: e.service ?? this.service, method: e.method ?? this.method }, cause))
   }
 }
@@ -1324,26 +1332,7 @@ class Client extends EventEmitter {
    * @throws ConfigError for an unknown route.
    */
   routingState(route) {
-    const r = this._native.routingState(routeName(route))
-    const s = unwrap(r, typeof r.strategy === 'string')
-    return {
-      route: s.route,
-      strategy: s.strategy,
-      providers: s.providers.map((p) => ({
-        id: p.id,
-        service: p.service,
-        model: p.model ?? null,
-        weight: p.weight,
-        effectiveWeight: p.effectiveWeight,
-        health: p.health,
-        successRate: p.successRate,
-        latencyEwmaMs: p.latencyEwmaMs ?? null,
-        breaker: p.breaker,
-        inFlight: p.inFlight,
-        coolingMs: p.coolingMs ?? null,
-        lastError: p.lastError ?? null,
-      })),
-    }
+    return view(this._native, 'routing_state', [routeName(route)])
   }
 
   /**
@@ -1405,23 +1394,10 @@ class Client extends EventEmitter {
    * `endpoint` defaults to the template of `path`; a key with no traffic yet shows a closed breaker.
    */
   breakerDetails(service, method, path, endpoint) {
-    const b = this._native.breakerDetails(
-      reqString(service, 'service'),
-      reqString(method, 'method'),
-      reqString(path, 'path'),
-      optString(endpoint, 'endpoint') ?? null,
-    )
-    return {
-      service: b.service,
-      endpoint: b.endpoint,
-      method: b.method,
-      state: b.state,
-      phase: b.phase,
-      admitRatio: b.admitRatio,
-      calls: b.calls,
-      failureRate: b.failureRate,
-      slowCallRate: b.slowCallRate,
-    }
+    const args = [reqString(service, 'service'), reqString(method, 'method'), reqString(path, 'path')]
+    endpoint = optString(endpoint, 'endpoint')
+    if (endpoint !== undefined) args.push(endpoint)
+    return view(this._native, 'breaker_details', args)
   }
 
   /**
@@ -1449,7 +1425,7 @@ class Client extends EventEmitter {
     service = reqString(service, 'service')
     if (typeof provider !== 'function') throw configError('setTokenProvider: expected a function returning { token, expiresIn }')
     const error = this._native.setTokenProvider(service, (id) => runProvider(provider, id))
-    if (error) throw errorFrom(error)
+    if (error) throw nativeError(error)
   }
 
   /**
@@ -1458,21 +1434,7 @@ class Client extends EventEmitter {
    * index and name). Never a secret.
    */
   credentialsState() {
-    return this._native.credentialsState().map((s) => ({
-      service: s.service,
-      type: s.type,
-      status: s.status,
-      expiresAtMs: s.expiresAtMs ?? null,
-      lastRefreshMs: s.lastRefreshMs ?? null,
-      lastError: s.lastError ?? null,
-      keys: s.keys.map((k) => ({
-        index: k.index,
-        name: k.name,
-        status: k.status,
-        retryAfterMs: k.retryAfterMs ?? null,
-        lastError: k.lastError ?? null,
-      })),
-    }))
+    return view(this._native, 'credentials_state', [])
   }
 
   /**
@@ -1500,13 +1462,13 @@ class Client extends EventEmitter {
     const latencyMs = r.latencyMs ?? 0
     if (typeof latencyMs !== 'number') throw configError(`mock.latencyMs: expected a number, got ${typeof latencyMs}`)
     const error = this._native.mock(service, method, path, status, json, body, headers, latencyMs)
-    if (error) throw errorFrom(error)
+    if (error) throw nativeError(error)
   }
 
   /** Removes the mocks set with `mock()` on `service` (or on every service): it reaches the network again. */
   clearMocks(service) {
     const error = this._native.clearMocks(optString(service, 'service', 'clearMocks') ?? null)
-    if (error) throw errorFrom(error)
+    if (error) throw nativeError(error)
   }
 
   /** Delivers this client's queued log records and events now (listeners run before it returns). */
@@ -1717,7 +1679,7 @@ class Idempotency {
       bodyBytes(body, 'body'),
       receiverString(signature, 'signature'),
     )
-    if (error) throw errorFrom(error)
+    if (error) throw nativeError(error)
   }
 
   /** The hex signature `verify` expects for `timestamp` and `body` (for senders and tests). */
@@ -1787,7 +1749,7 @@ class Lease {
   [COMPLETE](text) {
     const id = nextId()
     const error = this.#idem[NATIVE].complete(queue, id, this.#native, text)
-    if (error) return Promise.reject(errorFrom(error))
+    if (error) return Promise.reject(nativeError(error))
     return receipt(id, this.#idem)
   }
 

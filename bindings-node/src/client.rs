@@ -5,13 +5,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use harness_core::transport::mock::MockResponse;
-use harness_core::{ClientOptions, Config};
+use harness_core::{ClientOptions, Config, Operation};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::completion::{CancelToken, CompletionQueue, Staged, Work};
-use crate::convert::core_request;
-use crate::errors::{native_error, outcome, NativeError, Outcome};
+use crate::completion::{CancelToken, CompletionQueue};
+use crate::convert::{error, fallible, view_text, Fallible, NativeError};
 use crate::events::NodeSink;
 
 #[napi]
@@ -29,14 +28,14 @@ impl NativeClient {
 
 /// From the JSON text of a config object (the core checks its nesting before parsing).
 #[napi]
-pub fn client_from_json(json: String) -> Outcome<NativeClient> {
-    outcome(Config::from_str_with_format(&json, "json").and_then(harness_core::Client::new).map(NativeClient::wrap))
+pub fn client_from_json(json: String) -> Fallible<NativeClient> {
+    fallible(Config::from_str_with_format(&json, "json").and_then(harness_core::Client::new).map(NativeClient::wrap))
 }
 
 /// From a `.yaml`, `.json` or `.toml` file; with `watch`, it reloads when the file changes.
 #[napi]
-pub fn client_from_file(path: String, watch: bool) -> Outcome<NativeClient> {
-    outcome(harness_core::Client::from_file(path, watch, ClientOptions::default()).map(NativeClient::wrap))
+pub fn client_from_file(path: String, watch: bool) -> Fallible<NativeClient> {
+    fallible(harness_core::Client::from_file(path, watch, ClientOptions::default()).map(NativeClient::wrap))
 }
 
 #[napi]
@@ -65,15 +64,14 @@ impl NativeClient {
         principal: Option<String>,
         cancel: Option<&CancelToken>,
     ) -> Option<NativeError> {
-        let req = core_request(service, method, path, endpoint, query, headers, json, body.as_deref(), idempotency_key, timeout_ms, traceparent, principal);
+        let req = crate::convert::request(service, method, path, endpoint, query, headers, json, body.as_deref(), idempotency_key, timeout_ms, traceparent, principal);
         match req {
             Ok(req) => {
                 let client = self.inner.clone();
-                let work = if streaming { Work::Open(client, req) } else { Work::Request(client, req) };
-                queue.inner.stage(Staged { work, id, cancel: cancel.map(|c| c.notify.clone()) });
+                queue.stage(if streaming { Operation::Stream(client, req) } else { Operation::Request(client, req) }, id, cancel);
                 None
             }
-            Err(e) => Some(native_error(e)),
+            Err(e) => Some(error(e)),
         }
     }
 
@@ -96,41 +94,41 @@ impl NativeClient {
         principal: Option<String>,
         cancel: Option<&CancelToken>,
     ) -> Option<NativeError> {
-        match crate::routing::chat_request(messages, params, headers, timeout_ms, traceparent, principal) {
+        match crate::convert::chat_request(messages, params, headers, timeout_ms, traceparent, principal) {
             Ok(chat) => {
                 let client = self.inner.clone();
-                let work = if streaming { Work::ChatOpen(client, route, chat) } else { Work::Chat(client, route, chat) };
-                queue.inner.stage(Staged { work, id, cancel: cancel.map(|c| c.notify.clone()) });
+                queue.stage(if streaming { Operation::ChatStream(client, route, chat) } else { Operation::Chat(client, route, chat) }, id, cancel);
                 None
             }
-            Err(e) => Some(native_error(e)),
+            Err(e) => Some(error(e)),
         }
     }
 
-    /// Per provider of `route`: weights, health, breaker, in-flight, cooling, last error.
+    /// One of the core's read-only views (`routing_state`, `credentials_state`, `breaker_details`,
+    /// `breakers`) as camelCased JSON text, the shape `types.d.ts` declares.
     #[napi]
-    pub fn routing_state(&self, route: String) -> Outcome<crate::routing::NativeRouteState> {
-        outcome(self.inner.routing_state(&route).map(crate::routing::route_state))
+    pub fn view(&self, name: String, args: Vec<String>) -> Fallible<String> {
+        fallible(self.inner.view(&name, &args).map(|v| view_text(&v)))
     }
 
     /// Sets a provider's weight (validated and versioned as a reload); returns the new version.
     #[napi]
-    pub fn set_weight(&self, route: String, provider: String, weight: u32) -> Outcome<String> {
-        outcome(self.inner.set_weight(&route, &provider, weight))
+    pub fn set_weight(&self, route: String, provider: String, weight: u32) -> Fallible<String> {
+        fallible(self.inner.set_weight(&route, &provider, weight))
     }
 
     /// Replaces the config with the JSON text of a config object; returns the new version.
     #[napi]
-    pub fn reload_json(&self, json: String) -> Outcome<String> {
+    pub fn reload_json(&self, json: String) -> Fallible<String> {
         // Checked and parsed as `Config::from_str_with_format` does; the value goes through the
         // engine, so a schema error is counted and announced as a rejected reload.
-        outcome(self.inner.reload_text(&json, "json"))
+        fallible(self.inner.reload_text(&json, "json"))
     }
 
     /// Replaces the config with a `.yaml`, `.json` or `.toml` file; returns the new version.
     #[napi]
-    pub fn reload_path(&self, path: String) -> Outcome<String> {
-        outcome(self.inner.reload_path(Path::new(&path)))
+    pub fn reload_path(&self, path: String) -> Fallible<String> {
+        fallible(self.inner.reload_path(Path::new(&path)))
     }
 
     /// A short hash of the active config.
@@ -176,22 +174,16 @@ impl NativeClient {
         self.inner.breaker_state(&service, &method, &path, endpoint.as_deref()).to_string()
     }
 
-    /// The breaker for (service, endpoint, method) with its phase and current window's rates.
-    #[napi]
-    pub fn breaker_details(&self, service: String, method: String, path: String, endpoint: Option<String>) -> NativeBreakerDetails {
-        breaker_details(self.inner.breaker_details(&service, &method, &path, endpoint.as_deref()))
-    }
-
     /// A service's bulkhead limit now (it moves when `bulkhead.adaptive` is set).
     #[napi]
-    pub fn bulkhead_limit(&self, service: String) -> Outcome<u32> {
-        outcome(self.inner.bulkhead_limit(&service))
+    pub fn bulkhead_limit(&self, service: String) -> Fallible<u32> {
+        fallible(self.inner.bulkhead_limit(&service))
     }
 
     /// Bulkhead permits currently held on a service.
     #[napi]
-    pub fn bulkhead_in_use(&self, service: String) -> Outcome<u32> {
-        outcome(self.inner.bulkhead_in_use(&service).map(|n| n as u32))
+    pub fn bulkhead_in_use(&self, service: String) -> Fallible<u32> {
+        fallible(self.inner.bulkhead_in_use(&service).map(|n| n as u32))
     }
 
     /// Makes `ask` (`(id) => ...`, see `credentials.rs`) the token provider of `service`
@@ -200,15 +192,9 @@ impl NativeClient {
     pub fn set_token_provider(&self, service: String, ask: Function<u32, Unknown<'static>>) -> Option<NativeError> {
         let provider = match crate::credentials::node_provider(ask) {
             Ok(p) => p,
-            Err(e) => return Some(native_error(harness_core::HarnessError::config(format!("setTokenProvider: {}", e.reason)))),
+            Err(e) => return Some(error(harness_core::HarnessError::config(format!("setTokenProvider: {}", e.reason)))),
         };
-        self.inner.set_token_provider(&service, provider).err().map(native_error)
-    }
-
-    /// Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret.
-    #[napi]
-    pub fn credentials_state(&self) -> Vec<crate::credentials::CredentialState> {
-        self.inner.credentials_state().into_iter().map(crate::credentials::state).collect()
+        self.inner.set_token_provider(&service, provider).err().map(error)
     }
 
     /// From now on answers `service`'s requests that match `method` (`""` or `"*"`: any) and
@@ -228,13 +214,13 @@ impl NativeClient {
         latency_ms: f64,
     ) -> Option<NativeError> {
         let response = mock_response(status, json, body, headers, latency_ms);
-        response.and_then(|r| self.inner.mock(&service, &method, &path, r)).err().map(native_error)
+        response.and_then(|r| self.inner.mock(&service, &method, &path, r)).err().map(error)
     }
 
     /// Removes the mocks host code set on `service` (or on every service): it reaches the network again.
     #[napi]
     pub fn clear_mocks(&self, service: Option<String>) -> Option<NativeError> {
-        self.inner.clear_mocks(service.as_deref()).err().map(native_error)
+        self.inner.clear_mocks(service.as_deref()).err().map(error)
     }
 
     /// Refuses new requests, stops watching, and flushes this client's log records and events.
@@ -246,36 +232,6 @@ impl NativeClient {
     #[napi]
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
-    }
-}
-
-/// One breaker as `client.breakerDetails` shows it.
-#[napi(object, object_from_js = false)]
-pub struct NativeBreakerDetails {
-    pub service: String,
-    pub endpoint: String,
-    pub method: String,
-    /// `closed`, `open` or `half_open`.
-    pub state: String,
-    /// `closed`, `open`, `probing` or `ramping`.
-    pub phase: String,
-    pub admit_ratio: f64,
-    pub calls: u32,
-    pub failure_rate: f64,
-    pub slow_call_rate: f64,
-}
-
-fn breaker_details(b: harness_core::client::BreakerInfo) -> NativeBreakerDetails {
-    NativeBreakerDetails {
-        service: b.service,
-        endpoint: b.endpoint,
-        method: b.method,
-        state: b.state.to_string(),
-        phase: b.phase.to_string(),
-        admit_ratio: b.admit_ratio,
-        calls: b.calls,
-        failure_rate: b.failure_rate,
-        slow_call_rate: b.slow_call_rate,
     }
 }
 

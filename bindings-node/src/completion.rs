@@ -1,89 +1,89 @@
-//! The one completion pattern: everything that comes back to JS (a finished
-//! request, an opened stream, a body chunk, a receiver claim, an event) is pushed
-//! into this queue from any thread, and a single weak threadsafe function wakes the
-//! JS thread, at most once per batch, to `drain()` it all. Work goes the other way the same
-//! way: calls made in one JS tick are staged and start with one crossing into
-//! the core's runtime (`flush`). JS matches each completion to its promise by id.
+//! The one completion path, generic over the core's `Outcome`. A feature stages an
+//! `Operation` (`CompletionQueue::stage`); calls made in one JS tick start with one crossing
+//! into the core's runtime (`flush`). Every outcome (a response, an opened stream, a chunk, a
+//! chat answer, a receiver claim, an error) is pushed from any thread as one row of a batch,
+//! and a single weak threadsafe function wakes the JS thread, at most once per batch, to
+//! `drain()` it all. JS matches each row to its promise by id.
+//!
+//! This module imports no feature: features import it. What an outcome leaves open (a body
+//! stream, a chat stream, a lease) crosses as a handle class defined here.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use harness_core::{ChatRequest, ChatResponse, ChatStreamHandle, Claim, ErrorKind, HarnessError, Idempotency, Lease, Request, Response, StreamHandle};
+use harness_core::{ChatStreamHandle, Claim, ErrorKind, HarnessError, Lease, Operation, Outcome, Response, StreamHandle};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use tokio::sync::Notify;
 
-use crate::convert::utf16_len;
-use crate::errors::{native_error, NativeError};
-use crate::idempotency::NativeLease;
-use crate::routing::{chat_chunk, chat_response, routed, NativeChatChunk, NativeChatResponse, NativeChatStream, NativeRouted};
-use crate::stream::NativeStream;
+use crate::convert::{text_of, utf16_len, write_view};
 
-/// Numbers per completion in `CompletionBatch::meta`: id, status, elapsed ms, attempts, UTF-16
-/// lengths of the header text and the trace id in `text`, body length in `bodies`, and 1 when
-/// the response's routing record is the next of `routed` (else 0).
+/// Numbers per row of `CompletionBatch::meta`: id, status (> 0: an HTTP status; else the row's
+/// kind, see below), elapsed ms, attempts, UTF-16 lengths of the header text and the trace id in
+/// `text`, the body (a length in `bodies`, or `BODY_*`), and 1 when the next of `views` is the
+/// row's (a routed response's record; every other kind has its view or has none).
 const FIELDS: usize = 8;
 /// Bodies and chunks up to this size share the batch's `bodies` buffer; bigger ones cross on their own.
 const SMALL_BODY: usize = 4096;
-/// Status column: 0 = failed (its error is the next of `errors`), > 0 = an HTTP status.
-const STATUS_CHUNK: f64 = -1.0;
-const STATUS_END: f64 = -2.0;
-/// Status of a chat answer (the next of `chats`), an opened chat stream (the next of
-/// `chat_streams`) and a chat stream's chunk (the next of `chat_chunks`).
-const STATUS_CHAT: f64 = -3.0;
-const STATUS_CHAT_STREAM: f64 = -4.0;
-const STATUS_CHAT_CHUNK: f64 = -5.0;
-/// The receiver: a claim to run (the next of `leases`), a claim of a processed key (its stored
-/// result, JSON text, is the row's body), and a `complete` or `fail` recorded.
-const STATUS_LEASE: f64 = -6.0;
-const STATUS_STORED: f64 = -7.0;
-const STATUS_RECORDED: f64 = -8.0;
-/// Body column: >= 0 = a length in `bodies`, -1 = the next of `large`, -2 = the next of `streams`.
+/// Kinds of rows that are not a response or an opened stream (the status column).
+const ERROR: f64 = 0.0;
+const CHUNK: f64 = -1.0;
+/// The end of a body or a chat stream.
+const END: f64 = -2.0;
+/// A chat answer: its view, and the provider's raw answer as the body.
+const CHAT: f64 = -3.0;
+/// An opened chat stream (the next of `handles`).
+const CHAT_STREAM: f64 = -4.0;
+/// A chat stream's chunk (its view).
+const CHAT_CHUNK: f64 = -5.0;
+/// A receiver claim to run (the next of `handles`).
+const LEASE: f64 = -6.0;
+/// A receiver claim of a processed key: the stored result (JSON text) is the body.
+const STORED: f64 = -7.0;
+/// A receiver `complete` or `fail` recorded.
+const SETTLED: f64 = -8.0;
+/// Body column: >= 0 = a length in `bodies`.
 const BODY_LARGE: f64 = -1.0;
+/// An opened body stream (the next of `handles`); the status column is its HTTP status.
 const BODY_STREAM: f64 = -2.0;
+const BODY_NONE: f64 = -3.0;
 
 /// The layout of `CompletionBatch::meta` (index.js reads it from here).
 #[napi(object)]
 pub struct CompletionLayout {
     pub fields: u32,
-    /// Status of a body chunk (its bytes are the row's body).
-    pub status_chunk: i32,
-    /// Status of the end of a body or a chat stream (no more chunks).
-    pub status_end: i32,
-    /// Status of a chat answer (the next of `chats`).
-    pub status_chat: i32,
-    /// Status of an opened chat stream (the next of `chatStreams`).
-    pub status_chat_stream: i32,
-    /// Status of a chat stream's chunk (the next of `chatChunks`).
-    pub status_chat_chunk: i32,
-    /// Status of a receiver claim to run (the next of `leases`).
-    pub status_lease: i32,
-    /// Status of a receiver claim of a processed key (the stored result is the row's body).
-    pub status_stored: i32,
-    /// Status of a receiver `complete` or `fail` recorded.
-    pub status_recorded: i32,
-    /// Body length meaning "the next of `large`".
+    pub error: i32,
+    pub chunk: i32,
+    pub end: i32,
+    pub chat: i32,
+    pub chat_stream: i32,
+    pub chat_chunk: i32,
+    pub lease: i32,
+    pub stored: i32,
+    pub settled: i32,
     pub body_large: i32,
-    /// Body length meaning "the next of `streams`" (an opened stream).
     pub body_stream: i32,
+    pub body_none: i32,
 }
 
 #[napi]
 pub fn completion_layout() -> CompletionLayout {
     CompletionLayout {
         fields: FIELDS as u32,
-        status_chunk: STATUS_CHUNK as i32,
-        status_end: STATUS_END as i32,
-        status_chat: STATUS_CHAT as i32,
-        status_chat_stream: STATUS_CHAT_STREAM as i32,
-        status_chat_chunk: STATUS_CHAT_CHUNK as i32,
-        status_lease: STATUS_LEASE as i32,
-        status_stored: STATUS_STORED as i32,
-        status_recorded: STATUS_RECORDED as i32,
+        error: ERROR as i32,
+        chunk: CHUNK as i32,
+        end: END as i32,
+        chat: CHAT as i32,
+        chat_stream: CHAT_STREAM as i32,
+        chat_chunk: CHAT_CHUNK as i32,
+        lease: LEASE as i32,
+        stored: STORED as i32,
+        settled: SETTLED as i32,
         body_large: BODY_LARGE as i32,
         body_stream: BODY_STREAM as i32,
+        body_none: BODY_NONE as i32,
     }
 }
 
@@ -91,7 +91,7 @@ pub fn completion_layout() -> CompletionLayout {
 /// as a handful of values instead of an object per completion.
 #[napi(object, object_from_js = false)]
 pub struct CompletionBatch {
-    /// `FIELDS` numbers per completion (see the constants above).
+    /// `FIELDS` numbers per row (see the constants above).
     pub meta: Float64Array,
     /// Per response or opened stream: its headers (`name\0value\0name\0value`, split lazily in JS),
     /// then its trace id.
@@ -99,38 +99,98 @@ pub struct CompletionBatch {
     /// The small bodies and chunks, back to back (copied out in JS, so a kept body does not keep the batch).
     pub bodies: Buffer,
     pub large: Vec<Buffer>,
-    pub errors: Vec<NativeError>,
-    pub streams: Vec<NativeStream>,
-    /// Routing records of responses to requests that named a route.
-    pub routed: Vec<NativeRouted>,
-    pub chats: Vec<NativeChatResponse>,
-    pub chat_streams: Vec<NativeChatStream>,
-    pub chat_chunks: Vec<NativeChatChunk>,
-    /// Receiver claims to run.
-    pub leases: Vec<NativeLease>,
+    /// The rows' views (camelCased JSON, see `convert.rs`) joined with `,`: JS wraps them in
+    /// `[...]` and parses once; empty when none.
+    pub views: String,
+    /// What the rows' outcomes left open, in row order.
+    pub handles: Vec<Either3<NativeStream, NativeChatStream, NativeLease>>,
     /// Events for listening clients, `[key,{"type":...}]` entries joined with `,` (JS wraps them in
     /// `[...]` and parses once); empty when none.
     pub events: String,
 }
 
-/// Completions waiting for the JS thread, in `CompletionBatch` layout.
+/// One open thing an outcome hands to JS.
+enum Handle {
+    Stream(StreamHandle),
+    ChatStream(ChatStreamHandle),
+    Lease(Lease),
+}
+
+/// Rows waiting for the JS thread, in `CompletionBatch` layout.
 #[derive(Default)]
-struct Done {
+struct Rows {
     meta: Vec<f64>,
     text: String,
     bodies: Vec<u8>,
     large: Vec<Vec<u8>>,
-    errors: Vec<NativeError>,
-    streams: Vec<StreamHandle>,
-    routed: Vec<NativeRouted>,
-    chats: Vec<NativeChatResponse>,
-    chat_streams: Vec<ChatStreamHandle>,
-    chat_chunks: Vec<NativeChatChunk>,
-    leases: Vec<Lease>,
+    views: Vec<u8>,
+    handles: Vec<Handle>,
 }
 
-impl Done {
-    fn push_head(&mut self, headers: &[(String, String)], trace_id: &str) -> (f64, f64) {
+impl Rows {
+    fn push(&mut self, id: u32, outcome: std::result::Result<Outcome, HarnessError>) {
+        let id = f64::from(id);
+        match outcome {
+            Ok(Outcome::Response(r)) => self.response(id, r),
+            Ok(Outcome::Stream(s)) => {
+                let (headers_len, trace_len) = self.head(s.headers(), s.trace_id());
+                self.meta.extend_from_slice(&[id, f64::from(s.status()), 0.0, f64::from(s.attempts()), headers_len, trace_len, BODY_STREAM, 0.0]);
+                self.handles.push(Handle::Stream(s));
+            }
+            Ok(Outcome::Chunk(Some(c))) => {
+                let body = self.body(c);
+                self.row(id, CHUNK, body);
+            }
+            Ok(Outcome::Chunk(None)) | Ok(Outcome::ChatChunk(None)) => self.row(id, END, BODY_NONE),
+            Ok(Outcome::Chat(c)) => {
+                self.view(&c);
+                let body = self.body(c.raw);
+                self.row(id, CHAT, body);
+            }
+            Ok(Outcome::ChatStream(s)) => {
+                self.handles.push(Handle::ChatStream(s));
+                self.row(id, CHAT_STREAM, BODY_NONE);
+            }
+            Ok(Outcome::ChatChunk(Some(c))) => {
+                self.view(&c);
+                self.row(id, CHAT_CHUNK, BODY_NONE);
+            }
+            Ok(Outcome::Claimed(Claim::Run(lease))) => {
+                self.handles.push(Handle::Lease(lease));
+                self.row(id, LEASE, BODY_NONE);
+            }
+            Ok(Outcome::Claimed(Claim::Done(result))) => {
+                let body = self.body(result);
+                self.row(id, STORED, body);
+            }
+            Ok(Outcome::Settled) => self.row(id, SETTLED, BODY_NONE),
+            Err(e) => {
+                self.view(&harness_core::ErrorView::of(&e));
+                let body = e.body.map_or(BODY_NONE, |b| self.body(b));
+                self.row(id, ERROR, body);
+            }
+        }
+    }
+
+    /// The plain request's row: the hot path, no view unless the request named a route.
+    fn response(&mut self, id: f64, r: Response) {
+        let (headers_len, trace_len) = self.head(&r.headers, &r.trace_id);
+        let body = self.body(r.body);
+        let routed = match r.routed {
+            Some(rt) => {
+                self.view(&*rt);
+                1.0
+            }
+            None => 0.0,
+        };
+        self.meta.extend_from_slice(&[id, f64::from(r.status), r.elapsed_ms, f64::from(r.attempts), headers_len, trace_len, body, routed]);
+    }
+
+    fn row(&mut self, id: f64, kind: f64, body: f64) {
+        self.meta.extend_from_slice(&[id, kind, 0.0, 0.0, 0.0, 0.0, body, 0.0]);
+    }
+
+    fn head(&mut self, headers: &[(String, String)], trace_id: &str) -> (f64, f64) {
         let before = self.text.len();
         for (i, (k, v)) in headers.iter().enumerate() {
             if i > 0 {
@@ -145,7 +205,7 @@ impl Done {
         (headers_len as f64, utf16_len(trace_id) as f64)
     }
 
-    fn push_body(&mut self, body: Bytes) -> f64 {
+    fn body(&mut self, body: Bytes) -> f64 {
         let len = body.len();
         if len <= SMALL_BODY {
             self.bodies.extend_from_slice(&body);
@@ -156,110 +216,25 @@ impl Done {
         }
     }
 
-    fn response(&mut self, id: u32, r: Response) {
-        let (headers_len, trace_len) = self.push_head(&r.headers, &r.trace_id);
-        let body = self.push_body(r.body);
-        let has_routed = match r.routed {
-            Some(rt) => {
-                self.routed.push(routed(*rt));
-                1.0
-            }
-            None => 0.0,
-        };
-        self.meta.extend_from_slice(&[f64::from(id), f64::from(r.status), r.elapsed_ms, f64::from(r.attempts), headers_len, trace_len, body, has_routed]);
-    }
-
-    fn stream(&mut self, id: u32, s: StreamHandle) {
-        let (headers_len, trace_len) = self.push_head(s.headers(), s.trace_id());
-        self.meta.extend_from_slice(&[f64::from(id), f64::from(s.status()), 0.0, f64::from(s.attempts()), headers_len, trace_len, BODY_STREAM, 0.0]);
-        self.streams.push(s);
-    }
-
-    fn chunk(&mut self, id: u32, chunk: Option<Bytes>) {
-        let (status, body) = match chunk {
-            Some(c) => (STATUS_CHUNK, self.push_body(c)),
-            None => (STATUS_END, 0.0),
-        };
-        self.meta.extend_from_slice(&[f64::from(id), status, 0.0, 0.0, 0.0, 0.0, body, 0.0]);
-    }
-
-    fn chat(&mut self, id: u32, r: ChatResponse) {
-        self.chats.push(chat_response(r));
-        self.meta.extend_from_slice(&[f64::from(id), STATUS_CHAT, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-    }
-
-    fn chat_stream(&mut self, id: u32, s: ChatStreamHandle) {
-        self.chat_streams.push(s);
-        self.meta.extend_from_slice(&[f64::from(id), STATUS_CHAT_STREAM, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-    }
-
-    fn chat_chunk(&mut self, id: u32, chunk: Option<harness_core::ChatChunk>) {
-        let status = match chunk {
-            Some(c) => {
-                self.chat_chunks.push(chat_chunk(c));
-                STATUS_CHAT_CHUNK
-            }
-            None => STATUS_END,
-        };
-        self.meta.extend_from_slice(&[f64::from(id), status, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-    }
-
-    fn claim(&mut self, id: u32, claim: Claim) {
-        match claim {
-            Claim::Run(lease) => {
-                self.leases.push(lease);
-                self.meta.extend_from_slice(&[f64::from(id), STATUS_LEASE, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-            }
-            Claim::Done(result) => {
-                let body = self.push_body(result);
-                self.meta.extend_from_slice(&[f64::from(id), STATUS_STORED, 0.0, 0.0, 0.0, 0.0, body, 0.0]);
-            }
+    fn view<T: serde::Serialize>(&mut self, v: &T) {
+        if !self.views.is_empty() {
+            self.views.push(b',');
         }
-    }
-
-    fn recorded(&mut self, id: u32) {
-        self.meta.extend_from_slice(&[f64::from(id), STATUS_RECORDED, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-    }
-
-    fn error(&mut self, id: u32, e: HarnessError) {
-        self.errors.push(native_error(e));
-        self.meta.extend_from_slice(&[f64::from(id), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        write_view(&mut self.views, v);
     }
 }
 
 type Wake = ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>;
 
-/// What a staged call does once it starts on the core runtime.
-pub(crate) enum Work {
-    /// A buffered request.
-    Request(harness_core::Client, Request),
-    /// A request up to its response head; the body is pulled with `Read`.
-    Open(harness_core::Client, Request),
-    /// The next chunk of an opened stream.
-    Read(StreamHandle),
-    /// A chat answer on a route.
-    Chat(harness_core::Client, String, ChatRequest),
-    /// A chat stream, up to its first provider's answer; chunks are pulled with `ChatRead`.
-    ChatOpen(harness_core::Client, String, ChatRequest),
-    /// The next chunk of a chat stream.
-    ChatRead(ChatStreamHandle),
-    /// A receiver claim of a key.
-    Claim(Arc<Idempotency>, String),
-    /// Storing a handler's result (JSON text) for a lease.
-    Complete(Arc<Idempotency>, Lease, Vec<u8>),
-    /// Marking a lease failed.
-    Fail(Arc<Idempotency>, Lease),
-}
-
 /// A translated call waiting for `CompletionQueue::flush` to start it.
-pub(crate) struct Staged {
-    pub work: Work,
-    pub id: u32,
-    pub cancel: Option<Arc<Notify>>,
+struct Staged {
+    op: Operation,
+    id: u32,
+    cancel: Option<Arc<Notify>>,
 }
 
 pub(crate) struct QueueInner {
-    done: Mutex<Done>,
+    rows: Mutex<Rows>,
     events: Mutex<String>,
     /// Set while a wake-up is queued on the JS thread, so a burst of completions costs one wake.
     scheduled: AtomicBool,
@@ -273,8 +248,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl QueueInner {
-    fn finish(&self, push: impl FnOnce(&mut Done)) {
-        push(&mut lock(&self.done));
+    fn finish(&self, id: u32, outcome: std::result::Result<Outcome, HarnessError>) {
+        lock(&self.rows).push(id, outcome);
         self.schedule();
     }
 
@@ -299,78 +274,21 @@ impl QueueInner {
         }
         self.schedule();
     }
-
-    pub(crate) fn stage(&self, s: Staged) {
-        lock(&self.staged).push(s);
-    }
 }
 
-/// Awaits `call`, or gives `CancelledError` as soon as `cancel` fires (dropping the call,
-/// and with it every permit it held, before the promise settles).
-async fn cancellable<T>(call: impl std::future::Future<Output = std::result::Result<T, HarnessError>>, cancel: Option<Arc<Notify>>) -> std::result::Result<T, HarnessError> {
-    match cancel {
-        None => call.await,
+/// Runs one staged operation to its outcome; `cancel` firing first gives `CancelledError`
+/// (dropping the operation, and with it every permit it held, before the promise settles).
+async fn run(s: Staged, queue: Arc<QueueInner>) {
+    let Staged { op, id, cancel } = s;
+    let started = op.start();
+    let outcome = match cancel {
+        None => started.await,
         Some(cancel) => tokio::select! {
-            r = call => r,
+            r = started => r,
             _ = cancel.notified() => Err(HarnessError::new(ErrorKind::Cancelled, "the request was cancelled")),
         },
-    }
-}
-
-/// Runs one staged call to its completion.
-async fn run(s: Staged, queue: Arc<QueueInner>) {
-    let Staged { work, id, cancel } = s;
-    match work {
-        Work::Request(client, req) => {
-            // Boxed once here, so spawning and polling this task never copy the (large) pipeline future.
-            let call = Box::pin(async move { client.request(req).await });
-            match cancellable(call, cancel).await {
-                Ok(r) => queue.finish(|d| d.response(id, r)),
-                Err(e) => queue.finish(|d| d.error(id, e)),
-            }
-        }
-        Work::Open(client, req) => {
-            let call = Box::pin(async move { client.stream(req).await });
-            match cancellable(call, cancel).await {
-                Ok(s) => queue.finish(|d| d.stream(id, StreamHandle::new(s))),
-                Err(e) => queue.finish(|d| d.error(id, e)),
-            }
-        }
-        Work::Read(stream) => match stream.next().await {
-            Ok(chunk) => queue.finish(|d| d.chunk(id, chunk)),
-            Err(e) => queue.finish(|d| d.error(id, e)),
-        },
-        Work::Chat(client, route, chat) => {
-            let call = Box::pin(async move { client.chat(&route, chat).await });
-            match cancellable(call, cancel).await {
-                Ok(r) => queue.finish(|d| d.chat(id, r)),
-                Err(e) => queue.finish(|d| d.error(id, e)),
-            }
-        }
-        Work::ChatOpen(client, route, chat) => {
-            let call = Box::pin(async move { client.chat_stream(&route, chat).await });
-            match cancellable(call, cancel).await {
-                Ok(s) => queue.finish(|d| d.chat_stream(id, ChatStreamHandle::new(s))),
-                Err(e) => queue.finish(|d| d.error(id, e)),
-            }
-        }
-        Work::ChatRead(stream) => match stream.next().await {
-            Ok(chunk) => queue.finish(|d| d.chat_chunk(id, chunk)),
-            Err(e) => queue.finish(|d| d.error(id, e)),
-        },
-        Work::Claim(idem, key) => match idem.claim(&key).await {
-            Ok(claim) => queue.finish(|d| d.claim(id, claim)),
-            Err(e) => queue.finish(|d| d.error(id, e)),
-        },
-        Work::Complete(idem, lease, result) => match idem.complete(&lease, &result).await {
-            Ok(()) => queue.finish(|d| d.recorded(id)),
-            Err(e) => queue.finish(|d| d.error(id, e)),
-        },
-        Work::Fail(idem, lease) => match idem.fail(&lease).await {
-            Ok(()) => queue.finish(|d| d.recorded(id)),
-            Err(e) => queue.finish(|d| d.error(id, e)),
-        },
-    }
+    };
+    queue.finish(id, outcome);
 }
 
 /// Where calls are staged and completions wait for the JS thread: one per JS module instance.
@@ -381,6 +299,13 @@ pub struct CompletionQueue {
     pub(crate) inner: Arc<QueueInner>,
 }
 
+impl CompletionQueue {
+    /// Stages `op`; `flush()` starts it and its outcome comes back under `id`.
+    pub(crate) fn stage(&self, op: Operation, id: u32, cancel: Option<&CancelToken>) {
+        lock(&self.inner.staged).push(Staged { op, id, cancel: cancel.map(|c| c.notify.clone()) });
+    }
+}
+
 #[napi]
 impl CompletionQueue {
     /// `onWake` is called on the JS thread when completions are ready; it calls `drain()`.
@@ -389,7 +314,7 @@ impl CompletionQueue {
         let wake = on_wake.build_threadsafe_function().callee_handled::<false>().weak::<true>().build_callback(|_| Ok(()))?;
         Ok(CompletionQueue {
             inner: Arc::new(QueueInner {
-                done: Mutex::new(Done::default()),
+                rows: Mutex::new(Rows::default()),
                 events: Mutex::new(String::new()),
                 scheduled: AtomicBool::new(false),
                 wake,
@@ -415,7 +340,7 @@ impl CompletionQueue {
             })),
             Err(e) => {
                 for s in staged {
-                    queue.finish(|d| d.error(s.id, e.clone()));
+                    queue.finish(s.id, Err(e.clone()));
                 }
             }
         }
@@ -426,20 +351,23 @@ impl CompletionQueue {
     pub fn drain(&self) -> CompletionBatch {
         // Clear the flag before taking, so a push racing this drain schedules a fresh wake.
         self.inner.scheduled.store(false, Ordering::Release);
-        let done = std::mem::take(&mut *lock(&self.inner.done));
+        let rows = std::mem::take(&mut *lock(&self.inner.rows));
         let events = std::mem::take(&mut *lock(&self.inner.events));
         CompletionBatch {
-            meta: Float64Array::new(done.meta),
-            text: done.text,
-            bodies: Buffer::from(done.bodies),
-            large: done.large.into_iter().map(Buffer::from).collect(),
-            errors: done.errors,
-            streams: done.streams.into_iter().map(NativeStream::new).collect(),
-            routed: done.routed,
-            chats: done.chats,
-            chat_streams: done.chat_streams.into_iter().map(NativeChatStream::new).collect(),
-            chat_chunks: done.chat_chunks,
-            leases: done.leases.into_iter().map(NativeLease::new).collect(),
+            meta: Float64Array::new(rows.meta),
+            text: rows.text,
+            bodies: Buffer::from(rows.bodies),
+            large: rows.large.into_iter().map(Buffer::from).collect(),
+            views: text_of(rows.views),
+            handles: rows
+                .handles
+                .into_iter()
+                .map(|h| match h {
+                    Handle::Stream(handle) => Either3::A(NativeStream { handle }),
+                    Handle::ChatStream(handle) => Either3::B(NativeChatStream { handle }),
+                    Handle::Lease(inner) => Either3::C(NativeLease { inner }),
+                })
+                .collect(),
             events,
         }
     }
@@ -448,7 +376,7 @@ impl CompletionQueue {
 /// A one-shot cancel switch the JS wrapper ties to an `AbortSignal`.
 #[napi]
 pub struct CancelToken {
-    pub(crate) notify: Arc<Notify>,
+    notify: Arc<Notify>,
 }
 
 #[napi]
@@ -464,5 +392,95 @@ impl CancelToken {
     pub fn cancel(&self) {
         // notify_one stores a permit, so a cancel that races ahead of the first poll is not lost.
         self.notify.notify_one();
+    }
+}
+
+/// An opened streamed body; `index.js` wraps it in `StreamResponse` (its `body` async iterable).
+/// Dropped by the GC without a `cancel()`, it releases its connection and permit then.
+#[napi]
+pub struct NativeStream {
+    handle: StreamHandle,
+}
+
+#[napi]
+impl NativeStream {
+    /// Stages a read of the next chunk; it completes through `queue` under `id` (a chunk,
+    /// the end, or an error).
+    #[napi]
+    pub fn read(&self, queue: &CompletionQueue, id: u32) {
+        queue.stage(Operation::Read(self.handle.clone()), id, None);
+    }
+
+    /// Stops the stream: a pending read ends with CancelledError, and the connection and
+    /// bulkhead permit are released at once.
+    #[napi]
+    pub fn cancel(&self) {
+        self.handle.cancel();
+    }
+}
+
+/// An opened chat stream; `index.js` wraps it in `ChatStream` (an async iterable of chunks).
+/// Dropped by the GC without a `cancel()`, it releases its connection and permits then.
+#[napi]
+pub struct NativeChatStream {
+    handle: ChatStreamHandle,
+}
+
+#[napi]
+impl NativeChatStream {
+    /// Stages a read of the next chunk; it completes through `queue` under `id` (a chunk,
+    /// the end after `done`, or an error).
+    #[napi]
+    pub fn read(&self, queue: &CompletionQueue, id: u32) {
+        queue.stage(Operation::ChatRead(self.handle.clone()), id, None);
+    }
+
+    /// Stops the answer: a pending read ends with CancelledError; connection and permits are released.
+    #[napi]
+    pub fn cancel(&self) {
+        self.handle.cancel();
+    }
+
+    #[napi(getter)]
+    pub fn route(&self) -> String {
+        self.handle.route().to_string()
+    }
+
+    #[napi(getter)]
+    pub fn trace_id(&self) -> String {
+        self.handle.trace_id().to_string()
+    }
+}
+
+/// A delivery's claim to run the handler (the core's `Lease`, opaque to JS: its fencing number
+/// cannot be forged); the receiver (`idempotency.rs`) completes or fails it.
+#[napi]
+pub struct NativeLease {
+    inner: Lease,
+}
+
+impl NativeLease {
+    pub(crate) fn lease(&self) -> &Lease {
+        &self.inner
+    }
+}
+
+#[napi]
+impl NativeLease {
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.inner.key.clone()
+    }
+
+    /// The fencing number (0 when the store was down and the handler runs without dedup).
+    #[napi(getter)]
+    pub fn fence(&self) -> f64 {
+        self.inner.fence as f64
+    }
+
+    /// False when the store was down and `on_store_down: process` let it run without dedup.
+    #[napi(getter)]
+    pub fn deduplicated(&self) -> bool {
+        self.inner.deduplicated
     }
 }

@@ -1,4 +1,4 @@
-//! Host token providers and the credential state API.
+//! Host token providers (the credential state crosses as a view, `client.rs`).
 //!
 //! `NodeTokenProvider` is the core's `TokenProvider` for a JS function. The core calls
 //! `fetch` on its runtime; it registers a oneshot under a fresh id and asks the JS thread,
@@ -105,58 +105,4 @@ pub fn token_reject(id: u32, message: String) {
 pub(crate) fn node_provider(ask: Function<u32, Unknown<'static>>) -> Result<Arc<dyn TokenProvider>> {
     let ask = ask.build_threadsafe_function().callee_handled::<false>().weak::<true>().build()?;
     Ok(Arc::new(NodeTokenProvider { ask }))
-}
-
-/// One pool key's state (its index or configured name, never the key).
-#[napi(object, object_from_js = false)]
-pub struct KeyState {
-    pub index: u32,
-    pub name: String,
-    /// `ok`, `cooling` or `quarantined`.
-    pub status: String,
-    pub retry_after_ms: Option<f64>,
-    pub last_error: Option<String>,
-}
-
-/// A service's credential state; never a secret.
-#[napi(object, object_from_js = false)]
-pub struct CredentialState {
-    pub service: String,
-    /// The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`).
-    #[napi(js_name = "type")]
-    pub kind: String,
-    /// `valid`, `refreshing`, `expired` or `dead`.
-    pub status: String,
-    /// Unix milliseconds.
-    pub expires_at_ms: Option<f64>,
-    /// Unix milliseconds.
-    pub last_refresh_ms: Option<f64>,
-    pub last_error: Option<String>,
-    /// A key pool's keys (empty otherwise).
-    pub keys: Vec<KeyState>,
-}
-
-pub(crate) fn state(s: harness_core::credentials::CredentialState) -> CredentialState {
-    CredentialState {
-        service: s.service,
-        kind: match serde_json::to_value(s.kind) {
-            Ok(serde_json::Value::String(k)) => k,
-            _ => String::new(),
-        },
-        status: s.status.to_string(),
-        expires_at_ms: s.expires_at_ms.map(|v| v as f64),
-        last_refresh_ms: s.last_refresh_ms.map(|v| v as f64),
-        last_error: s.last_error,
-        keys: s
-            .keys
-            .into_iter()
-            .map(|k| KeyState {
-                index: k.index as u32,
-                name: k.name,
-                status: k.status.to_string(),
-                retry_after_ms: k.retry_after_ms.map(|v| v as f64),
-                last_error: k.last_error,
-            })
-            .collect(),
-    }
 }

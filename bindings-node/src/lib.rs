@@ -1,19 +1,19 @@
 //! harness-node: the napi-rs bridge between Node and harness-core.
 //!
-//! A translation table only: JS request fields in, core calls, plain results
-//! out. Every call runs on the core's own tokio runtime (napi's `async` runtime
-//! is deliberately not enabled: one runtime per process). Everything that comes
-//! back to JS (finished requests, opened streams, body chunks, events) takes one
-//! path, the `CompletionQueue` (`completion.rs`): pushed from any thread, one weak
-//! wake-up per batch, drained by JS, matched to promises by id. Errors cross as
-//! data (`NativeError`, `errors.rs`), never inside a message string; `index.js`
-//! turns them into its class tree.
+//! A translation table only: JS fields in, a core `Operation` or call, the core's
+//! values out. Every operation runs on the core's own tokio runtime (napi's `async`
+//! runtime is deliberately not enabled: one runtime per process). Everything that
+//! comes back to JS (any `Outcome`: responses, opened streams, chunks, chat answers,
+//! receiver claims; and events) takes one path, the `CompletionQueue`
+//! (`completion.rs`): pushed from any thread, one weak wake-up per batch, drained by
+//! JS, matched to promises by id. Views and errors cross as the core's serde JSON
+//! (`ErrorView` for errors), camelCased as `types.d.ts` declares, never inside a
+//! message string; `index.js` turns errors into its class tree.
 //!
-//! Modules: `client` (the native client), `convert` (JS fields to a core request),
-//! `completion` (the queue), `stream` (streaming bodies), `events` (the event sink),
-//! `credentials` (JS token providers, the credential state), `routing` (chat calls and
-//! streams, routed responses, the route state), `idempotency` (the idempotent receiver:
-//! claims, leases and results through the same queue; keys, signatures), `errors`.
+//! Modules: `completion` (the queue, generic over `Outcome`; it imports no feature),
+//! `convert` (JS fields to core requests, core values to JS), `client` (the native
+//! client: calls, views, mocks, listeners), `events` (the event sink), `credentials`
+//! (JS token providers), `idempotency` (the idempotent receiver).
 
 // The core's HarnessError is large by design (full call context); it crosses once per failed call.
 #![allow(clippy::result_large_err)]
@@ -22,11 +22,8 @@ mod client;
 mod completion;
 mod convert;
 mod credentials;
-mod errors;
 mod events;
 mod idempotency;
-mod routing;
-mod stream;
 
 use napi_derive::napi;
 
