@@ -838,7 +838,7 @@ export interface RetryScheduledEvent {
   delay_ms: number
   /** The error kind of the failed attempt (`HttpStatusError`, `TimeoutError`, ...). */
   reason: string
-  status: number | null
+  status?: number | null
 }
 
 export interface BreakerStateChangedEvent {
@@ -891,9 +891,9 @@ export interface ProviderFailoverEvent {
   trace_id: string
   /** The error kind that made it move (`HttpStatusError`, `TimeoutError`, ...). */
   reason: string
-  status: number | null
+  status?: number | null
   /** The provider's error code (`context_length_exceeded`...) when it gave one. */
-  code: string | null
+  code?: string | null
 }
 
 /**
@@ -957,48 +957,48 @@ export interface RequestRecord {
   service: string
   endpoint: string
   method: string
-  status: number | null
+  status?: number | null
   duration_ms: number
   attempts: number
   retry_count: number
   breaker: 'closed' | 'open' | 'half_open'
   /** Whether the body was streamed to the caller. */
   streamed: boolean
-  error_kind: string | null
-  error_code: string | null
-  error_message: string | null
+  error_kind?: string | null
+  error_code?: string | null
+  error_message?: string | null
   /** Routed requests only: the route, the provider and model that answered, the cost. */
-  route: string | null
-  provider: string | null
-  model: string | null
-  cost: number | null
+  route?: string | null
+  provider?: string | null
+  model?: string | null
+  cost?: number | null
   /** `cache` or `static` when no provider answered. */
-  fallback: 'cache' | 'static' | null
+  fallback?: 'cache' | 'static' | null
   /** `validate: warn`: where and how the 2xx body did not match its schema. */
-  schema_violation: string | null
+  schema_violation?: string | null
   /** The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`). */
-  fault: string | null
+  fault?: string | null
 }
 
 /** One request, as the audit log keeps it. */
 export interface AuditRecord {
   ts_ms: number
   client: string
-  principal: string | null
+  principal?: string | null
   /** The service, or the route the caller named. */
   service: string
-  provider: string | null
+  provider?: string | null
   endpoint: string
   method: string
-  status: number | null
+  status?: number | null
   /** `ok`, or the error kind. */
   outcome: string
   attempts: number
   duration_ms: number
-  cost: number | null
+  cost?: number | null
   trace_id: string
-  request_body: unknown
-  response_body: unknown
+  request_body?: unknown
+  response_body?: unknown
 }
 
 /** A chat answer, the same shape from every provider. */

@@ -238,6 +238,28 @@ test('bad request input gives a ConfigError that names the field', async () => {
   }
 })
 
+test('a fractional timeoutMs is refused naming request.timeout_ms, as every *_ms the core reads; a whole one is used', async () => {
+  const client = new Client(config())
+  try {
+    for (const timeoutMs of [1.5, 0.25, Number.NaN, Infinity, -1]) {
+      await assert.rejects(client.get('svc', '/bench', { timeoutMs }), (e) => {
+        assert.ok(e instanceof ConfigError, `${timeoutMs}: ${e}`)
+        assert.match(e.message, /^request\.timeout_ms: expected an integer >= 0/)
+        return true
+      })
+    }
+    // The same rule in a config: the core refuses a fraction in a `*_ms`, naming the field.
+    assert.throws(() => new Client({ services: { svc: { base_url: 'http://127.0.0.1:9', timeouts: { request_ms: 1.5 } } } }), (e) => {
+      assert.ok(e instanceof ConfigError, String(e))
+      assert.match(e.message, /request_ms/)
+      return true
+    })
+    assert.equal((await client.get('svc', '/bench', { timeoutMs: 2000 })).status, 200)
+  } finally {
+    client.close()
+  }
+})
+
 function runChild(code) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['-e', code], {

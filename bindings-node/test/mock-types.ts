@@ -32,8 +32,10 @@ export async function mocks(): Promise<void> {
   client.clearMocks('orders')
   client.clearMocks()
   client.on('request_finished', (e: RequestFinishedEvent) => {
-    const fault: FaultKind | undefined = e.fault
-    void fault
+    // The record leaves `fault` out when no fault was injected (the generated type says so).
+    const fault: string | null | undefined = e.fault
+    const kinds: FaultKind[] = ['latency', 'status', 'reset', 'stream_cut']
+    void [fault, kinds]
   })
   // @ts-expect-error latencyMs is a number
   client.mock('orders', 'GET', '/x', { latencyMs: '5' })

@@ -9,9 +9,10 @@ export async function observability(signal: AbortSignal): Promise<void> {
   }
   const client = new Client(config)
   client.on('audit_record', (e) => {
-    const principal: string | undefined = e.principal
+    // An audit record leaves out what it does not have (the generated type says so).
+    const principal: string | null | undefined = e.principal
     const outcome: string = e.outcome
-    const status: number | null = e.status
+    const status: number | null | undefined = e.status
     const body: unknown = e.response_body
     void [principal, outcome, status, body, e.service, e.provider, e.endpoint, e.method, e.attempts, e.duration_ms, e.cost, e.trace_id, e.ts_ms, e.client, e.request_body]
   })

@@ -1,6 +1,7 @@
 //! TypeScript declarations (`.d.ts`): interfaces, string-literal unions, discriminated
-//! unions. Input types (a config) have optional keys; output types (views) have every key,
-//! `null` where there is no value.
+//! unions. Input types (a config) have optional keys; views (the camelCased outputs) have
+//! every key, `null` where there is no value; the other outputs (events, records) may leave
+//! out a key the schema does not require (the core skips an absent value there).
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -79,7 +80,7 @@ fn field_name(f: &Field, ctx: &Ctx<'_>) -> String {
 fn fields(out: &mut String, fields: &[Field], ctx: &Ctx<'_>) {
     for f in fields {
         doc(out, "  ", f.doc.as_deref(), if ctx.input { f.default.as_ref() } else { None });
-        let optional = ctx.input && !f.required;
+        let optional = !f.required && (ctx.input || !ctx.camel);
         writeln!(out, "  {}{}: {}", field_name(f, ctx), if optional { "?" } else { "" }, ts(&f.ty)).unwrap();
     }
 }
@@ -137,4 +138,28 @@ fn emit_type(out: &mut String, t: &TypeDef, ctx: &Ctx<'_>) {
 /// The names of every type reachable from `roots`.
 pub fn reachable(model: &Model, roots: &[&str]) -> BTreeSet<String> {
     crate::reachable(model, roots)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::{Model, Options};
+
+    #[test]
+    fn a_record_may_leave_out_a_key_a_view_may_not() {
+        let schema = json!({"$defs": {
+            "Record": {"type": "object", "properties": {
+                "ts_ms": {"type": "integer"},
+                "route": {"type": ["string", "null"]}
+            }, "required": ["ts_ms"]},
+            "View": {"type": "object", "properties": {
+                "finish_reason": {"type": ["string", "null"]}
+            }}
+        }});
+        let model = Model::read(&schema).unwrap();
+        let out = super::emit(&model, &Options { camel: ["View".to_string()].into(), ..Default::default() });
+        assert!(out.contains("export interface Record {\n  ts_ms: number\n  route?: string | null\n}"), "{out}");
+        assert!(out.contains("export interface View {\n  finishReason: string | null\n}"), "{out}");
+    }
 }
