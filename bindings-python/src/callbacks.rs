@@ -10,8 +10,6 @@ use harness_core::{Event, EventSink};
 use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList};
-use serde_json::Value;
 
 static EVENT_CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -51,7 +49,7 @@ impl EventSink for PySink {
 impl PySink {
     fn call(&self, py: Python<'_>, event: &Event) -> PyResult<()> {
         let class = EVENT_CLASS.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("harness._events")?.getattr("Event")?.unbind()) })?;
-        let fields = to_py(py, &event.to_value())?;
+        let fields = crate::convert::json_to_py(py, &event.to_value())?;
         let event = class.bind(py).call1((fields,))?;
         self.callable.bind(py).call1((event,))?;
         Ok(())
@@ -65,32 +63,4 @@ pub fn describe(py: Python<'_>, e: PyErr) -> String {
         Ok(text) if !text.is_empty().unwrap_or(true) => format!("{name}: {text}"),
         _ => name,
     }
-}
-
-/// An event's JSON value as plain Python objects (events are flat records).
-pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match v {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
-        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => u.into_pyobject(py)?.into_any(),
-            (_, Some(i)) => i.into_pyobject(py)?.into_any(),
-            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
-        },
-        Value::String(s) => s.into_pyobject(py)?.into_any(),
-        Value::Array(items) => {
-            let out = PyList::empty(py);
-            for x in items {
-                out.append(to_py(py, x)?)?;
-            }
-            out.into_any()
-        }
-        Value::Object(map) => {
-            let out = PyDict::new(py);
-            for (k, x) in map {
-                out.set_item(k, to_py(py, x)?)?;
-            }
-            out.into_any()
-        }
-    })
 }

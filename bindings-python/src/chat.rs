@@ -1,41 +1,12 @@
-//! A streamed chat answer: the core's `ChatStreamHandle`, read chunk by chunk either on
-//! the calling thread (GIL released, Ctrl-C checked) or on the runtime through the bridge,
-//! exactly as `stream.rs` reads a streamed body.
+//! A streamed chat answer, read chunk by chunk exactly as `stream.rs` reads a body: each
+//! read is an `Operation::ChatRead` on the one completion path.
 
-use std::time::Duration;
-
-use harness_core::{BlockingCall, ChatStreamHandle, ErrorKind, HarnessError};
+use harness_core::Operation;
 use pyo3::prelude::*;
 
-use crate::bridge::{Bridge, Completion};
-use crate::convert::Chunk;
+use crate::completion::{self, Bridge};
 use crate::errors::to_py;
-
-/// How long a blocking read waits between checks for Ctrl-C (as a blocking request does).
-const SIGNAL_CHECK: Duration = Duration::from_millis(50);
-
-#[pyclass(name = "ChatStream", module = "harness._native", frozen)]
-pub struct NativeChatStream {
-    handle: ChatStreamHandle,
-    pid: u32,
-}
-
-impl NativeChatStream {
-    pub fn new(handle: ChatStreamHandle) -> Self {
-        NativeChatStream { handle, pid: std::process::id() }
-    }
-
-    /// A stream opened before a fork belongs to the parent's connection pool.
-    fn check_process(&self) -> Result<(), HarnessError> {
-        if self.pid == std::process::id() {
-            return Ok(());
-        }
-        Err(HarnessError::new(
-            ErrorKind::Harness,
-            format!("this chat stream was opened in process {} and cannot be read in forked child {}", self.pid, std::process::id()),
-        ))
-    }
-}
+use crate::handles::{check_process, NativeChatStream};
 
 #[pymethods]
 impl NativeChatStream {
@@ -51,29 +22,18 @@ impl NativeChatStream {
         self.handle.trace_id()
     }
 
-    /// The next chunk as a tuple (`None` after the `done` chunk), blocking this thread
-    /// (not the GIL); Ctrl-C interrupts the wait.
-    fn next(&self, py: Python<'_>) -> PyResult<Option<Chunk>> {
-        self.check_process().map_err(|e| to_py(py, e))?;
-        let mut call = BlockingCall::new(self.handle.next()).map_err(|e| to_py(py, e))?;
-        loop {
-            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
-                return outcome.and_then(|r| r).map(|c| c.map(Chunk)).map_err(|e| to_py(py, e));
-            }
-            // A KeyboardInterrupt returns here; the Python side cancels the stream.
-            py.check_signals()?;
-        }
+    /// The next chunk as a dict (the `ChatChunk` view; `None` after `done`), blocking this
+    /// thread (not the GIL); Ctrl-C interrupts the wait.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        check_process("chat stream", self.pid).map_err(|e| to_py(py, e))?;
+        completion::drive(py, Operation::ChatRead(self.handle.clone()))
     }
 
     /// Reads the next chunk on the runtime and resolves `future` with it through `bridge`.
     /// An asyncio cancel calls `cancel()`, which ends this read at once.
     fn next_async(&self, py: Python<'_>, bridge: &Bound<'_, Bridge>, future: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.check_process().map_err(|e| to_py(py, e))?;
-        let (next, shared, future) = (self.handle.next(), bridge.get().shared.clone(), future.clone().unbind());
-        let handle = harness_core::runtime::handle().map_err(|e| to_py(py, e))?;
-        // Detached: it ends with a chunk, the end, an error, or `cancel()`.
-        drop(handle.spawn(async move { shared.complete(future, Completion::ChatChunk(next.await)) }));
-        Ok(())
+        check_process("chat stream", self.pid).map_err(|e| to_py(py, e))?;
+        completion::submit_detached(py, bridge, future, Operation::ChatRead(self.handle.clone()))
     }
 
     /// Stops the answer: the connection and permits are released at once, and a read in

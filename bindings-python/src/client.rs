@@ -4,36 +4,21 @@
 //! and the `logging` sink too.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use harness_core::{Client, ClientOptions, Config, HarnessError, Operation, Outcome, Response};
-use parking_lot::Mutex;
+use harness_core::{Client, ClientOptions, Config, HarnessError, Operation};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
-use crate::bridge::{Bridge, Completion, Pending};
-use crate::chat::NativeChatStream;
 use crate::callbacks::PySink;
-use crate::convert::{self, CallArgs, ChatArgs, ChatReply, JsonMode, Reply};
+use crate::completion::{self, Bridge, Pending};
+use crate::convert::{self, CallArgs, ChatArgs, JsonMode};
 use crate::credentials::PyTokenProvider;
 use crate::errors::{config_error, to_py};
-use crate::stream::NativeStream;
-
-/// How long a blocking call waits between checks for Ctrl-C (the issue asks for < 100 ms).
-const SIGNAL_CHECK: Duration = Duration::from_millis(50);
-
 
 #[pyclass(name = "Client", module = "harness._native", frozen)]
 pub struct NativeClient {
     inner: Client,
-}
-
-fn finish(py: Python<'_>, outcome: Result<Response, HarnessError>) -> PyResult<Reply> {
-    match outcome {
-        Ok(resp) => Ok(Reply(resp)),
-        Err(e) => Err(to_py(py, e)),
-    }
 }
 
 /// A config as the constructor and `reload` take it: a file path, or a dict as JSON text.
@@ -122,11 +107,25 @@ impl NativeClient {
         self.inner.set_token_provider(&service, provider).map_err(|e| to_py(py, e))
     }
 
-    /// Per service with credentials, a dict: status, expiry, last refresh and error, pool keys.
-    /// Never a secret.
-    fn credentials_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let state = serde_json::to_value(self.inner.credentials_state()).expect("the credential state always serialises");
-        crate::callbacks::to_py(py, &state)
+    /// A read-only view by name (`harness_core::view::VIEWS`: `routing_state`,
+    /// `credentials_state`, `breaker_details`, `breakers`) as plain Python objects with the
+    /// core's names; the package wraps them in the generated types (`harness._types`).
+    fn view<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>, args: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let name = convert::string("view", name)?;
+        // Each argument must be a str, and its error names it as the view does (`service`,
+        // `endpoint`, ...); a trailing None is an optional argument left out.
+        let spec = harness_core::view::VIEWS.iter().find(|v| v.name == name);
+        let mut texts = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            if a.is_none() {
+                break;
+            }
+            let field = spec.and_then(|s| s.args.get(i)).map(|f| f.trim_end_matches('?')).unwrap_or("args");
+            texts.push(convert::string(field, a)?);
+        }
+        let args = texts;
+        let value = self.inner.view(&name, &args).map_err(|e| to_py(py, e))?;
+        convert::json_to_py(py, &value)
     }
 
     /// Delivers this client's queued log records and events now.
@@ -154,23 +153,13 @@ impl NativeClient {
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
         principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Reply> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let req = convert::request(
             py,
             CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
         // Driven on this thread (GIL released): no hand-off to a runtime worker and back.
-        let mut call = Operation::Request(self.inner.clone(), req).start().blocking().map_err(|e| to_py(py, e))?;
-        loop {
-            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
-                return finish(py, outcome.and_then(|r| r).map(|o| match o {
-                    Outcome::Response(r) => r,
-                    _ => unreachable!("a request gives a response"),
-                }));
-            }
-            // A KeyboardInterrupt returns here; dropping `call` cancels the request.
-            py.check_signals()?;
-        }
+        completion::drive(py, Operation::Request(self.inner.clone(), req))
     }
 
     /// Starts one request whose result resolves `future` through `bridge` (the loop's
@@ -199,14 +188,7 @@ impl NativeClient {
             py,
             CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
-        let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
-        // runtime::spawn refuses after a fork; the Task aborts the request when dropped.
-        let task = harness_core::runtime::spawn(async move {
-            let outcome = client.request(req).await;
-            shared.complete(future, Completion::Reply(outcome));
-        })
-        .map_err(|e| to_py(py, e))?;
-        Ok(Pending { task: Mutex::new(Some(task)) })
+        completion::submit(py, bridge, future, Operation::Request(self.inner.clone(), req))
     }
 
     /// Opens a streamed response, blocking this thread (not the GIL) until its head
@@ -228,22 +210,12 @@ impl NativeClient {
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
         principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<NativeStream> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let req = convert::request(
             py,
             CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
-        let mut call = Operation::Stream(self.inner.clone(), req).start().blocking().map_err(|e| to_py(py, e))?;
-        loop {
-            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
-                return match outcome.and_then(|r| r) {
-                    Ok(Outcome::Stream(s)) => Ok(NativeStream::new(s)),
-                    Ok(_) => unreachable!("a stream opens a stream"),
-                    Err(e) => Err(to_py(py, e)),
-                };
-            }
-            py.check_signals()?;
-        }
+        completion::drive(py, Operation::Stream(self.inner.clone(), req))
     }
 
     /// Opens a streamed response on the runtime; `future` resolves (through `bridge`) to the
@@ -272,13 +244,7 @@ impl NativeClient {
             py,
             CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
-        let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
-        let task = harness_core::runtime::spawn(async move {
-            let outcome = client.stream(req).await;
-            shared.complete(future, Completion::Stream(outcome));
-        })
-        .map_err(|e| to_py(py, e))?;
-        Ok(Pending { task: Mutex::new(Some(task)) })
+        completion::submit(py, bridge, future, Operation::Stream(self.inner.clone(), req))
     }
 
     /// One chat answer on an `openai-compatible` route, blocking this thread (not the GIL);
@@ -296,19 +262,9 @@ impl NativeClient {
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
         principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<ChatReply> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        let mut call = Operation::Chat(self.inner.clone(), route, chat).start().blocking().map_err(|e| to_py(py, e))?;
-        loop {
-            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
-                return match outcome.and_then(|r| r) {
-                    Ok(Outcome::Chat(r)) => Ok(ChatReply(r)),
-                    Ok(_) => unreachable!("a chat gives an answer"),
-                    Err(e) => Err(to_py(py, e)),
-                };
-            }
-            py.check_signals()?;
-        }
+        completion::drive(py, Operation::Chat(self.inner.clone(), route, chat))
     }
 
     /// Starts one chat call whose answer resolves `future` through `bridge`; the returned
@@ -329,13 +285,7 @@ impl NativeClient {
         principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Pending> {
         let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
-        let task = harness_core::runtime::spawn(async move {
-            let outcome = client.chat(&route, chat).await;
-            shared.complete(future, Completion::ChatReply(outcome));
-        })
-        .map_err(|e| to_py(py, e))?;
-        Ok(Pending { task: Mutex::new(Some(task)) })
+        completion::submit(py, bridge, future, Operation::Chat(self.inner.clone(), route, chat))
     }
 
     /// Opens a streamed chat answer, blocking this thread (not the GIL) until a provider
@@ -352,19 +302,9 @@ impl NativeClient {
         timeout_ms: Option<&Bound<'py, PyAny>>,
         traceparent: Option<&Bound<'py, PyAny>>,
         principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<NativeChatStream> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        let mut call = Operation::ChatStream(self.inner.clone(), route, chat).start().blocking().map_err(|e| to_py(py, e))?;
-        loop {
-            if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
-                return match outcome.and_then(|r| r) {
-                    Ok(Outcome::ChatStream(s)) => Ok(NativeChatStream::new(s)),
-                    Ok(_) => unreachable!("a chat stream opens a stream"),
-                    Err(e) => Err(to_py(py, e)),
-                };
-            }
-            py.check_signals()?;
-        }
+        completion::drive(py, Operation::ChatStream(self.inner.clone(), route, chat))
     }
 
     /// Opens a streamed chat answer on the runtime; `future` resolves (through `bridge`) to
@@ -385,20 +325,7 @@ impl NativeClient {
         principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Pending> {
         let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        let (client, shared, future) = (self.inner.clone(), bridge.get().shared.clone(), future.clone().unbind());
-        let task = harness_core::runtime::spawn(async move {
-            let outcome = client.chat_stream(&route, chat).await;
-            shared.complete(future, Completion::ChatStream(outcome));
-        })
-        .map_err(|e| to_py(py, e))?;
-        Ok(Pending { task: Mutex::new(Some(task)) })
-    }
-
-    /// The state of a route as a dict: its strategy and, per provider, weights, health,
-    /// breaker, in-flight count, cooling and last error.
-    fn routing_state<'py>(&self, py: Python<'py>, route: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let state = self.inner.routing_state(&convert::string("route", route)?).map_err(|e| to_py(py, e))?;
-        crate::callbacks::to_py(py, &state.to_value())
+        completion::submit(py, bridge, future, Operation::ChatStream(self.inner.clone(), route, chat))
     }
 
     /// Sets a provider's weight as a reload would; returns the new config version.
@@ -461,27 +388,6 @@ impl NativeClient {
             &convert::string("path", path)?,
             endpoint.as_deref(),
         ))
-    }
-
-    /// The breaker for (service, endpoint, method) as a dict: `state`, `phase`, `admit_ratio`
-    /// and the current window's `calls`, `failure_rate` and `slow_call_rate`.
-    #[pyo3(signature = (service, method, path, endpoint=None))]
-    fn breaker_details<'py>(
-        &self,
-        py: Python<'py>,
-        service: &Bound<'py, PyAny>,
-        method: &Bound<'py, PyAny>,
-        path: &Bound<'py, PyAny>,
-        endpoint: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let endpoint = endpoint.filter(|e| !e.is_none()).map(|e| convert::string("endpoint", e)).transpose()?;
-        let info = self.inner.breaker_details(
-            &convert::string("service", service)?,
-            &convert::string("method", method)?,
-            &convert::string("path", path)?,
-            endpoint.as_deref(),
-        );
-        crate::callbacks::to_py(py, &serde_json::to_value(&info).expect("breaker details always serialise"))
     }
 
     /// The bulkhead's current concurrency limit on a service (adaptive limits move).

@@ -1,12 +1,13 @@
-//! Python values in, core `Request` out; core `Response` in, a plain tuple out.
-//! Every bad input becomes a `ConfigError` that names the argument.
+//! The one conversion module: Python values in (a request, a chat, a mock, JSON bodies and
+//! configs), the core's outcomes and views out. Every bad input becomes a `ConfigError`
+//! that names the argument.
 
 use std::borrow::Cow;
 
 use bytes::Bytes;
 use harness_core::json::{self as core_json, JsonWriter};
 use harness_core::transport::mock::MockResponse;
-use harness_core::{Body, ChatChunk, ChatRequest, ChatResponse, HarnessError, Request, Response, Routed, Usage};
+use harness_core::{Body, ChatRequest, Claim, HarnessError, Outcome, Request, Response};
 use pyo3::exceptions::PyUnicodeEncodeError;
 use pyo3::prelude::*;
 use pyo3::{ffi, intern, PyTypeInfo};
@@ -15,6 +16,7 @@ use pyo3::types::{
 };
 
 use crate::errors::{config_error, to_py};
+use crate::handles::{NativeChatStream, NativeLease, NativeStream};
 
 /// The arguments of one call, as the Python wrapper passes them.
 pub struct CallArgs<'a, 'py> {
@@ -494,64 +496,62 @@ pub fn chat(py: Python<'_>, a: ChatArgs<'_, '_>) -> PyResult<(String, ChatReques
     Ok((route, chat))
 }
 
-/// `(prompt_tokens, completion_tokens, total_tokens)`; the Python side makes it a `Usage`.
-fn usage(u: Option<Usage>) -> Option<(u64, u64, u64)> {
-    u.map(|u| (u.prompt_tokens, u.completion_tokens, u.total_tokens))
+/// An operation's outcome as Python sees it: a response tuple, a native stream, bytes, a
+/// view's dict (a chat answer with its `raw` bytes, a chat chunk), a lease or a stored
+/// result; an error is the Harness exception of its kind.
+pub fn outcome<'py>(py: Python<'py>, outcome: Result<Outcome, HarnessError>) -> PyResult<Bound<'py, PyAny>> {
+    let o = outcome.map_err(|e| to_py(py, e))?;
+    Ok(match o {
+        Outcome::Response(r) => Reply(r).into_pyobject(py)?.into_any(),
+        Outcome::Stream(s) => Bound::new(py, NativeStream::new(s))?.into_any(),
+        Outcome::Chunk(Some(b)) => PyBytes::new(py, &b).into_any(),
+        Outcome::Chunk(None) | Outcome::ChatChunk(None) | Outcome::Settled => py.None().into_bound(py),
+        Outcome::Chat(r) => {
+            let raw = content(py, r.raw.clone())?;
+            let d = view(py, &r)?;
+            d.set_item("raw", raw)?;
+            d.into_any()
+        }
+        Outcome::ChatStream(s) => Bound::new(py, NativeChatStream::new(s))?.into_any(),
+        Outcome::ChatChunk(Some(c)) => view(py, &c)?.into_any(),
+        Outcome::Claimed(Claim::Run(lease)) => Bound::new(py, NativeLease { inner: lease })?.into_any(),
+        Outcome::Claimed(Claim::Done(result)) => PyBytes::new(py, &result).into_any(),
+    })
 }
 
-/// What routing did: a dict with the keys of `harness.Response`'s routing attributes.
-fn routed<'py>(py: Python<'py>, r: Routed) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("route", r.route)?;
-    d.set_item("provider", r.provider)?;
-    d.set_item("model", r.model)?;
-    d.set_item("attempts_by_provider", r.attempts_by_provider)?;
-    d.set_item("fallback", r.fallback)?;
-    d.set_item("usage", usage(r.usage))?;
-    d.set_item("cost", r.cost)?;
-    Ok(d)
+/// A core view (serde) as a Python dict with its wire names.
+pub fn view<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyDict>> {
+    let value = harness_core::view::to_json(v);
+    Ok(json_to_py(py, &value)?.cast_into::<PyDict>()?)
 }
 
-/// A chat answer as a dict with the keys of `harness.ChatResponse`'s constructor.
-pub struct ChatReply(pub ChatResponse);
-
-impl<'py> IntoPyObject<'py> for ChatReply {
-    type Target = PyDict;
-    type Output = Bound<'py, PyDict>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
-        let r = self.0;
-        let d = PyDict::new(py);
-        d.set_item("content", r.content)?;
-        d.set_item("finish_reason", r.finish_reason)?;
-        d.set_item("usage", usage(r.usage))?;
-        d.set_item("route", r.route)?;
-        d.set_item("provider", r.provider)?;
-        d.set_item("model", r.model)?;
-        d.set_item("cost", r.cost)?;
-        d.set_item("fallback", r.fallback)?;
-        d.set_item("attempts", r.attempts)?;
-        d.set_item("attempts_by_provider", r.attempts_by_provider)?;
-        d.set_item("trace_id", r.trace_id)?;
-        d.set_item("elapsed_ms", r.elapsed_ms)?;
-        d.set_item("raw", content(py, r.raw)?)?;
-        Ok(d)
-    }
-}
-
-/// A chat stream chunk: `(kind, content, provider, model, finish_reason, usage, cost, reason)`.
-pub struct Chunk(pub ChatChunk);
-
-impl<'py> IntoPyObject<'py> for Chunk {
-    type Target = PyTuple;
-    type Output = Bound<'py, PyTuple>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
-        let c = self.0;
-        (c.kind.as_str(), c.content, c.provider, c.model, c.finish_reason, usage(c.usage), c.cost, c.reason).into_pyobject(py)
-    }
+/// A JSON value (a view, an event) as plain Python objects.
+pub fn json_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value;
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => u.into_pyobject(py)?.into_any(),
+            (_, Some(i)) => i.into_pyobject(py)?.into_any(),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => s.into_pyobject(py)?.into_any(),
+        Value::Array(items) => {
+            let out = PyList::empty(py);
+            for x in items {
+                out.append(json_to_py(py, x)?)?;
+            }
+            out.into_any()
+        }
+        Value::Object(map) => {
+            let out = PyDict::new(py);
+            for (k, x) in map {
+                out.set_item(k, json_to_py(py, x)?)?;
+            }
+            out.into_any()
+        }
+    })
 }
 
 /// A finished response: `(status, [(name, value)], content, elapsed_ms, attempts, trace_id,
@@ -569,7 +569,7 @@ impl<'py> IntoPyObject<'py> for Reply {
         for (k, v) in &r.headers {
             headers.append((k.as_str(), v.as_str()))?;
         }
-        let routed = r.routed.map(|b| routed(py, *b)).transpose()?;
+        let routed = r.routed.map(|b| view(py, &*b)).transpose()?;
         (r.status, headers, content(py, r.body)?, r.elapsed_ms, r.attempts, r.trace_id, routed).into_pyobject(py)
     }
 }

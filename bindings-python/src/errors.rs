@@ -1,6 +1,7 @@
 //! Maps a core `HarnessError` to the Python exception of the same name
 //! (the class tree lives in `harness/_errors.py`).
 
+use harness_core::view::ErrorView;
 use harness_core::HarnessError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -31,28 +32,28 @@ pub fn to_py(py: Python<'_>, e: HarnessError) -> PyErr {
 
 fn build(py: Python<'_>, e: &HarnessError) -> PyResult<PyErr> {
     let classes = classes(py)?;
-    let cls = match classes.get_item(e.name())? {
+    // The core's view of the error: its kind, and `text`, the message without the kind name.
+    let v = ErrorView::of(e);
+    let cls = match classes.get_item(v.kind)? {
         Some(c) => c,
         None => classes.get_item("HarnessError")?.expect("HarnessError is in NAMES"),
     };
-    // Display is "Name: message (context)"; the class already says the name.
-    let text = e.to_string();
-    let text = text.strip_prefix(&format!("{}: ", e.name())).unwrap_or(&text).to_string();
     let kw = PyDict::new(py);
-    kw.set_item("message", &e.message)?;
-    kw.set_item("service", e.service.as_deref())?;
-    kw.set_item("endpoint", e.endpoint.as_deref())?;
-    kw.set_item("method", e.method.as_deref())?;
-    kw.set_item("attempts", e.attempts)?;
-    kw.set_item("status", e.status)?;
-    kw.set_item("code", e.code.as_deref())?;
-    kw.set_item("retry_after_ms", e.retry_after_ms)?;
-    kw.set_item("trace_id", e.trace_id.as_deref())?;
-    kw.set_item("phase", e.phase())?;
+    kw.set_item("message", &v.message)?;
+    kw.set_item("service", v.service.as_deref())?;
+    kw.set_item("endpoint", v.endpoint.as_deref())?;
+    kw.set_item("method", v.method.as_deref())?;
+    kw.set_item("attempts", v.attempts)?;
+    kw.set_item("status", v.status)?;
+    kw.set_item("code", v.code.as_deref())?;
+    kw.set_item("retry_after_ms", v.retry_after_ms)?;
+    kw.set_item("trace_id", v.trace_id.as_deref())?;
+    kw.set_item("phase", v.phase)?;
     kw.set_item("body", e.body.as_ref().map(|b| PyBytes::new(py, b)))?;
-    kw.set_item("provider", e.provider.as_deref())?;
-    kw.set_item("provider_errors", &e.provider_errors)?;
-    let instance = cls.call((text,), Some(&kw))?;
+    kw.set_item("provider", v.provider.as_deref())?;
+    let provider_errors: Vec<(&str, &str)> = v.provider_errors.iter().map(|p| (p.provider.as_str(), p.error.as_str())).collect();
+    kw.set_item("provider_errors", provider_errors)?;
+    let instance = cls.call((v.text,), Some(&kw))?;
     Ok(PyErr::from_value(instance))
 }
 

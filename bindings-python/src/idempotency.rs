@@ -5,34 +5,23 @@
 //! its fencing number cannot be forged); a processed key as its stored result, JSON text.
 //! `harness._idempotency` composes claim -> handler -> complete / fail.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use harness_core::{BlockingCall, Claim, ErrorKind, HarnessError, Idempotency, Lease};
-use parking_lot::Mutex;
+use harness_core::{ErrorKind, HarnessError, Idempotency, Operation};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::bridge::{Bridge, Completion, Pending};
+use crate::completion::{self, Bridge, Pending};
 use crate::convert::{self, JsonMode};
 use crate::errors::{config_error, to_py};
-
-/// How long a blocking call waits between checks for Ctrl-C (as a blocking request does).
-const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+use crate::handles::NativeLease;
 
 /// The idempotent receiver (the core's); `harness._idempotency` composes its calls.
 #[pyclass(name = "Idempotency", module = "harness._native", frozen)]
 pub struct NativeIdempotency {
     inner: Arc<Idempotency>,
     pid: u32,
-}
-
-/// A delivery's claim to run the handler (the core's `Lease`; opaque: its fencing number cannot be forged).
-#[pyclass(name = "Lease", module = "harness._native", frozen)]
-pub struct NativeLease {
-    inner: Lease,
 }
 
 #[pymethods]
@@ -60,14 +49,6 @@ impl NativeLease {
     }
 }
 
-/// A claim's outcome as Python sees it: a `Lease` (run the handler) or the stored result (`bytes`).
-pub fn claim_to_py(py: Python<'_>, claim: Claim) -> PyResult<Bound<'_, PyAny>> {
-    Ok(match claim {
-        Claim::Run(lease) => Bound::new(py, NativeLease { inner: lease })?.into_any(),
-        Claim::Done(result) => PyBytes::new(py, &result).into_any(),
-    })
-}
-
 impl NativeIdempotency {
     /// A receiver built before a fork holds its parent's connection (and, in memory, a stale copy of its state).
     fn check_process(&self, py: Python<'_>) -> PyResult<()> {
@@ -81,31 +62,6 @@ impl NativeIdempotency {
         );
         Err(to_py(py, HarnessError::new(ErrorKind::Harness, message)))
     }
-}
-
-/// Drives `fut` on this thread with the GIL released, checking for Ctrl-C between slices
-/// (a KeyboardInterrupt drops the future).
-fn wait<T: Send + 'static>(py: Python<'_>, fut: impl Future<Output = Result<T, HarnessError>> + Send + 'static) -> PyResult<T> {
-    let mut call = BlockingCall::new(fut).map_err(|e| to_py(py, e))?;
-    loop {
-        if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
-            return outcome.and_then(|r| r).map_err(|e| to_py(py, e));
-        }
-        py.check_signals()?;
-    }
-}
-
-/// Runs `fut` on the core's runtime; its outcome resolves `future` through `bridge`.
-fn spawn<T: Send + 'static>(
-    py: Python<'_>,
-    bridge: &Bound<'_, Bridge>,
-    future: &Bound<'_, PyAny>,
-    fut: impl Future<Output = T> + Send + 'static,
-    done: fn(T) -> Completion,
-) -> PyResult<Pending> {
-    let (shared, future) = (bridge.get().shared.clone(), future.clone().unbind());
-    let task = harness_core::runtime::spawn(async move { shared.complete(future, done(fut.await)) }).map_err(|e| to_py(py, e))?;
-    Ok(Pending { task: Mutex::new(Some(task)) })
 }
 
 fn result_bytes(result: &Bound<'_, PyBytes>) -> Bytes {
@@ -149,31 +105,26 @@ impl NativeIdempotency {
     /// stored result (`bytes`); raises `DuplicateInFlightError`, `failed_before` or `store_unavailable`.
     fn claim<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         self.check_process(py)?;
-        let (inner, key) = (self.inner.clone(), convert::string("key", key)?);
-        let claim = wait(py, async move { inner.claim(&key).await })?;
-        claim_to_py(py, claim)
+        completion::drive(py, Operation::Claim(self.inner.clone(), convert::string("key", key)?))
     }
 
     /// Stores the result (JSON text from `encode`), blocking this thread (not the GIL);
     /// `lease_lost` when another delivery took the key over.
-    fn complete(&self, py: Python<'_>, lease: &Bound<'_, NativeLease>, result: &Bound<'_, PyBytes>) -> PyResult<()> {
+    fn complete<'py>(&self, py: Python<'py>, lease: &Bound<'py, NativeLease>, result: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
         self.check_process(py)?;
-        let (inner, lease, result) = (self.inner.clone(), lease.get().inner.clone(), result_bytes(result));
-        wait(py, async move { inner.complete(&lease, &result).await })
+        completion::drive(py, Operation::Complete(self.inner.clone(), lease.get().inner.clone(), result_bytes(result)))
     }
 
     /// Marks the claim failed, blocking this thread (not the GIL).
-    fn fail(&self, py: Python<'_>, lease: &Bound<'_, NativeLease>) -> PyResult<()> {
+    fn fail<'py>(&self, py: Python<'py>, lease: &Bound<'py, NativeLease>) -> PyResult<Bound<'py, PyAny>> {
         self.check_process(py)?;
-        let (inner, lease) = (self.inner.clone(), lease.get().inner.clone());
-        wait(py, async move { inner.fail(&lease).await })
+        completion::drive(py, Operation::Fail(self.inner.clone(), lease.get().inner.clone()))
     }
 
     /// `claim` on the runtime; `future` resolves (through `bridge`) to a `Lease` or the stored result.
     fn claim_async(&self, py: Python<'_>, bridge: &Bound<'_, Bridge>, future: &Bound<'_, PyAny>, key: &Bound<'_, PyAny>) -> PyResult<Pending> {
         self.check_process(py)?;
-        let (inner, key) = (self.inner.clone(), convert::string("key", key)?);
-        spawn(py, bridge, future, async move { inner.claim(&key).await }, Completion::Claimed)
+        completion::submit(py, bridge, future, Operation::Claim(self.inner.clone(), convert::string("key", key)?))
     }
 
     /// `complete` on the runtime; `future` resolves (through `bridge`) to `None`.
@@ -186,15 +137,13 @@ impl NativeIdempotency {
         result: &Bound<'_, PyBytes>,
     ) -> PyResult<Pending> {
         self.check_process(py)?;
-        let (inner, lease, result) = (self.inner.clone(), lease.get().inner.clone(), result_bytes(result));
-        spawn(py, bridge, future, async move { inner.complete(&lease, &result).await }, Completion::Settled)
+        completion::submit(py, bridge, future, Operation::Complete(self.inner.clone(), lease.get().inner.clone(), result_bytes(result)))
     }
 
     /// `fail` on the runtime; `future` resolves (through `bridge`) to `None`.
     fn fail_async(&self, py: Python<'_>, bridge: &Bound<'_, Bridge>, future: &Bound<'_, PyAny>, lease: &Bound<'_, NativeLease>) -> PyResult<Pending> {
         self.check_process(py)?;
-        let (inner, lease) = (self.inner.clone(), lease.get().inner.clone());
-        spawn(py, bridge, future, async move { inner.fail(&lease).await }, Completion::Settled)
+        completion::submit(py, bridge, future, Operation::Fail(self.inner.clone(), lease.get().inner.clone()))
     }
 
     /// Checks a signed delivery (HMAC-SHA256 of `{timestamp}.{body}`); `AuthError` with code

@@ -6,13 +6,14 @@
 // HarnessError carries its context inline (as in the core); errors are rare next to I/O.
 #![allow(clippy::result_large_err)]
 
-mod bridge;
 mod callbacks;
 mod chat;
 mod client;
+mod completion;
 mod convert;
 mod credentials;
 mod errors;
+mod handles;
 mod idempotency;
 mod stream;
 
@@ -30,12 +31,12 @@ fn shut_down(py: Python<'_>) {
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::NativeClient>()?;
-    m.add_class::<bridge::Bridge>()?;
-    m.add_class::<bridge::Pending>()?;
-    m.add_class::<stream::NativeStream>()?;
-    m.add_class::<chat::NativeChatStream>()?;
+    m.add_class::<completion::Bridge>()?;
+    m.add_class::<completion::Pending>()?;
+    m.add_class::<handles::NativeStream>()?;
+    m.add_class::<handles::NativeChatStream>()?;
     m.add_class::<idempotency::NativeIdempotency>()?;
-    m.add_class::<idempotency::NativeLease>()?;
+    m.add_class::<handles::NativeLease>()?;
     m.add("ERROR_NAMES", harness_core::ErrorKind::NAMES.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(shut_down, m)?)?;

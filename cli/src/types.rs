@@ -25,6 +25,7 @@ pub fn files(schema: &serde_json::Value) -> Result<Vec<(PathBuf, String)>, Strin
         kotlin_package: "dev.harness".into(),
         ..Default::default()
     };
+    let stale = "A cached answer, served because no provider could answer now.";
     let ts = Options { camel: views, ..base.clone() };
     let py = Options {
         classes: set(&["ChatResponse", "ChatChunk", "Usage"]),
@@ -32,12 +33,24 @@ pub fn files(schema: &serde_json::Value) -> Result<Vec<(PathBuf, String)>, Strin
             "ChatResponse".to_string(),
             vec![("raw".to_string(), "bytes".to_string(), "b\"\"".to_string(), "The provider's whole answer, as bytes.".to_string())],
         )]),
+        python_members: BTreeMap::from([(
+            "ChatResponse".to_string(),
+            vec![format!("@property\ndef stale(self) -> bool:\n    \"\"\"{stale}\"\"\"\n    return self.fallback == \"cache\"")],
+        )]),
+        ..base.clone()
+    };
+    let kt = Options {
+        kotlin_extra: BTreeMap::from([(
+            "ChatResponse".to_string(),
+            vec![("raw".to_string(), "ByteArray".to_string(), "ByteArray(0)".to_string(), "The provider's whole answer (JSON), for fields Harness does not normalise.".to_string())],
+        )]),
+        kotlin_members: BTreeMap::from([("ChatResponse".to_string(), vec![format!("/** {stale} */"), "val stale: Boolean get() = fallback == \"cache\"".to_string()])]),
         ..base.clone()
     };
     Ok(vec![
         (PathBuf::from("bindings-node/types.d.ts"), harness_codegen::typescript::emit(&model, &ts)),
         (PathBuf::from("bindings-python/python/harness/_types.py"), harness_codegen::python::emit(&model, &py)),
-        (PathBuf::from("bindings-kotlin/src/main/kotlin/dev/harness/Types.kt"), harness_codegen::kotlin::emit(&model, &base)),
+        (PathBuf::from("bindings-kotlin/src/main/kotlin/dev/harness/Types.kt"), harness_codegen::kotlin::emit(&model, &kt)),
     ])
 }
 

@@ -24,6 +24,7 @@ pub fn emit(model: &Model, opts: &Options) -> String {
     writeln!(out, "import kotlinx.serialization.KSerializer").unwrap();
     writeln!(out, "import kotlinx.serialization.SerialName").unwrap();
     writeln!(out, "import kotlinx.serialization.Serializable").unwrap();
+    writeln!(out, "import kotlinx.serialization.Transient").unwrap();
     writeln!(out, "import kotlinx.serialization.descriptors.SerialDescriptor").unwrap();
     writeln!(out, "import kotlinx.serialization.descriptors.listSerialDescriptor").unwrap();
     writeln!(out, "import kotlinx.serialization.encoding.Decoder").unwrap();
@@ -34,6 +35,7 @@ pub fn emit(model: &Model, opts: &Options) -> String {
     writeln!(out, "import kotlinx.serialization.json.JsonEncoder").unwrap();
     writeln!(out, "import kotlinx.serialization.json.JsonPrimitive").unwrap();
     writeln!(out, "import kotlinx.serialization.json.jsonArray").unwrap();
+    writeln!(out, "import kotlinx.serialization.json.int").unwrap();
     writeln!(out, "import kotlinx.serialization.json.jsonPrimitive").unwrap();
     writeln!(out, "import kotlinx.serialization.json.long").unwrap();
     writeln!(out).unwrap();
@@ -78,7 +80,10 @@ fn prop(name: &str) -> String {
 fn kt(ty: &Ty, tuples: &mut BTreeSet<Vec<String>>) -> String {
     match ty {
         Ty::String => "String".into(),
-        Ty::Int { .. } => "Long".into(),
+        // 32 bits and less (`uint32`, `int32`, `uint`: counts, weights, indexes) are Int as
+        // Kotlin users expect; 64-bit ones (milliseconds, bytes) are Long.
+        Ty::Int { wide: false } => "Int".into(),
+        Ty::Int { wide: true } => "Long".into(),
         Ty::Number => "Double".into(),
         Ty::Bool => "Boolean".into(),
         Ty::Any => "JsonElement".into(),
@@ -102,13 +107,17 @@ fn tuple_serializer(shape: &[String]) -> String {
 }
 
 fn emit_tuple_serializer(out: &mut String, shape: &[String]) {
-    if shape.len() != 2 || !shape.iter().all(|s| s == "String" || s == "Long") {
+    if shape.len() != 2 || !shape.iter().all(|s| s == "String" || s == "Long" || s == "Int") {
         // Only the shapes the schema has are written; a new one fails the build here, loudly.
         writeln!(out, "// unsupported tuple shape {shape:?}").unwrap();
         return;
     }
     let name = tuple_serializer(shape);
-    let read = |i: usize, t: &str| if t == "Long" { format!("a[{i}].jsonPrimitive.long") } else { format!("a[{i}].jsonPrimitive.content") };
+    let read = |i: usize, t: &str| match t {
+        "Long" => format!("a[{i}].jsonPrimitive.long"),
+        "Int" => format!("a[{i}].jsonPrimitive.int"),
+        _ => format!("a[{i}].jsonPrimitive.content"),
+    };
     writeln!(out, "/** A `[{}]` array on the wire, a `Pair` here. */", shape.join(", ")).unwrap();
     writeln!(out, "object {name} : KSerializer<Pair<{}>> {{", shape.join(", ")).unwrap();
     writeln!(out, "    override val descriptor: SerialDescriptor = listSerialDescriptor<JsonElement>()").unwrap();
@@ -152,16 +161,48 @@ fn emit_type(out: &mut String, t: &TypeDef, model: &Model, opts: &Options, tuple
             }
             writeln!(out, "data class {}(", t.name).unwrap();
             params(out, fields, input, tuples);
-            writeln!(out, ")").unwrap();
+            let extra: &[(String, String, String, String)] = opts.kotlin_extra.get(&t.name).map(Vec::as_slice).unwrap_or(&[]);
+            for (name, ty, default, doc) in extra {
+                kdoc(out, "    ", Some(doc));
+                writeln!(out, "    @Transient val {name}: {ty} = {default},").unwrap();
+            }
+            let members: &[String] = opts.kotlin_members.get(&t.name).map(Vec::as_slice).unwrap_or(&[]);
+            let sensitive = fields.iter().any(|f| f.sensitive);
+            if members.is_empty() && !sensitive {
+                writeln!(out, ")").unwrap();
+                return;
+            }
+            writeln!(out, ") {{").unwrap();
+            for m in members {
+                writeln!(out, "    {m}").unwrap();
+            }
+            if sensitive {
+                // What a user said or a provider answered is not printed: its size only.
+                let shown: Vec<String> = fields
+                    .iter()
+                    .map(|f| {
+                        let p = prop(&f.name);
+                        if f.sensitive {
+                            format!("{p}=${{{p}.length}} chars")
+                        } else {
+                            format!("{p}=${p}")
+                        }
+                    })
+                    .collect();
+                writeln!(out, "    override fun toString(): String = \"{}({})\"", t.name, shown.join(", ")).unwrap();
+            }
+            writeln!(out, "}}").unwrap();
         }
         Def::Enum { values } => {
             kdoc(out, "", t.doc.as_deref());
             writeln!(out, "@Serializable").unwrap();
-            writeln!(out, "enum class {}(val wire: String) {{", t.name).unwrap();
+            // `value` is the cross-language name, and what `toString` prints.
+            writeln!(out, "enum class {}(val value: String) {{", t.name).unwrap();
             for (v, d) in values {
                 kdoc(out, "    ", d.as_deref());
                 writeln!(out, "    @SerialName(\"{v}\") {}(\"{v}\"),", constant(v)).unwrap();
             }
+            writeln!(out, "    ;\n\n    override fun toString(): String = value").unwrap();
             writeln!(out, "}}").unwrap();
         }
         Def::Alias(ty) => {

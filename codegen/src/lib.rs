@@ -29,6 +29,13 @@ pub struct Options {
     pub classes: BTreeSet<String>,
     /// Python: fields a class has beside the view's (name, type, default, doc).
     pub python_extra: BTreeMap<String, Vec<(String, String, String, String)>>,
+    /// Kotlin: properties a class has beside the view's, not read from the wire
+    /// (`@Transient`): (name, type, default, doc).
+    pub kotlin_extra: BTreeMap<String, Vec<(String, String, String, String)>>,
+    /// Python: members of a class (each a block of lines), e.g. a derived property.
+    pub python_members: BTreeMap<String, Vec<String>>,
+    /// Kotlin: members (lines) in a class's body, e.g. a derived property.
+    pub kotlin_members: BTreeMap<String, Vec<String>>,
     /// Types left out of the file.
     pub skip: BTreeSet<String>,
     /// A tagged union's variant names end with this instead of the union's name.
@@ -100,8 +107,9 @@ mod tests {
                 "trace_id": {"type": "string"},
                 "pairs": {"type": "array", "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]}},
                 "from": {"type": "string"},
-                "state": {"type": "string", "enum": ["open", "closed"]}
-            }, "required": ["trace_id", "pairs", "from", "state"]}
+                "state": {"type": "string", "enum": ["open", "closed"]},
+                "text": {"type": "string", "x-sensitive": true}
+            }, "required": ["trace_id", "pairs", "from", "state", "text"]}
         }})
     }
 
@@ -142,6 +150,7 @@ mod tests {
         assert!(out.contains("Auth = Union[\"BearerAuth\", \"CallbackAuth\"]"), "{out}");
         assert!(out.contains("class View(NamedTuple):"), "{out}");
         assert!(out.contains("pairs=[(x[0], x[1],) for x in d[\"pairs\"]]"), "{out}");
+        assert!(out.contains("text=<{len(self.text)} chars>"), "{out}");
         // Types come before the types that use them.
         assert!(out.find("Mode = Literal").unwrap() < out.find("class Conf(").unwrap());
     }
@@ -156,7 +165,9 @@ mod tests {
         assert!(out.contains("@SerialName(\"bearer\")\ndata class BearerAuth(\n"), "{out}");
         assert!(out.contains("@SerialName(\"callback\")\nclass CallbackAuth : Auth"), "{out}");
         assert!(out.contains("    @SerialName(\"b-c\") B_C(\"b-c\"),"), "{out}");
-        assert!(out.contains("@Serializable(with = StringLongSerializer::class) Pair<String, Long>"), "{out}");
+        assert!(out.contains("@Serializable(with = StringIntSerializer::class) Pair<String, Int>"), "{out}");
+        // What a user said is printed as its size only.
+        assert!(out.contains("override fun toString(): String = \"View(traceId=$traceId, pairs=$pairs, from=$from, state=$state, text=${text.length} chars)\""), "{out}");
         assert!(out.contains("    @SerialName(\"from\") val from: String,"), "{out}");
     }
 

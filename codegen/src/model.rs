@@ -39,6 +39,9 @@ pub struct Field {
     pub doc: Option<String>,
     /// The value used when the key is absent.
     pub default: Option<Value>,
+    /// What a user said or an upstream answered (`x-sensitive` in the schema): a host's
+    /// printed form shows its size only.
+    pub sensitive: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +151,7 @@ fn fields(s: &Value, at: &str) -> Result<Vec<Field>, String> {
                 required: required.contains(&name.as_str()),
                 doc: doc_of(p),
                 default: p.get("default").cloned(),
+                sensitive: p.get("x-sensitive").and_then(Value::as_bool).unwrap_or(false),
             })
         })
         .collect()

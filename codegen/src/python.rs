@@ -240,7 +240,7 @@ fn named_tuple(out: &mut String, t: &TypeDef, fields: &[Field], ctx: &Ctx<'_>) {
     writeln!(out, "class {}(NamedTuple):", t.name).unwrap();
     let mut doc_fields = fields.to_vec();
     for (name, _, _, d) in extra {
-        doc_fields.push(Field { name: name.clone(), ty: Ty::Any, required: false, doc: Some(d.clone()), default: None });
+        doc_fields.push(Field { name: name.clone(), ty: Ty::Any, required: false, doc: Some(d.clone()), default: None, sensitive: false });
     }
     docstring(out, "    ", t.doc.as_deref(), &doc_fields);
     writeln!(out).unwrap();
@@ -259,8 +259,27 @@ fn named_tuple(out: &mut String, t: &TypeDef, fields: &[Field], ctx: &Ctx<'_>) {
     writeln!(out, "    @classmethod").unwrap();
     writeln!(out, "    def _from(cls, d: Dict[str, Any]) -> \"{}\":", t.name).unwrap();
     writeln!(out, "        \"\"\"Builds one from the dict that crossed from the core.\"\"\"").unwrap();
-    let args: Vec<String> = fields.iter().map(|f| format!("{}={}", f.name, from_expr(&f.ty, &format!("d[\"{}\"]", f.name), &ctx.opts.classes))).collect();
+    let mut args: Vec<String> = fields.iter().map(|f| format!("{}={}", f.name, from_expr(&f.ty, &format!("d[\"{}\"]", f.name), &ctx.opts.classes))).collect();
+    for (name, _, default, _) in extra {
+        args.push(format!("{name}=d.get(\"{name}\", {default})"));
+    }
     writeln!(out, "        return cls({})", args.join(", ")).unwrap();
+    for m in ctx.opts.python_members.get(&t.name).map(Vec::as_slice).unwrap_or(&[]) {
+        writeln!(out).unwrap();
+        for line in m.lines() {
+            writeln!(out, "    {line}").unwrap();
+        }
+    }
+    if fields.iter().any(|f| f.sensitive) {
+        // What a user said or a provider answered is not printed: its size only.
+        let shown: Vec<String> = fields
+            .iter()
+            .map(|f| if f.sensitive { format!("{0}=<{{len(self.{0})}} chars>", f.name) } else { format!("{0}={{self.{0}!r}}", f.name) })
+            .collect();
+        writeln!(out).unwrap();
+        writeln!(out, "    def __repr__(self) -> str:").unwrap();
+        writeln!(out, "        return f\"{}({})\"", t.name, shown.join(", ")).unwrap();
+    }
     writeln!(out, "\n").unwrap();
 }
 

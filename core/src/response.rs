@@ -19,7 +19,7 @@ pub struct Response {
 }
 
 /// What routing did for one request.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, schemars::JsonSchema)]
 pub struct Routed {
     pub route: String,
     /// The provider that answered (`None` for a static fallback).
@@ -29,6 +29,7 @@ pub struct Routed {
     /// Attempts each provider got, in the order they were first tried.
     pub attempts_by_provider: Vec<(String, u32)>,
     /// `cache` (a stale answer for the same request) or `static`, when no provider answered.
+    #[schemars(extend("enum" = ["cache", "static", null]))]
     pub fallback: Option<&'static str>,
     pub usage: Option<crate::adapters::Usage>,
     /// From the answering provider's prices and the usage it reported.

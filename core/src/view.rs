@@ -113,7 +113,7 @@ pub fn host_schema() -> Value {
         "ChatChunk" => crate::adapters::ChatChunk,
         "RouteState" => crate::routing::RouteState,
         "CredentialState" => crate::credentials::CredentialState,
-        "BreakerInfo" => crate::client::BreakerInfo,
+        "BreakerInfo" => crate::breaker::BreakerInfo,
     }
     let defs: serde_json::Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let views: Vec<Value> = VIEWS.iter().map(|v| serde_json::json!({"name": v.name, "args": v.args, "returns": v.returns, "doc": v.doc})).collect();

@@ -17,10 +17,11 @@ import json as _json
 import os
 import weakref
 from collections.abc import Mapping
-from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native, _otel
 from ._version import __version__
+from ._types import BreakerInfo, ChatChunk, ChatResponse, CredentialState, RouteState, Usage
 
 if getattr(_native, "__version__", None) != __version__:
     # A native library from another build (a partial upgrade, a copied .so): its types and
@@ -131,16 +132,8 @@ class Headers(Mapping):
         return f"Headers({list(self._index())!r})"
 
 
-class Usage(NamedTuple):
-    """Token counts as the answering provider reported them."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-def _usage(u: Optional[Tuple[int, int, int]]) -> Optional[Usage]:
-    return None if u is None else Usage(*u)
+def _usage(u: Optional[Dict[str, int]]) -> Optional[Usage]:
+    return None if u is None else Usage._from(u)
 
 
 class Response:
@@ -216,7 +209,8 @@ class Response:
     @property
     def attempts_by_provider(self) -> Optional[List[Tuple[str, int]]]:
         """``[(provider, attempts), ...]`` in the order the providers were first tried."""
-        return self._route_field("attempts_by_provider")
+        pairs = self._route_field("attempts_by_provider")
+        return None if pairs is None else [(p, n) for p, n in pairs]
 
     @property
     def fallback(self) -> Optional[str]:
@@ -259,137 +253,6 @@ class Response:
     def __repr__(self) -> str:
         routed = "" if self._routed is None else f" provider={self.provider}"
         return f"<Response [{self.status}]{routed} attempts={self.attempts} trace_id={self.trace_id}>"
-
-
-class ChatResponse:
-    """One chat answer from a route (``client.chat(...)``), the same shape from every provider."""
-
-    __slots__ = {
-        "content": "The answer's text.",
-        "finish_reason": "Why the answer ended (``stop``, ``length``, ...), as the provider said.",
-        "usage": "Token counts (a ``Usage``), when the provider reported them.",
-        "route": "The route the call went through.",
-        "provider": "The provider that answered (``None`` for a static fallback).",
-        "model": "The model that answered (the provider's report, else its configured model).",
-        "cost": "The answer's cost from the provider's configured prices.",
-        "fallback": "``\"cache\"`` or ``\"static\"`` when no provider could answer, else ``None``.",
-        "attempts": "Attempts made across all providers.",
-        "attempts_by_provider": "``[(provider, attempts), ...]`` in the order first tried.",
-        "trace_id": "The W3C trace id of this call.",
-        "elapsed_ms": "Wall time of the whole call, failovers included, in milliseconds.",
-        "raw": "The provider's whole answer, as bytes.",
-    }
-
-    content: str
-    finish_reason: Optional[str]
-    usage: Optional[Usage]
-    route: str
-    provider: Optional[str]
-    model: Optional[str]
-    cost: Optional[float]
-    fallback: Optional[str]
-    attempts: int
-    attempts_by_provider: List[Tuple[str, int]]
-    trace_id: str
-    elapsed_ms: float
-    raw: bytes
-
-    def __init__(
-        self,
-        *,
-        content: str,
-        route: str,
-        trace_id: str,
-        finish_reason: Optional[str] = None,
-        usage: Optional[Tuple[int, int, int]] = None,
-        provider: Optional[str] = None,
-        model: Optional[str] = None,
-        cost: Optional[float] = None,
-        fallback: Optional[str] = None,
-        attempts: int = 0,
-        attempts_by_provider: Optional[List[Tuple[str, int]]] = None,
-        elapsed_ms: float = 0.0,
-        raw: bytes = b"",
-    ) -> None:
-        self.content = content
-        self.finish_reason = finish_reason
-        self.usage = _usage(usage)
-        self.route = route
-        self.provider = provider
-        self.model = model
-        self.cost = cost
-        self.fallback = fallback
-        self.attempts = attempts
-        self.attempts_by_provider = [] if attempts_by_provider is None else attempts_by_provider
-        self.trace_id = trace_id
-        self.elapsed_ms = elapsed_ms
-        self.raw = raw
-
-    @property
-    def stale(self) -> bool:
-        """Whether this is a cached answer served because no provider could answer now."""
-        return self.fallback == "cache"
-
-    def __repr__(self) -> str:
-        return (
-            f"<ChatResponse route={self.route} provider={self.provider} model={self.model} "
-            f"finish_reason={self.finish_reason} attempts={self.attempts} trace_id={self.trace_id}>"
-        )
-
-
-class ChatChunk:
-    """One piece of a streamed chat answer; ``kind`` says which:
-
-    - ``delta``: ``content`` is more of the answer;
-    - ``restart``: the answer so far is void, a new one (from another provider) follows;
-      ``reason`` says why the previous provider's answer was abandoned;
-    - ``done``: the last chunk, with ``finish_reason``, ``usage`` and ``cost``.
-    """
-
-    __slots__ = {
-        "kind": "``delta``, ``restart`` or ``done``.",
-        "content": "``delta``: the new text (empty otherwise).",
-        "provider": "The provider this chunk comes from.",
-        "model": "The model this chunk comes from.",
-        "finish_reason": "``done``: why the answer ended.",
-        "usage": "``done``: token counts (a ``Usage``), when the provider reported them.",
-        "cost": "``done``: the answer's cost.",
-        "reason": "``restart``: why the previous provider's answer was abandoned.",
-    }
-
-    kind: str
-    content: str
-    provider: Optional[str]
-    model: Optional[str]
-    finish_reason: Optional[str]
-    usage: Optional[Usage]
-    cost: Optional[float]
-    reason: Optional[str]
-
-    def __init__(
-        self,
-        kind: str,
-        content: str = "",
-        provider: Optional[str] = None,
-        model: Optional[str] = None,
-        finish_reason: Optional[str] = None,
-        usage: Optional[Tuple[int, int, int]] = None,
-        cost: Optional[float] = None,
-        reason: Optional[str] = None,
-    ) -> None:
-        self.kind = kind
-        self.content = content
-        self.provider = provider
-        self.model = model
-        self.finish_reason = finish_reason
-        self.usage = _usage(usage)
-        self.cost = cost
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        fields = ("content", "provider", "model", "finish_reason", "usage", "cost", "reason")
-        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in fields if getattr(self, k) not in (None, ""))
-        return f"<ChatChunk {self.kind} {shown}>"
 
 
 class _Lines:
@@ -632,7 +495,7 @@ class ChatStream:
                 if chunk is None:
                     self._ended = True
                     return
-                yield ChatChunk(*chunk)
+                yield ChatChunk._from(chunk)
         finally:
             # Left before the end (break, an exception, Ctrl-C): the answer is not wanted any more.
             if not self._ended:
@@ -718,7 +581,7 @@ class AsyncChatStream:
                 if chunk is None:
                     self._ended = True
                     return
-                yield ChatChunk(*chunk)
+                yield ChatChunk._from(chunk)
         finally:
             if not self._ended:
                 native.cancel()
@@ -874,21 +737,21 @@ class _Base:
             loop = None
         self._native.set_token_provider(service, _TokenProvider(provider, loop))
 
-    def credentials_state(self) -> List[Dict[str, Any]]:
+    def credentials_state(self) -> List[CredentialState]:
         """One dict per service with credentials, sorted by service: ``service``, ``type``,
         ``status`` (``valid``, ``refreshing``, ``expired`` or ``dead``), ``expires_at_ms`` and
         ``last_refresh_ms`` (Unix milliseconds or ``None``), ``last_error``, and for key pools
         ``keys`` (each key's name or index and status). Never a secret."""
-        return self._native.credentials_state()
+        return self._native.view("credentials_state", [])
 
-    def routing_state(self, route: str) -> Dict[str, Any]:
+    def routing_state(self, route: str) -> RouteState:
         """The state of a route, as a dict: ``route``, ``strategy`` and ``providers``, one dict
         per provider in config order with ``id``, ``service``, ``model``, ``weight`` (configured),
         ``effective_weight`` (what selection uses now), ``health`` and ``success_rate`` (0 to 1),
         ``latency_ewma_ms``, ``breaker`` (``closed``, ``open``, ``half_open``), ``in_flight``,
         ``cooling_ms`` (left of a 429's ``Retry-After``) and ``last_error``. ``ConfigError`` for
         an unknown route."""
-        return self._native.routing_state(route)
+        return self._native.view("routing_state", [route])
 
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight (0 stops its traffic) as a reload would: validated, with a
@@ -944,7 +807,7 @@ class _Base:
         """
         return self._native.breaker_state(service, method, path, endpoint)
 
-    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> Dict[str, Any]:
+    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> BreakerInfo:
         """The circuit breaker for (service, endpoint, method), as a dict: ``service``,
         ``endpoint``, ``method``, ``state`` (``closed``, ``open``, ``half_open``), ``phase``
         (``closed``, ``open``, ``probing``, ``ramping``), ``admit_ratio`` (the share of calls let
@@ -953,7 +816,7 @@ class _Base:
 
         ``endpoint`` defaults to the template of ``path`` (IDs collapsed to ``{id}``).
         """
-        return self._native.breaker_details(service, method, path, endpoint)
+        return self._native.view("breaker_details", [service, method, path, endpoint])
 
     def bulkhead_limit(self, service: str) -> int:
         """The bulkhead's current concurrency limit on ``service``: ``max_concurrency``, or
@@ -1081,7 +944,7 @@ class Client(_Base):
         if traceparent is None:
             traceparent, extra_headers = _otel.parent(extra_headers)
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
-        return ChatResponse(**self._native.chat(*args))
+        return ChatResponse._from(self._native.chat(*args))
 
     def chat_stream(
         self,
@@ -1231,7 +1094,7 @@ class AsyncClient(_Base):
         except BaseException:
             pending.cancel()  # asyncio cancel (or any interruption) drops the Rust future
             raise
-        return ChatResponse(**reply)
+        return ChatResponse._from(reply)
 
     def chat_stream(
         self,

@@ -16,17 +16,17 @@ TokenAnswer = Union[Mapping[str, Any], Tuple[str, Optional[float]]]
 TokenProvider = Callable[[], Union[TokenAnswer, Awaitable[TokenAnswer]]]
 Messages = Sequence[Mapping[str, Any]]
 """The chat-completions ``messages``: ``[{"role": "user", "content": "..."}, ...]``."""
-RouteState = Dict[str, Any]
-"""``route``, ``strategy`` and ``providers``: per provider ``id``, ``service``, ``model``, ``weight``,
-``effective_weight``, ``health``, ``success_rate``, ``latency_ewma_ms``, ``breaker``, ``in_flight``,
-``cooling_ms``, ``last_error``."""
-BreakerDetails = Dict[str, Any]
-"""``service``, ``endpoint``, ``method``, ``state`` (``closed``/``open``/``half_open``), ``phase``
-(``closed``/``open``/``probing``/``ramping``), ``admit_ratio``, ``calls``, ``failure_rate``,
-``slow_call_rate``."""
-CredentialState = Dict[str, Any]
-"""``service``, ``type``, ``status`` (``valid``/``refreshing``/``expired``/``dead``),
-``expires_at_ms``, ``last_refresh_ms``, ``last_error``, ``keys`` (pools: name or index and status)."""
+# The views, the chat answer and the config's shape are generated from the core's schema
+# (`harness types`, into `_types.py`): not restated here.
+from ._types import BreakerInfo as BreakerInfo
+from ._types import ChatChunk as ChatChunk
+from ._types import ChatResponse as ChatResponse
+from ._types import Config as ConfigDict
+from ._types import CredentialState as CredentialState
+from ._types import RouteState as RouteState
+from ._types import Usage as Usage
+
+BreakerDetails = BreakerInfo
 _C = TypeVar("_C")
 
 class HarnessError(Exception):
@@ -130,13 +130,6 @@ class Headers(Mapping[str, str]):
     def raw(self) -> List[Tuple[str, str]]:
         """The (lower-case name, value) pairs as received."""
 
-class Usage(NamedTuple):
-    """Token counts as the answering provider reported them."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
 class Response:
     """A successful response; routing attributes are ``None`` unless the request named a route."""
 
@@ -223,67 +216,6 @@ class StreamResponse:
     def __exit__(self, *exc: Any) -> None: ...
     async def __aenter__(self) -> "StreamResponse": ...
     async def __aexit__(self, *exc: Any) -> None: ...
-
-class ChatResponse:
-    """One chat answer from a route, the same shape from every provider."""
-
-    content: str
-    finish_reason: Optional[str]
-    usage: Optional[Usage]
-    route: str
-    provider: Optional[str]
-    model: Optional[str]
-    cost: Optional[float]
-    fallback: Optional[str]
-    attempts: int
-    attempts_by_provider: List[Tuple[str, int]]
-    trace_id: str
-    elapsed_ms: float
-    raw: bytes
-    def __init__(
-        self,
-        *,
-        content: str,
-        route: str,
-        trace_id: str,
-        finish_reason: Optional[str] = None,
-        usage: Optional[Tuple[int, int, int]] = None,
-        provider: Optional[str] = None,
-        model: Optional[str] = None,
-        cost: Optional[float] = None,
-        fallback: Optional[str] = None,
-        attempts: int = 0,
-        attempts_by_provider: Optional[List[Tuple[str, int]]] = None,
-        elapsed_ms: float = 0.0,
-        raw: bytes = b"",
-    ) -> None: ...
-    @property
-    def stale(self) -> bool:
-        """Whether this is a cached answer (``fallback == "cache"``)."""
-
-class ChatChunk:
-    """One piece of a streamed chat answer: ``kind`` is ``delta``, ``restart`` (the answer so far
-    is void; a new one follows) or ``done`` (finish reason, usage, cost)."""
-
-    kind: str
-    content: str
-    provider: Optional[str]
-    model: Optional[str]
-    finish_reason: Optional[str]
-    usage: Optional[Usage]
-    cost: Optional[float]
-    reason: Optional[str]
-    def __init__(
-        self,
-        kind: str,
-        content: str = "",
-        provider: Optional[str] = None,
-        model: Optional[str] = None,
-        finish_reason: Optional[str] = None,
-        usage: Optional[Tuple[int, int, int]] = None,
-        cost: Optional[float] = None,
-        reason: Optional[str] = None,
-    ) -> None: ...
 
 class ChatStream:
     """A streamed chat answer (``client.chat_stream(...)``); leaving the loop early cancels it."""

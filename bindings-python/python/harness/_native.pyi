@@ -32,8 +32,9 @@ class Client:
         """Calls ``listener(event)`` for every event, on the client's event thread."""
     def set_token_provider(self, service: str, provider: Callable[[Callable[[bool, Any], None]], None]) -> None:
         """Sets a ``type: callback`` service's provider (a ``harness._credentials.TokenProvider``)."""
-    def credentials_state(self) -> List[dict]:
-        """Per service with credentials, a dict; never a secret."""
+    def view(self, name: str, args: List[Optional[str]]) -> Any:
+        """A read-only view by name (``routing_state``, ``credentials_state``, ``breaker_details``,
+        ``breakers``) as plain objects with the core's names (typed in ``harness._types``)."""
     def flush(self) -> None:
         """Delivers this client's queued log records and events now."""
     def request(
@@ -152,8 +153,6 @@ class Client:
         principal: Optional[str] = None,
     ) -> Pending:
         """Opens a streamed chat answer; ``future`` resolves to the stream through ``bridge``."""
-    def routing_state(self, route: str) -> Dict[str, Any]:
-        """The state of a route as a dict."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight; returns the new config version."""
     def mock(
@@ -174,8 +173,6 @@ class Client:
         """The Prometheus text exposition of this client's metrics."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
         """The breaker state (``closed``, ``open``, ``half_open``)."""
-    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> Dict[str, Any]:
-        """The breaker as a dict: state, phase, admit ratio and the current window's rates."""
     def bulkhead_limit(self, service: str) -> int:
         """The bulkhead's current concurrency limit on a service."""
     def bulkhead_in_use(self, service: str) -> int:

@@ -852,6 +852,7 @@ class Usage(NamedTuple):
 class ChatResponse(NamedTuple):
     """A chat answer, the same shape from every provider.
 
+    ``content``: The assistant's text.
     ``fallback``: `cache` or `static` when no provider answered (see `Routed::fallback`).
     ``raw``: The provider's whole answer, as bytes.
     """
@@ -873,7 +874,15 @@ class ChatResponse(NamedTuple):
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "ChatResponse":
         """Builds one from the dict that crossed from the core."""
-        return cls(content=d["content"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), route=d["route"], provider=d["provider"], model=d["model"], cost=d["cost"], fallback=d["fallback"], attempts=d["attempts"], attempts_by_provider=[(x[0], x[1],) for x in d["attempts_by_provider"]], trace_id=d["trace_id"], elapsed_ms=d["elapsed_ms"])
+        return cls(content=d["content"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), route=d["route"], provider=d["provider"], model=d["model"], cost=d["cost"], fallback=d["fallback"], attempts=d["attempts"], attempts_by_provider=[(x[0], x[1],) for x in d["attempts_by_provider"]], trace_id=d["trace_id"], elapsed_ms=d["elapsed_ms"], raw=d.get("raw", b""))
+
+    @property
+    def stale(self) -> bool:
+        """A cached answer, served because no provider could answer now."""
+        return self.fallback == "cache"
+
+    def __repr__(self) -> str:
+        return f"ChatResponse(content=<{len(self.content)} chars>, finish_reason={self.finish_reason!r}, usage={self.usage!r}, route={self.route!r}, provider={self.provider!r}, model={self.model!r}, cost={self.cost!r}, fallback={self.fallback!r}, attempts={self.attempts!r}, attempts_by_provider={self.attempts_by_provider!r}, trace_id={self.trace_id!r}, elapsed_ms={self.elapsed_ms!r})"
 
 
 ChatChunkKind = Literal["delta", "restart", "done"]
@@ -900,6 +909,9 @@ class ChatChunk(NamedTuple):
     def _from(cls, d: Dict[str, Any]) -> "ChatChunk":
         """Builds one from the dict that crossed from the core."""
         return cls(kind=d["kind"], content=d["content"], provider=d["provider"], model=d["model"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), cost=d["cost"], reason=d["reason"])
+
+    def __repr__(self) -> str:
+        return f"ChatChunk(kind={self.kind!r}, content=<{len(self.content)} chars>, provider={self.provider!r}, model={self.model!r}, finish_reason={self.finish_reason!r}, usage={self.usage!r}, cost={self.cost!r}, reason={self.reason!r})"
 
 
 class ProviderState(TypedDict):

@@ -95,6 +95,8 @@ impl ChatRequest {
 /// A chat answer, the same shape from every provider.
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct ChatResponse {
+    /// The assistant's text.
+    #[schemars(extend("x-sensitive" = true))]
     pub content: String,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
@@ -140,6 +142,7 @@ impl ChatChunkKind {
 pub struct ChatChunk {
     pub kind: ChatChunkKind,
     /// `delta`: the new text.
+    #[schemars(extend("x-sensitive" = true))]
     pub content: String,
     pub provider: Option<String>,
     pub model: Option<String>,

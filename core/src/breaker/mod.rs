@@ -53,6 +53,42 @@ pub struct CircuitBreaker {
     on_transition: TransitionHook,
 }
 
+/// One breaker as the state API shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct BreakerInfo {
+    pub service: String,
+    pub endpoint: String,
+    pub method: String,
+    /// `closed`, `open` or `half_open` (probing or ramping back).
+    #[schemars(extend("enum" = ["closed", "open", "half_open"]))]
+    pub state: &'static str,
+    /// `closed`, `open`, `probing` or `ramping`.
+    #[schemars(extend("enum" = ["closed", "open", "probing", "ramping"]))]
+    pub phase: &'static str,
+    /// The share of calls let through now.
+    pub admit_ratio: f64,
+    /// Calls in the current window (`sliding_window` breakers).
+    pub calls: u32,
+    pub failure_rate: f64,
+    pub slow_call_rate: f64,
+}
+
+impl BreakerInfo {
+    pub(crate) fn new(service: String, endpoint: String, method: String, v: BreakerView) -> Self {
+        BreakerInfo {
+            service,
+            endpoint,
+            method,
+            state: v.state.as_str(),
+            phase: v.phase,
+            admit_ratio: v.admit_ratio,
+            calls: v.calls,
+            failure_rate: v.failure_rate,
+            slow_call_rate: v.slow_call_rate,
+        }
+    }
+}
+
 /// What the breaker-state API shows for one breaker.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BreakerView {

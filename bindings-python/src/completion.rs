@@ -1,64 +1,59 @@
-//! The one way async results cross into asyncio: a runtime thread queues the result
-//! here (no GIL) and wakes the loop through a `Notifier`; the loop, watching the
-//! notifier's fd with `add_reader`, resolves the futures on its own thread (`drain`).
-//! Requests, stream opens, stream chunks (bodies and chat answers) and the idempotent
-//! receiver's claim, complete and fail all take this path.
+//! The one completion path, generic over the core's `Outcome`: every operation (a request,
+//! a stream open or read, a chat, a receiver step) is driven the same two ways.
+//!
+//! - `drive`: on the calling thread, the GIL released, Ctrl-C checked between slices (a
+//!   KeyboardInterrupt drops the operation, which cancels it).
+//! - `submit`: on the core's runtime; a runtime thread queues the outcome here (no GIL) and
+//!   wakes the asyncio loop through a `Notifier`; the loop, watching the notifier's fd with
+//!   `add_reader`, resolves the futures on its own thread (`drain`).
+//!
+//! Outcomes become Python values in one place, `convert::outcome`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use bytes::Bytes;
 use harness_core::runtime::Task;
-use harness_core::{ChatChunk, ChatResponse, ChatStream, ChatStreamHandle, Claim, HarnessError, Response, StreamHandle, StreamResponse};
+use harness_core::{HarnessError, Operation, Outcome};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
-use crate::chat::NativeChatStream;
-use crate::convert::{ChatReply, Chunk, Reply};
+use crate::convert;
 use crate::errors::to_py;
-use crate::idempotency::claim_to_py;
-use crate::stream::NativeStream;
 
-/// What a finished piece of async work gives the loop; turned into Python objects there.
-pub enum Completion {
-    Reply(Result<Response, HarnessError>),
-    Stream(Result<StreamResponse, HarnessError>),
-    Chunk(Result<Option<Bytes>, HarnessError>),
-    ChatReply(Result<ChatResponse, HarnessError>),
-    ChatStream(Result<ChatStream, HarnessError>),
-    ChatChunk(Result<Option<ChatChunk>, HarnessError>),
-    /// An idempotent receiver's claim: a `Lease` or the stored result.
-    Claimed(Result<Claim, HarnessError>),
-    /// A receiver's `complete` or `fail`: `None`.
-    Settled(Result<(), HarnessError>),
-}
+/// How long a blocking call waits between checks for Ctrl-C (the issue asked for < 100 ms).
+const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
-impl Completion {
-    fn into_py(self, py: Python<'_>) -> Result<Bound<'_, PyAny>, PyErr> {
-        match self {
-            Completion::Reply(Ok(r)) => Ok(Reply(r).into_pyobject(py)?.into_any()),
-            Completion::Stream(Ok(s)) => Ok(Bound::new(py, NativeStream::new(StreamHandle::new(s)))?.into_any()),
-            Completion::Chunk(Ok(Some(b))) => Ok(PyBytes::new(py, &b).into_any()),
-            Completion::Chunk(Ok(None)) => Ok(py.None().into_bound(py)),
-            Completion::ChatReply(Ok(r)) => Ok(ChatReply(r).into_pyobject(py)?.into_any()),
-            Completion::ChatStream(Ok(s)) => Ok(Bound::new(py, NativeChatStream::new(ChatStreamHandle::new(s)))?.into_any()),
-            Completion::ChatChunk(Ok(Some(c))) => Ok(Chunk(c).into_pyobject(py)?.into_any()),
-            Completion::ChatChunk(Ok(None)) => Ok(py.None().into_bound(py)),
-            Completion::Claimed(Ok(c)) => claim_to_py(py, c),
-            Completion::Settled(Ok(())) => Ok(py.None().into_bound(py)),
-            Completion::Reply(Err(e))
-            | Completion::Stream(Err(e))
-            | Completion::Chunk(Err(e))
-            | Completion::ChatReply(Err(e))
-            | Completion::ChatStream(Err(e))
-            | Completion::ChatChunk(Err(e))
-            | Completion::Claimed(Err(e))
-            | Completion::Settled(Err(e)) => Err(to_py(py, e)),
+/// Runs `op` to its outcome on this thread, with the GIL released.
+pub fn drive<'py>(py: Python<'py>, op: Operation) -> PyResult<Bound<'py, PyAny>> {
+    let mut call = op.start().blocking().map_err(|e| to_py(py, e))?;
+    loop {
+        if let Some(outcome) = py.detach(|| call.wait_timeout(SIGNAL_CHECK)) {
+            return convert::outcome(py, outcome.and_then(|r| r));
         }
+        // A KeyboardInterrupt returns here; dropping `call` cancels the operation.
+        py.check_signals()?;
     }
 }
 
-type Done = (Py<PyAny>, Completion);
+/// Starts `op` on the runtime; its outcome resolves `future` through `bridge`. The returned
+/// `Pending` cancels the operation when cancelled or dropped.
+pub fn submit(py: Python<'_>, bridge: &Bound<'_, Bridge>, future: &Bound<'_, PyAny>, op: Operation) -> PyResult<Pending> {
+    let (shared, future) = (bridge.get().shared.clone(), future.clone().unbind());
+    // runtime::spawn refuses after a fork; the Task aborts the operation when dropped.
+    let task = harness_core::runtime::spawn(async move { shared.complete(future, op.start().await) }).map_err(|e| to_py(py, e))?;
+    Ok(Pending { task: Mutex::new(Some(task)) })
+}
+
+/// `submit` for a read of an open stream, left to run: an asyncio cancel cancels the stream
+/// itself instead (an aborted read could leave the stream locked and its permit held).
+pub fn submit_detached(py: Python<'_>, bridge: &Bound<'_, Bridge>, future: &Bound<'_, PyAny>, op: Operation) -> PyResult<()> {
+    let (shared, future) = (bridge.get().shared.clone(), future.clone().unbind());
+    let handle = harness_core::runtime::handle().map_err(|e| to_py(py, e))?;
+    drop(handle.spawn(async move { shared.complete(future, op.start().await) }));
+    Ok(())
+}
+
+type Done = (Py<PyAny>, Result<Outcome, HarnessError>);
 
 pub struct Shared {
     wake: notifier::Notifier,
@@ -67,7 +62,7 @@ pub struct Shared {
 
 impl Shared {
     /// Called on a runtime thread: queue the result, wake the loop if it was idle.
-    pub fn complete(&self, future: Py<PyAny>, outcome: Completion) {
+    pub fn complete(&self, future: Py<PyAny>, outcome: Result<Outcome, HarnessError>) {
         let was_empty = {
             let mut q = self.queue.lock();
             q.push((future, outcome));
@@ -122,11 +117,11 @@ impl Bridge {
     }
 }
 
-fn resolve(py: Python<'_>, future: &Bound<'_, PyAny>, outcome: Completion) -> PyResult<()> {
+fn resolve(py: Python<'_>, future: &Bound<'_, PyAny>, outcome: Result<Outcome, HarnessError>) -> PyResult<()> {
     if future.call_method0("cancelled")?.is_truthy()? {
         return Ok(()); // dropping `outcome` cancels an opened stream, freeing its permit
     }
-    match outcome.into_py(py) {
+    match convert::outcome(py, outcome) {
         Ok(value) => future.call_method1("set_result", (value,))?,
         Err(e) => future.call_method1("set_exception", (e.into_value(py),))?,
     };
