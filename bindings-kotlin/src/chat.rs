@@ -1,10 +1,11 @@
-//! Routing and chat, flattened for UniFFI: the chat request in (messages and params as JSON
-//! text the facade wrote, checked by the core's JSON rules), the chat answer, streamed chunks,
-//! what routing did for a request (`NativeRouted`) and `routing_state` out. Translation only:
-//! choosing, failing over and pricing are the core's.
+//! Routing and chat for UniFFI: the chat request in (messages and params as JSON text the
+//! facade wrote, checked by the core's JSON rules) and what routing did for a request
+//! (`NativeRouted`) out. Chat answers, chunks and `routing_state` cross as the core's JSON
+//! views (`request_path`, `NativeClient::view`), decoded into the generated `Types.kt`.
+//! Translation only: choosing, failing over and pricing are the core's.
 
 use harness_core::json;
-use harness_core::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, HarnessError, ProviderState, RouteState, Routed, Usage};
+use harness_core::{ChatRequest, HarnessError, Routed, Usage};
 
 use crate::{pairs, NativeEntry, NativeError};
 
@@ -50,43 +51,6 @@ pub struct NativeRouted {
     pub cost: Option<f64>,
 }
 
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeChatResponse {
-    pub content: String,
-    pub finish_reason: Option<String>,
-    pub usage: Option<NativeUsage>,
-    pub route: String,
-    pub provider: Option<String>,
-    pub model: Option<String>,
-    pub cost: Option<f64>,
-    pub fallback: Option<String>,
-    pub attempts: u32,
-    pub attempts_by_provider: Vec<NativeProviderAttempts>,
-    pub trace_id: String,
-    pub elapsed_ms: f64,
-    /// The provider's whole answer.
-    pub raw: Vec<u8>,
-}
-
-#[derive(uniffi::Enum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NativeChatChunkKind {
-    Delta,
-    Restart,
-    Done,
-}
-
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeChatChunk {
-    pub kind: NativeChatChunkKind,
-    pub content: String,
-    pub provider: Option<String>,
-    pub model: Option<String>,
-    pub finish_reason: Option<String>,
-    pub usage: Option<NativeUsage>,
-    pub cost: Option<f64>,
-    pub reason: Option<String>,
-}
-
 /// An opened chat stream: the handle its chunks are read with (`request_path`), then its route and trace.
 #[derive(uniffi::Record, Debug, Clone)]
 pub struct NativeChatStreamHead {
@@ -94,29 +58,6 @@ pub struct NativeChatStreamHead {
     pub stream: u64,
     pub route: String,
     pub trace_id: String,
-}
-
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeProviderState {
-    pub id: String,
-    pub service: String,
-    pub model: Option<String>,
-    pub weight: u32,
-    pub effective_weight: f64,
-    pub health: f64,
-    pub success_rate: f64,
-    pub latency_ewma_ms: Option<f64>,
-    pub breaker: String,
-    pub in_flight: u32,
-    pub cooling_ms: Option<u64>,
-    pub last_error: Option<String>,
-}
-
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeRouteState {
-    pub route: String,
-    pub strategy: String,
-    pub providers: Vec<NativeProviderState>,
 }
 
 /// JSON text the facade wrote, checked as the core checks every body (depth, NaN, lone
@@ -169,70 +110,6 @@ impl From<Routed> for NativeRouted {
             usage: r.usage.map(Into::into),
             cost: r.cost,
         }
-    }
-}
-
-impl From<ChatResponse> for NativeChatResponse {
-    fn from(r: ChatResponse) -> Self {
-        NativeChatResponse {
-            content: r.content,
-            finish_reason: r.finish_reason,
-            usage: r.usage.map(Into::into),
-            route: r.route,
-            provider: r.provider,
-            model: r.model,
-            cost: r.cost,
-            fallback: r.fallback.map(str::to_string),
-            attempts: r.attempts,
-            attempts_by_provider: attempts(r.attempts_by_provider),
-            trace_id: r.trace_id,
-            elapsed_ms: r.elapsed_ms,
-            raw: r.raw.to_vec(),
-        }
-    }
-}
-
-impl From<ChatChunk> for NativeChatChunk {
-    fn from(c: ChatChunk) -> Self {
-        NativeChatChunk {
-            kind: match c.kind {
-                ChatChunkKind::Delta => NativeChatChunkKind::Delta,
-                ChatChunkKind::Restart => NativeChatChunkKind::Restart,
-                ChatChunkKind::Done => NativeChatChunkKind::Done,
-            },
-            content: c.content,
-            provider: c.provider,
-            model: c.model,
-            finish_reason: c.finish_reason,
-            usage: c.usage.map(Into::into),
-            cost: c.cost,
-            reason: c.reason,
-        }
-    }
-}
-
-impl From<ProviderState> for NativeProviderState {
-    fn from(p: ProviderState) -> Self {
-        NativeProviderState {
-            id: p.id,
-            service: p.service,
-            model: p.model,
-            weight: p.weight,
-            effective_weight: p.effective_weight,
-            health: p.health,
-            success_rate: p.success_rate,
-            latency_ewma_ms: p.latency_ewma_ms,
-            breaker: p.breaker.to_string(),
-            in_flight: p.in_flight,
-            cooling_ms: p.cooling_ms,
-            last_error: p.last_error,
-        }
-    }
-}
-
-impl From<RouteState> for NativeRouteState {
-    fn from(r: RouteState) -> Self {
-        NativeRouteState { route: r.route, strategy: r.strategy.to_string(), providers: r.providers.into_iter().map(Into::into).collect() }
     }
 }
 

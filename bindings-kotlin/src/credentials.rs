@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness_core::credentials::secret::Secret;
-use harness_core::credentials::CredentialState;
 use harness_core::transport::BoxFuture;
 use harness_core::{ProviderError, Token, TokenProvider};
 
@@ -69,57 +68,6 @@ impl TokenProvider for HostProvider {
                 Err(TokenError::Failed { reason }) => Err(ProviderError::new(reason)),
             }
         })
-    }
-}
-
-/// One key of a pool: its index and label, never the key.
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeKeyStatus {
-    pub index: u32,
-    pub name: String,
-    /// `ok`, `cooling` or `quarantined`.
-    pub status: String,
-    pub retry_after_ms: Option<u64>,
-    pub last_error: Option<String>,
-}
-
-/// One service's credential as the state API shows it (never a secret).
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeCredentialState {
-    pub service: String,
-    /// `bearer`, `header`, `query`, `oauth2_client_credentials` or `callback`.
-    pub kind: String,
-    /// `valid`, `refreshing`, `expired` or `dead`.
-    pub status: String,
-    pub expires_at_ms: Option<u64>,
-    pub last_refresh_ms: Option<u64>,
-    pub last_error: Option<String>,
-    pub keys: Vec<NativeKeyStatus>,
-}
-
-impl From<CredentialState> for NativeCredentialState {
-    fn from(s: CredentialState) -> Self {
-        // The core's serde names, so every language spells the type alike.
-        let kind = serde_json::to_value(s.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-        NativeCredentialState {
-            service: s.service,
-            kind,
-            status: s.status.to_string(),
-            expires_at_ms: s.expires_at_ms,
-            last_refresh_ms: s.last_refresh_ms,
-            last_error: s.last_error,
-            keys: s
-                .keys
-                .into_iter()
-                .map(|k| NativeKeyStatus {
-                    index: k.index as u32,
-                    name: k.name,
-                    status: k.status.to_string(),
-                    retry_after_ms: k.retry_after_ms,
-                    last_error: k.last_error,
-                })
-                .collect(),
-        }
     }
 }
 

@@ -23,16 +23,12 @@ mod request_path;
 
 use std::sync::Arc;
 
-use harness_core::client::BreakerInfo;
 use harness_core::transport::mock::MockResponse;
 use harness_core::{Body, Client, ClientOptions, Config, ErrorKind, HarnessError, Request, Response};
 
 use events::HostSink;
-pub use chat::{
-    NativeChatChunk, NativeChatRequest, NativeChatResponse, NativeChatStreamHead, NativeProviderAttempts, NativeProviderState,
-    NativeRouteState, NativeRouted, NativeUsage,
-};
-pub use credentials::{NativeCredentialState, NativeKeyStatus, NativeToken, NativeTokenProvider, TokenError};
+pub use chat::{NativeChatRequest, NativeChatStreamHead, NativeProviderAttempts, NativeRouted, NativeUsage};
+pub use credentials::{NativeToken, NativeTokenProvider, TokenError};
 pub use events::{ListenerError, NativeAuditRecord, NativeEvent, NativeEventSink, NativeRequestRecord};
 pub use receiver::{NativeIdempotency, NativeLease, NativeReceiverCall};
 
@@ -85,37 +81,6 @@ pub struct NativeStreamHead {
     pub headers: Vec<NativeEntry>,
     pub attempts: u32,
     pub trace_id: String,
-}
-
-/// One breaker now, as `breaker_details` shows it: its state, its phase, the share of calls it
-/// lets through and its current window's counts and rates.
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeBreakerDetails {
-    pub service: String,
-    pub endpoint: String,
-    pub method: String,
-    pub state: String,
-    pub phase: String,
-    pub admit_ratio: f64,
-    pub calls: u32,
-    pub failure_rate: f64,
-    pub slow_call_rate: f64,
-}
-
-impl From<BreakerInfo> for NativeBreakerDetails {
-    fn from(b: BreakerInfo) -> Self {
-        NativeBreakerDetails {
-            service: b.service,
-            endpoint: b.endpoint,
-            method: b.method,
-            state: b.state.to_string(),
-            phase: b.phase.to_string(),
-            admit_ratio: b.admit_ratio,
-            calls: b.calls,
-            failure_rate: b.failure_rate,
-            slow_call_rate: b.slow_call_rate,
-        }
-    }
 }
 
 /// What `NativeClient::mock` answers with; `json` is JSON text the facade wrote.
@@ -356,9 +321,11 @@ impl NativeClient {
         self.client.breaker_state(&service, &method, &path, endpoint.as_deref()).to_string()
     }
 
-    /// State, phase, admit ratio and window rates of the breaker for (service, endpoint, method).
-    pub fn breaker_details(&self, service: String, method: String, path: String, endpoint: Option<String>) -> NativeBreakerDetails {
-        self.client.breaker_details(&service, &method, &path, endpoint.as_deref()).into()
+    /// A read-only view by name (`harness_core::view::VIEWS`: `routing_state`,
+    /// `credentials_state`, `breaker_details`, `breakers`) as the core's JSON text; the facade
+    /// decodes it into the generated types (`Types.kt`).
+    pub fn view(&self, name: String, args: Vec<String>) -> Result<String, NativeError> {
+        Ok(self.client.view(&name, &args)?.to_string())
     }
 
     pub fn bulkhead_in_use(&self, service: String) -> Result<u64, NativeError> {
@@ -373,12 +340,6 @@ impl NativeClient {
     /// The token provider for a service with `auth.type: callback` (replaces any earlier one).
     pub fn set_token_provider(&self, service: String, provider: Arc<dyn NativeTokenProvider>) -> Result<(), NativeError> {
         Ok(self.client.set_token_provider(&service, Arc::new(credentials::HostProvider(provider)))?)
-    }
-
-    /// Per provider of `route`: configured and effective weight, health, breaker, in flight,
-    /// cooling and last error.
-    pub fn routing_state(&self, route: String) -> Result<NativeRouteState, NativeError> {
-        Ok(self.client.routing_state(&route)?.into())
     }
 
     /// Sets a provider's weight at runtime (as a reload: validated, versioned, with an event);
@@ -396,11 +357,6 @@ impl NativeClient {
     /// Removes host mocks for `service` (every service when None); it reaches the network again.
     pub fn clear_mocks(&self, service: Option<String>) -> Result<(), NativeError> {
         Ok(self.client.clear_mocks(service.as_deref())?)
-    }
-
-    /// Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret.
-    pub fn credentials_state(&self) -> Vec<NativeCredentialState> {
-        self.client.credentials_state().into_iter().map(Into::into).collect()
     }
 
     /// Refuses new requests and flushes this client's records and events. (Not `close`:

@@ -5,9 +5,9 @@
 //! structures the JVM must allocate and clean up (measured: most of the binding's CPU).
 //! These C functions take and return only integers and one byte array; a request and its
 //! outcome travel in UniFFI's own serialisation of `NativeRequest`, `NativeResponse`,
-//! `NativeStreamHead`, `NativeChatRequest`, `NativeChatResponse`, `NativeChatStreamHead`,
-//! `NativeChatChunk`, `NativeReceiverCall`, `NativeLease` and `NativeError`, so both sides
-//! use the generated converters.
+//! `NativeStreamHead`, `NativeChatRequest`, `NativeChatStreamHead`, `NativeReceiverCall`,
+//! `NativeLease` and `NativeError`, so both sides use the generated converters; chat answers
+//! and chunks cross as the core's JSON views, decoded into the generated `Types.kt`.
 //!
 //! One pattern, no addresses (README "How outcomes come back"):
 //! - the JVM names its waiting caller by a *ticket*, an id in its own registry of calls;
@@ -31,14 +31,13 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
 use harness_core::runtime::{self, Task};
-use harness_core::{ChatRequest, ChatStreamHandle, Claim, Client, ErrorKind, HarnessError, Idempotency, Request, StreamHandle};
+use harness_core::{ChatRequest, ChatResponse, ChatStreamHandle, Claim, Client, ErrorKind, HarnessError, Idempotency, Request, StreamHandle};
 use uniffi::{Lift, Lower};
 
 use crate::handles::Handles;
 use crate::receiver::{NativeLease, NativeReceiverCall};
 use crate::{
-    NativeChatChunk, NativeChatRequest, NativeChatResponse, NativeChatStreamHead, NativeEntry, NativeError, NativeRequest, NativeResponse,
-    NativeStreamHead, UniFfiTag,
+    NativeChatRequest, NativeChatStreamHead, NativeEntry, NativeError, NativeRequest, NativeResponse, NativeStreamHead, UniFfiTag,
 };
 
 /// The JVM's completion function: (ticket, tag, bytes, length). The bytes are valid only
@@ -56,11 +55,12 @@ const CHUNK: i32 = 3;
 /// The body ended completely (no bytes), from `harness_kotlin_next`; for a chat stream,
 /// after its `done` chunk.
 const END: i32 = 4;
-/// `NativeChatResponse`, the outcome of `harness_kotlin_chat`.
+/// A chat answer, the outcome of `harness_kotlin_chat`: a 4-byte big-endian length, the
+/// core's `ChatResponse` view as JSON text of that length, then the provider's raw answer.
 const CHAT: i32 = 5;
 /// `NativeChatStreamHead`, the outcome of `harness_kotlin_chat_open`.
 const CHAT_STREAM: i32 = 6;
-/// One `NativeChatChunk` of a chat stream, from `harness_kotlin_next`.
+/// One chat chunk (the core's `ChatChunk` view as JSON text), from `harness_kotlin_next`.
 const CHAT_CHUNK: i32 = 7;
 /// `NativeLease`: a claim from `harness_kotlin_receive` that lets the handler run.
 const LEASE: i32 = 8;
@@ -202,7 +202,7 @@ pub extern "C" fn harness_kotlin_next(stream: u64, ticket: i64) {
                             drop(STREAMS.remove(stream));
                         }
                         match outcome {
-                            Ok(Ok(Some(chunk))) => deliver_value(ticket, CHAT_CHUNK, NativeChatChunk::from(chunk)),
+                            Ok(Ok(Some(chunk))) => deliver(ticket, CHAT_CHUNK, &serde_json::to_vec(&chunk).unwrap_or_default()),
                             Ok(Ok(None)) => deliver(ticket, END, &[]),
                             Ok(Err(e)) => deliver_error(ticket, e.into()),
                             Err(_) => deliver_error(ticket, bug("reading the chat stream panicked (a bug in Harness)")),
@@ -299,7 +299,7 @@ fn start_chat(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
     spawn_task(ticket, async move {
         match mode {
             Mode::Buffered => match CatchUnwind(client.chat(&route, chat)).await {
-                Ok(Ok(answer)) => deliver_value(ticket, CHAT, NativeChatResponse::from(answer)),
+                Ok(Ok(answer)) => deliver(ticket, CHAT, &chat_bytes(&answer)),
                 Ok(Err(e)) => deliver_error(ticket, e.into()),
                 Err(_) => deliver_error(ticket, bug("the chat task panicked (a bug in Harness)")),
             },
@@ -402,6 +402,16 @@ fn chat_opened(ticket: i64, handle: ChatStreamHandle) {
 fn fail(ticket: i64, error: NativeError) -> u64 {
     deliver_error(ticket, error);
     0
+}
+
+/// `CHAT`'s bytes: the view's length, the view, the raw answer.
+fn chat_bytes(answer: &ChatResponse) -> Vec<u8> {
+    let view = serde_json::to_vec(answer).unwrap_or_default();
+    let mut out = Vec::with_capacity(4 + view.len() + answer.raw.len());
+    out.extend_from_slice(&(view.len() as u32).to_be_bytes());
+    out.extend_from_slice(&view);
+    out.extend_from_slice(&answer.raw);
+    out
 }
 
 fn deliver_value<T: Lower<UniFfiTag>>(ticket: i64, tag: i32, value: T) {

@@ -1,6 +1,5 @@
 package dev.harness
 
-import dev.harness.ffi.NativeBreakerDetails
 
 /**
  * One circuit breaker now, as [HarnessClient.breakerDetails] shows it.
@@ -15,26 +14,4 @@ import dev.harness.ffi.NativeBreakerDetails
  * @property failureRate the share of the window's calls that failed, 0.0 to 1.0.
  * @property slowCallRate the share of the window's calls slower than `slow_call.duration_ms`, 0.0 to 1.0.
  */
-data class BreakerDetails(
-    val service: String,
-    val endpoint: String,
-    val method: String,
-    val state: String,
-    val phase: String,
-    val admitRatio: Double,
-    val calls: Int,
-    val failureRate: Double,
-    val slowCallRate: Double,
-)
-
-internal fun NativeBreakerDetails.toDetails() = BreakerDetails(
-    service = service,
-    endpoint = endpoint,
-    method = method,
-    state = state,
-    phase = phase,
-    admitRatio = admitRatio,
-    calls = calls.toInt(),
-    failureRate = failureRate,
-    slowCallRate = slowCallRate,
-)
+typealias BreakerDetails = BreakerInfo

@@ -1,6 +1,5 @@
 package dev.harness
 
-import dev.harness.ffi.NativeCredentialState
 import dev.harness.ffi.NativeToken
 import dev.harness.ffi.NativeTokenProvider
 import dev.harness.ffi.TokenException
@@ -47,48 +46,6 @@ class Token @JvmOverloads constructor(val value: String, val expiresIn: java.tim
 fun interface AsyncTokenProvider {
     fun fetch(): CompletableFuture<Token>
 }
-
-/**
- * One service's credential, from [HarnessClient.credentialsState]: never a secret.
- *
- * @property type `bearer`, `header`, `query`, `oauth2_client_credentials` or `callback`.
- * @property status `valid`, `refreshing`, `expired` or `dead`.
- * @property expiresAtMs when the cached token expires (Unix ms), if it does.
- * @property lastRefreshMs when the last refresh ended (Unix ms).
- * @property lastError why the last refresh failed (cleared by a success).
- * @property keys for a key pool, each key's status (by index and name, never the key).
- */
-data class CredentialState(
-    val service: String,
-    val type: String,
-    val status: String,
-    val expiresAtMs: Long?,
-    val lastRefreshMs: Long?,
-    val lastError: String?,
-    val keys: List<KeyStatus>,
-)
-
-/**
- * One key of a pool. [status] is `ok`, `cooling` (a 429; [retryAfterMs] left) or
- * `quarantined` (a 401 or 403).
- */
-data class KeyStatus(
-    val index: Int,
-    val name: String,
-    val status: String,
-    val retryAfterMs: Long?,
-    val lastError: String?,
-)
-
-internal fun NativeCredentialState.toState() = CredentialState(
-    service = service,
-    type = kind,
-    status = status,
-    expiresAtMs = expiresAtMs?.toLong(),
-    lastRefreshMs = lastRefreshMs?.toLong(),
-    lastError = lastError,
-    keys = keys.map { KeyStatus(it.index.toInt(), it.name, it.status, it.retryAfterMs?.toLong(), it.lastError) },
-)
 
 /**
  * The engine's view of a host provider. The engine awaits [fetch] from its runtime; the

@@ -439,7 +439,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     @JvmOverloads
     fun breakerDetails(service: String, method: String, path: String, endpoint: String? = null): BreakerDetails {
         requireUnicode("service" to service, "method" to method, "path" to path, "endpoint" to endpoint)
-        return native.breakerDetails(service, method, path, endpoint).toDetails()
+        return call { Views.decode<BreakerInfo>(native.view("breaker_details", listOfNotNull(service, method, path, endpoint))) }
     }
 
     /** Bulkhead permits currently held on [service]; a [HarnessException.Config] for an unknown service. */
@@ -488,7 +488,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      */
     fun routingState(route: String): RouteState {
         requireUnicode("route" to route)
-        return call { native.routingState(route).toState() }
+        return call { Views.decode<RouteState>(native.view("routing_state", listOf(route))) }
     }
 
     /**
@@ -551,7 +551,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      * Each service with `auth`, by name: status (`valid`, `refreshing`, `expired`, `dead`),
      * expiry, last refresh and error, and a key pool's per-key status. Never a secret.
      */
-    fun credentialsState(): List<CredentialState> = native.credentialsState().map { it.toState() }
+    fun credentialsState(): List<CredentialState> = call { Views.decode<List<CredentialState>>(native.view("credentials_state", emptyList())) }
 
     /**
      * Refuses new requests (they fail with [HarnessException.Other]); requests in flight

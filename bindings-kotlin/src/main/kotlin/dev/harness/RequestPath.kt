@@ -4,9 +4,7 @@ import com.sun.jna.Callback
 import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
 import com.sun.jna.Pointer
-import dev.harness.ffi.FfiConverterTypeNativeChatChunk
 import dev.harness.ffi.FfiConverterTypeNativeChatRequest
-import dev.harness.ffi.FfiConverterTypeNativeChatResponse
 import dev.harness.ffi.FfiConverterTypeNativeChatStreamHead
 import dev.harness.ffi.FfiConverterTypeNativeError
 import dev.harness.ffi.FfiConverterTypeNativeLease
@@ -114,13 +112,19 @@ internal object RequestPath {
         if (tag == END) return null to null
         if (tag == CHUNK) return (if (len == 0L) ByteArray(0) else data!!.getByteArray(0, len.toInt())) to null
         if (tag == STORED) return (if (len == 0L) "" else String(data!!.getByteArray(0, len.toInt()), Charsets.UTF_8)) to null
+        if (tag == CHAT_CHUNK) return Views.decode<ChatChunk>(String(data!!.getByteArray(0, len.toInt()), Charsets.UTF_8)) to null
+        if (tag == CHAT) {
+            // The view's length (4 bytes, big-endian), the view as JSON, then the raw answer.
+            val bytes = data!!.getByteArray(0, len.toInt())
+            val n = ByteBuffer.wrap(bytes, 0, 4).order(ByteOrder.BIG_ENDIAN).getInt()
+            val view = Views.decode<ChatResponse>(String(bytes, 4, n, Charsets.UTF_8))
+            return view.copy(raw = bytes.copyOfRange(4 + n, bytes.size)) to null
+        }
         val buf = data!!.getByteBuffer(0, len).order(ByteOrder.BIG_ENDIAN) // UniFFI's byte order; JNA gives native
         return when (tag) {
             RESPONSE -> FfiConverterTypeNativeResponse.read(buf).toResponse() to null
             STREAM -> FfiConverterTypeNativeStreamHead.read(buf).toHead() to null
-            CHAT -> FfiConverterTypeNativeChatResponse.read(buf).toChatResponse() to null
             CHAT_STREAM -> FfiConverterTypeNativeChatStreamHead.read(buf).let { ChatStreamHead(it.stream.toLong(), it.route, it.traceId) } to null
-            CHAT_CHUNK -> FfiConverterTypeNativeChatChunk.read(buf).toChunk() to null
             LEASE -> FfiConverterTypeNativeLease.read(buf) to null
             else -> null to HarnessException.from(FfiConverterTypeNativeError.read(buf))
         }

@@ -7,6 +7,7 @@ package dev.harness
 import kotlinx.serialization.KSerializer
 import kotlinx.serialization.SerialName
 import kotlinx.serialization.Serializable
+import kotlinx.serialization.Transient
 import kotlinx.serialization.descriptors.SerialDescriptor
 import kotlinx.serialization.descriptors.listSerialDescriptor
 import kotlinx.serialization.encoding.Decoder
@@ -17,6 +18,7 @@ import kotlinx.serialization.json.JsonElement
 import kotlinx.serialization.json.JsonEncoder
 import kotlinx.serialization.json.JsonPrimitive
 import kotlinx.serialization.json.jsonArray
+import kotlinx.serialization.json.int
 import kotlinx.serialization.json.jsonPrimitive
 import kotlinx.serialization.json.long
 
@@ -86,7 +88,7 @@ data class TimeoutConfig(
 
 @Serializable
 data class RetryConfig(
-    @SerialName("max_retries") val maxRetries: Long? = null,
+    @SerialName("max_retries") val maxRetries: Int? = null,
     @SerialName("base_delay_ms") val baseDelayMs: Long? = null,
     @SerialName("max_delay_ms") val maxDelayMs: Long? = null,
     @SerialName("retry_on_500") val retryOn500: Boolean? = null,
@@ -94,7 +96,7 @@ data class RetryConfig(
     /** Retries allowed as a fraction of requests (Finagle-style budget). */
     @SerialName("budget_ratio") val budgetRatio: Double? = null,
     /** Retries per second always allowed, whatever the ratio says. */
-    @SerialName("budget_min_per_sec") val budgetMinPerSec: Long? = null,
+    @SerialName("budget_min_per_sec") val budgetMinPerSec: Int? = null,
     /** Full jitter on backoff; off only for deterministic tests. */
     @SerialName("jitter") val jitter: Boolean? = null,
     /** Count the budget across a fleet through Redis (local when Redis is down). */
@@ -112,41 +114,47 @@ data class SharedBudgetConfig(
 data class BreakerConfig(
     @SerialName("mode") val mode: BreakerMode? = null,
     /** `consecutive`: failures in a row that open the breaker. */
-    @SerialName("failure_threshold") val failureThreshold: Long? = null,
+    @SerialName("failure_threshold") val failureThreshold: Int? = null,
     @SerialName("open_ms") val openMs: Long? = null,
     /** Trial calls after `open_ms` (kept for configs written before `half_open`). */
-    @SerialName("half_open_probes") val halfOpenProbes: Long? = null,
+    @SerialName("half_open_probes") val halfOpenProbes: Int? = null,
     /** `sliding_window`: the calls the rates are taken over. */
     @SerialName("window") val window: WindowConfig? = null,
     /** `sliding_window`: no decision on fewer calls than this in the window. */
-    @SerialName("minimum_calls") val minimumCalls: Long? = null,
+    @SerialName("minimum_calls") val minimumCalls: Int? = null,
     @SerialName("failure_rate_threshold") val failureRateThreshold: Double? = null,
     @SerialName("slow_call") val slowCall: SlowCallConfig? = null,
     @SerialName("half_open") val halfOpen: HalfOpenConfig? = null,
 )
 
 @Serializable
-enum class BreakerMode(val wire: String) {
+enum class BreakerMode(val value: String) {
     /** Opens after `failure_threshold` failures in a row. */
     @SerialName("consecutive") CONSECUTIVE("consecutive"),
     /** Opens when the failure rate or the slow-call rate over `window` reaches its threshold. */
     @SerialName("sliding_window") SLIDING_WINDOW("sliding_window"),
+    ;
+
+    override fun toString(): String = value
 }
 
 /** `breaker.window`: `{type: count, size: 100}` or `{type: time, size_ms: 10000}`. */
 @Serializable
 data class WindowConfig(
     @SerialName("type") val type: WindowType? = null,
-    @SerialName("size") val size: Long? = null,
+    @SerialName("size") val size: Int? = null,
     @SerialName("size_ms") val sizeMs: Long? = null,
 )
 
 @Serializable
-enum class WindowType(val wire: String) {
+enum class WindowType(val value: String) {
     /** The last `size` calls. */
     @SerialName("count") COUNT("count"),
     /** The calls of the last `size_ms`. */
     @SerialName("time") TIME("time"),
+    ;
+
+    override fun toString(): String = value
 }
 
 /** `breaker.slow_call`: a call that took at least `duration_ms` is slow, success or not. */
@@ -163,7 +171,7 @@ data class SlowCallConfig(
  */
 @Serializable
 data class HalfOpenConfig(
-    @SerialName("probes") val probes: Long? = null,
+    @SerialName("probes") val probes: Int? = null,
     @SerialName("success_rate") val successRate: Double? = null,
     @SerialName("ramp") val ramp: List<Double>? = null,
     @SerialName("step_ms") val stepMs: Long? = null,
@@ -172,7 +180,7 @@ data class HalfOpenConfig(
 @Serializable
 data class BulkheadConfig(
     /** The fixed limit (unused when `adaptive` is set). */
-    @SerialName("max_concurrency") val maxConcurrency: Long? = null,
+    @SerialName("max_concurrency") val maxConcurrency: Int? = null,
     /** A limit that follows the measured latency (Gradient2 or Vegas), within `min..=max`. */
     @SerialName("adaptive") val adaptive: AdaptiveConfig? = null,
 )
@@ -181,9 +189,9 @@ data class BulkheadConfig(
 @Serializable
 data class AdaptiveConfig(
     @SerialName("algorithm") val algorithm: Algorithm? = null,
-    @SerialName("min") val min: Long? = null,
-    @SerialName("max") val max: Long? = null,
-    @SerialName("initial") val initial: Long? = null,
+    @SerialName("min") val min: Int? = null,
+    @SerialName("max") val max: Int? = null,
+    @SerialName("initial") val initial: Int? = null,
     /** `gradient2`: the latency rise (over the long-term average) taken as no queueing. */
     @SerialName("tolerance") val tolerance: Double? = null,
     /** Shortest sampling window. */
@@ -191,11 +199,14 @@ data class AdaptiveConfig(
 )
 
 @Serializable
-enum class Algorithm(val wire: String) {
+enum class Algorithm(val value: String) {
     /** Compares the short-term RTT with a long-term average (tolerating `tolerance` times it). */
     @SerialName("gradient2") GRADIENT2("gradient2"),
     /** Estimates the queue from the lowest RTT seen and keeps it between 3 and 6 log10(limit). */
     @SerialName("vegas") VEGAS("vegas"),
+    ;
+
+    override fun toString(): String = value
 }
 
 /** Static headers sent with every request; values are redacted from Debug output. */
@@ -206,7 +217,7 @@ typealias Headers = Map<String, String>
 data class RedirectConfig(
     @SerialName("follow") val follow: Boolean? = null,
     /** Most redirects followed for one attempt. */
-    @SerialName("max") val max: Long? = null,
+    @SerialName("max") val max: Int? = null,
 )
 
 /** Bounds on what one service may cost. */
@@ -215,7 +226,7 @@ data class LimitsConfig(
     /** Largest response body read (by `Content-Length` or while reading). */
     @SerialName("max_response_bytes") val maxResponseBytes: Long? = null,
     /** Distinct endpoint labels tracked; past it, new ones share `{other}`. */
-    @SerialName("max_endpoints") val maxEndpoints: Long? = null,
+    @SerialName("max_endpoints") val maxEndpoints: Int? = null,
 )
 
 @Serializable
@@ -316,7 +327,7 @@ data class RateLimitConfig(
     /** Requests per second, sustained (fractions allowed: 0.5 is one every 2 s). */
     @SerialName("rps") val rps: Double? = null,
     /** Requests that may go at once (default: one second's worth, at least 1). */
-    @SerialName("burst") val burst: Long? = null,
+    @SerialName("burst") val burst: Int? = null,
     /** Longest a request waits for capacity (or a pause) before `RateLimitedError`. */
     @SerialName("max_wait_ms") val maxWaitMs: Long? = null,
     /** Longest pause a downstream's `Retry-After` may impose. */
@@ -333,13 +344,13 @@ data class SharedLimit(
     /** The fleet-wide name of this limit (e.g. the downstream app id). */
     @SerialName("key") val key: String? = null,
     /** While Redis is down each instance takes `rps / expected_instances`. */
-    @SerialName("expected_instances") val expectedInstances: Long? = null,
+    @SerialName("expected_instances") val expectedInstances: Int? = null,
 )
 
 @Serializable
 data class LimitRate(
     @SerialName("rps") val rps: Double,
-    @SerialName("burst") val burst: Long? = null,
+    @SerialName("burst") val burst: Int? = null,
 )
 
 /** `hedge:` on a service or an endpoint. */
@@ -350,7 +361,7 @@ data class HedgeConfig(
     /** A fixed delay instead. */
     @SerialName("after_ms") val afterMs: Long? = null,
     /** Extra attempts at most (each after one more delay). */
-    @SerialName("max_extra") val maxExtra: Long? = null,
+    @SerialName("max_extra") val maxExtra: Int? = null,
     /** Hedges allowed as a fraction of requests. */
     @SerialName("budget_ratio") val budgetRatio: Double? = null,
 )
@@ -370,12 +381,15 @@ data class EndpointConfig(
 )
 
 @Serializable
-enum class ValidateMode(val wire: String) {
+enum class ValidateMode(val value: String) {
     @SerialName("off") OFF("off"),
     /** A non-matching body is a `SchemaError`. */
     @SerialName("enforce") ENFORCE("enforce"),
     /** The body is returned; the drift is counted and reported. */
     @SerialName("warn") WARN("warn"),
+    ;
+
+    override fun toString(): String = value
 }
 
 @Serializable
@@ -391,12 +405,12 @@ data class RouteConfig(
      */
     @SerialName("request_ms") val requestMs: Long? = null,
     /** Attempts across all providers, the first included. */
-    @SerialName("max_attempts") val maxAttempts: Long? = null,
+    @SerialName("max_attempts") val maxAttempts: Int? = null,
     /** A 5xx is retried on the same provider this many times before failing over. */
-    @SerialName("same_provider_retries") val sameProviderRetries: Long? = null,
+    @SerialName("same_provider_retries") val sameProviderRetries: Int? = null,
     /** Failovers and retries as a share of the route's requests (plus `budget_min_per_sec`). */
     @SerialName("budget_ratio") val budgetRatio: Double? = null,
-    @SerialName("budget_min_per_sec") val budgetMinPerSec: Long? = null,
+    @SerialName("budget_min_per_sec") val budgetMinPerSec: Int? = null,
     /** Longest `Retry-After` waited out when no other provider can serve. */
     @SerialName("max_retry_after_ms") val maxRetryAfterMs: Long? = null,
     /** Health window: outcomes older than this count for (almost) nothing. */
@@ -415,26 +429,35 @@ data class RouteConfig(
 )
 
 @Serializable
-enum class Strategy(val wire: String) {
+enum class Strategy(val value: String) {
     @SerialName("weighted-health") WEIGHTED_HEALTH("weighted-health"),
     @SerialName("priority") PRIORITY("priority"),
     @SerialName("least-latency") LEAST_LATENCY("least-latency"),
+    ;
+
+    override fun toString(): String = value
 }
 
 @Serializable
-enum class Criticality(val wire: String) {
+enum class Criticality(val value: String) {
     /** Never a synthetic answer: a cached one at most, else `NoHealthyProviderError`. */
     @SerialName("core") CORE("core"),
     /** May be served the configured static fallback. */
     @SerialName("non-core") NON_CORE("non-core"),
+    ;
+
+    override fun toString(): String = value
 }
 
 @Serializable
-enum class AdapterKind(val wire: String) {
+enum class AdapterKind(val value: String) {
     /** Requests and responses pass through as they are. */
     @SerialName("http") HTTP("http"),
     /** The OpenAI chat-completions shape, normalised per provider. */
     @SerialName("openai-compatible") OPENAI_COMPATIBLE("openai-compatible"),
+    ;
+
+    override fun toString(): String = value
 }
 
 @Serializable
@@ -446,7 +469,7 @@ data class StreamConfig(
 
 /** What a stream does when it breaks after its first chunk. */
 @Serializable
-enum class MidStream(val wire: String) {
+enum class MidStream(val value: String) {
     /**
      * Hold chunks until the answer is complete or `hold_bytes` is reached; a failure
      * while holding restarts on a backup unseen by the caller.
@@ -456,6 +479,9 @@ enum class MidStream(val wire: String) {
     @SerialName("restart") RESTART("restart"),
     /** Pass chunks at once; a failure is an error. */
     @SerialName("error") ERROR("error"),
+    ;
+
+    override fun toString(): String = value
 }
 
 @Serializable
@@ -466,11 +492,11 @@ data class ProviderConfig(
     /** The model name sent to this provider. */
     @SerialName("model") val model: String? = null,
     /** Share of traffic; 0 means registered but not serving. */
-    @SerialName("weight") val weight: Long? = null,
+    @SerialName("weight") val weight: Int? = null,
     /** The weight an unhealthy provider moves toward (default: weight / 20, at least 1). */
-    @SerialName("degraded_weight") val degradedWeight: Long? = null,
+    @SerialName("degraded_weight") val degradedWeight: Int? = null,
     /** In-flight requests on this provider for this route (default: the service's bulkhead only). */
-    @SerialName("max_concurrency") val maxConcurrency: Long? = null,
+    @SerialName("max_concurrency") val maxConcurrency: Int? = null,
     @SerialName("price") val price: Price? = null,
     @SerialName("params") val params: Params? = null,
     /** Takes the partial answer as an assistant prefill and continues it. */
@@ -498,11 +524,14 @@ data class TemperatureParam(
 )
 
 @Serializable
-enum class RangeMode(val wire: String) {
+enum class RangeMode(val value: String) {
     /** Values outside the range are moved to its nearest end. */
     @SerialName("clamp") CLAMP("clamp"),
     /** OpenAI's 0..2 is mapped linearly onto the range. */
     @SerialName("scale") SCALE("scale"),
+    ;
+
+    override fun toString(): String = value
 }
 
 @Serializable
@@ -515,7 +544,7 @@ data class FallbackConfig(
     /** Serve the last good answer for the same request this long after it was fetched (0: off). */
     @SerialName("cache_ttl_ms") val cacheTtlMs: Long? = null,
     /** Most answers kept. */
-    @SerialName("cache_entries") val cacheEntries: Long? = null,
+    @SerialName("cache_entries") val cacheEntries: Int? = null,
     /** Part of the cache key: change it to stop serving answers cached before. */
     @SerialName("version") val version: String? = null,
     /**
@@ -541,7 +570,7 @@ data class AuditSink(
     /** The file (default `audit.jsonl`, unless the records go to listeners only). */
     @SerialName("file") val file: String? = null,
     @SerialName("max_bytes") val maxBytes: Long? = null,
-    @SerialName("keep") val keep: Long? = null,
+    @SerialName("keep") val keep: Int? = null,
     /** Each record also goes to the client's listeners as an `audit_record` event. */
     @SerialName("listener") val listener: Boolean? = null,
 )
@@ -565,9 +594,9 @@ data class OtelConfig(
     /** One export's time limit. */
     @SerialName("timeout_ms") val timeoutMs: Long? = null,
     /** Spans held while waiting for export; past it new spans are dropped. */
-    @SerialName("max_queue") val maxQueue: Long? = null,
+    @SerialName("max_queue") val maxQueue: Int? = null,
     /** Spans per export request. */
-    @SerialName("max_batch") val maxBatch: Long? = null,
+    @SerialName("max_batch") val maxBatch: Int? = null,
     /** The longest a span waits for its batch. */
     @SerialName("delay_ms") val delayMs: Long? = null,
 )
@@ -583,7 +612,7 @@ data class MockConfig(
 @Serializable
 data class MockRuleConfig(
     @SerialName("match") val match: MockMatch,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("status") val status: Int? = null,
     @SerialName("json") val json: JsonElement? = null,
     /**
      * A JSON file, read when the config is loaded (relative: to the config file's folder,
@@ -622,13 +651,13 @@ data class FaultRule(
     @SerialName("rate") val rate: Double,
     @SerialName("fault") val fault: FaultKind,
     @SerialName("latency_ms") val latencyMs: Long? = null,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("status") val status: Int? = null,
     @SerialName("retry_after_s") val retryAfterS: Long? = null,
     @SerialName("after_bytes") val afterBytes: Long? = null,
 )
 
 @Serializable
-enum class FaultKind(val wire: String) {
+enum class FaultKind(val value: String) {
     /** Wait `latency_ms`, then send. */
     @SerialName("latency") LATENCY("latency"),
     /** Answer `status` (with `Retry-After: retry_after_s`) without sending. */
@@ -637,6 +666,9 @@ enum class FaultKind(val wire: String) {
     @SerialName("reset") RESET("reset"),
     /** The body breaks after `after_bytes`. */
     @SerialName("stream_cut") STREAM_CUT("stream_cut"),
+    ;
+
+    override fun toString(): String = value
 }
 
 /**
@@ -657,8 +689,8 @@ data class ErrorView(
     @SerialName("service") val service: String? = null,
     @SerialName("endpoint") val endpoint: String? = null,
     @SerialName("method") val method: String? = null,
-    @SerialName("attempts") val attempts: Long,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("attempts") val attempts: Int,
+    @SerialName("status") val status: Int? = null,
     /** The downstream's normalised error code. */
     @SerialName("code") val code: String? = null,
     @SerialName("retry_after_ms") val retryAfterMs: Long? = null,
@@ -692,10 +724,10 @@ data class RequestFinishedEvent(
     @SerialName("service") val service: String,
     @SerialName("endpoint") val endpoint: String,
     @SerialName("method") val method: String,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("status") val status: Int? = null,
     @SerialName("duration_ms") val durationMs: Double,
-    @SerialName("attempts") val attempts: Long,
-    @SerialName("retry_count") val retryCount: Long,
+    @SerialName("attempts") val attempts: Int,
+    @SerialName("retry_count") val retryCount: Int,
     @SerialName("breaker") val breaker: String,
     /** Whether the body was streamed to the caller. */
     @SerialName("streamed") val streamed: Boolean,
@@ -724,11 +756,11 @@ data class RetryScheduledEvent(
     @SerialName("method") val method: String,
     @SerialName("trace_id") val traceId: String,
     /** The attempt that failed (1 = the first). */
-    @SerialName("attempt") val attempt: Long,
+    @SerialName("attempt") val attempt: Int,
     @SerialName("delay_ms") val delayMs: Long,
     /** The error kind of the failed attempt (`HttpStatusError`, `TimeoutError`, ...). */
     @SerialName("reason") val reason: String,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("status") val status: Int? = null,
 ) : Event
 
 @Serializable
@@ -747,7 +779,7 @@ data class BulkheadRejectedEvent(
     @SerialName("service") val service: String,
     @SerialName("endpoint") val endpoint: String,
     @SerialName("method") val method: String,
-    @SerialName("max_concurrency") val maxConcurrency: Long,
+    @SerialName("max_concurrency") val maxConcurrency: Int,
 ) : Event
 
 @Serializable
@@ -787,7 +819,7 @@ data class ProviderFailoverEvent(
     @SerialName("trace_id") val traceId: String,
     /** The error kind that made it move (`HttpStatusError`, `TimeoutError`, ...). */
     @SerialName("reason") val reason: String,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("status") val status: Int? = null,
     /** The provider's error code (`context_length_exceeded`...) when it gave one. */
     @SerialName("code") val code: String? = null,
 ) : Event
@@ -855,10 +887,10 @@ data class AuditRecordEvent(
     @SerialName("provider") val provider: String? = null,
     @SerialName("endpoint") val endpoint: String,
     @SerialName("method") val method: String,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("status") val status: Int? = null,
     /** `ok`, or the error kind. */
     @SerialName("outcome") val outcome: String,
-    @SerialName("attempts") val attempts: Long,
+    @SerialName("attempts") val attempts: Int,
     @SerialName("duration_ms") val durationMs: Double,
     @SerialName("cost") val cost: Double? = null,
     @SerialName("trace_id") val traceId: String,
@@ -876,10 +908,10 @@ data class RequestRecord(
     @SerialName("service") val service: String,
     @SerialName("endpoint") val endpoint: String,
     @SerialName("method") val method: String,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("status") val status: Int? = null,
     @SerialName("duration_ms") val durationMs: Double,
-    @SerialName("attempts") val attempts: Long,
-    @SerialName("retry_count") val retryCount: Long,
+    @SerialName("attempts") val attempts: Int,
+    @SerialName("retry_count") val retryCount: Int,
     @SerialName("breaker") val breaker: String,
     /** Whether the body was streamed to the caller. */
     @SerialName("streamed") val streamed: Boolean,
@@ -910,10 +942,10 @@ data class AuditRecord(
     @SerialName("provider") val provider: String? = null,
     @SerialName("endpoint") val endpoint: String,
     @SerialName("method") val method: String,
-    @SerialName("status") val status: Long? = null,
+    @SerialName("status") val status: Int? = null,
     /** `ok`, or the error kind. */
     @SerialName("outcome") val outcome: String,
-    @SerialName("attempts") val attempts: Long,
+    @SerialName("attempts") val attempts: Int,
     @SerialName("duration_ms") val durationMs: Double,
     @SerialName("cost") val cost: Double? = null,
     @SerialName("trace_id") val traceId: String,
@@ -924,6 +956,7 @@ data class AuditRecord(
 /** A chat answer, the same shape from every provider. */
 @Serializable
 data class ChatResponse(
+    /** The assistant's text. */
     @SerialName("content") val content: String,
     @SerialName("finish_reason") val finishReason: String? = null,
     @SerialName("usage") val usage: Usage? = null,
@@ -933,11 +966,17 @@ data class ChatResponse(
     @SerialName("cost") val cost: Double? = null,
     /** `cache` or `static` when no provider answered (see `Routed::fallback`). */
     @SerialName("fallback") val fallback: String? = null,
-    @SerialName("attempts") val attempts: Long,
-    @SerialName("attempts_by_provider") val attemptsByProvider: List<@Serializable(with = StringLongSerializer::class) Pair<String, Long>>,
+    @SerialName("attempts") val attempts: Int,
+    @SerialName("attempts_by_provider") val attemptsByProvider: List<@Serializable(with = StringIntSerializer::class) Pair<String, Int>>,
     @SerialName("trace_id") val traceId: String,
     @SerialName("elapsed_ms") val elapsedMs: Double,
-)
+    /** The provider's whole answer (JSON), for fields Harness does not normalise. */
+    @Transient val raw: ByteArray = ByteArray(0),
+) {
+    /** A cached answer, served because no provider could answer now. */
+    val stale: Boolean get() = fallback == "cache"
+    override fun toString(): String = "ChatResponse(content=${content.length} chars, finishReason=$finishReason, usage=$usage, route=$route, provider=$provider, model=$model, cost=$cost, fallback=$fallback, attempts=$attempts, attemptsByProvider=$attemptsByProvider, traceId=$traceId, elapsedMs=$elapsedMs)"
+}
 
 /** Token counts as the provider reported them. */
 @Serializable
@@ -961,16 +1000,21 @@ data class ChatChunk(
     @SerialName("cost") val cost: Double? = null,
     /** `restart`: why the previous provider's answer was abandoned. */
     @SerialName("reason") val reason: String? = null,
-)
+) {
+    override fun toString(): String = "ChatChunk(kind=$kind, content=${content.length} chars, provider=$provider, model=$model, finishReason=$finishReason, usage=$usage, cost=$cost, reason=$reason)"
+}
 
 @Serializable
-enum class ChatChunkKind(val wire: String) {
+enum class ChatChunkKind(val value: String) {
     /** More of the answer. */
     @SerialName("delta") DELTA("delta"),
     /** The answer so far is void: it starts again from another provider. */
     @SerialName("restart") RESTART("restart"),
     /** The end: finish reason, usage and cost. */
     @SerialName("done") DONE("done"),
+    ;
+
+    override fun toString(): String = value
 }
 
 /** A route as `routing_state` shows it. */
@@ -988,7 +1032,7 @@ data class ProviderState(
     @SerialName("service") val service: String,
     @SerialName("model") val model: String? = null,
     /** The configured weight. */
-    @SerialName("weight") val weight: Long,
+    @SerialName("weight") val weight: Int,
     /** The weight selection uses now (health, breaker and cooling applied). */
     @SerialName("effective_weight") val effectiveWeight: Double,
     /** 0.0 to 1.0, from the success rate over the health window. */
@@ -996,7 +1040,7 @@ data class ProviderState(
     @SerialName("success_rate") val successRate: Double,
     @SerialName("latency_ewma_ms") val latencyEwmaMs: Double? = null,
     @SerialName("breaker") val breaker: String,
-    @SerialName("in_flight") val inFlight: Long,
+    @SerialName("in_flight") val inFlight: Int,
     /** Milliseconds left of a 429's `Retry-After`. */
     @SerialName("cooling_ms") val coolingMs: Long? = null,
     @SerialName("last_error") val lastError: String? = null,
@@ -1019,7 +1063,7 @@ data class CredentialState(
 /** What the state API shows of one key. */
 @Serializable
 data class KeyStatus(
-    @SerialName("index") val index: Long,
+    @SerialName("index") val index: Int,
     @SerialName("name") val name: String,
     /** `ok`, `cooling` or `quarantined`. */
     @SerialName("status") val status: String,
@@ -1040,19 +1084,19 @@ data class BreakerInfo(
     /** The share of calls let through now. */
     @SerialName("admit_ratio") val admitRatio: Double,
     /** Calls in the current window (`sliding_window` breakers). */
-    @SerialName("calls") val calls: Long,
+    @SerialName("calls") val calls: Int,
     @SerialName("failure_rate") val failureRate: Double,
     @SerialName("slow_call_rate") val slowCallRate: Double,
 )
 
-/** A `[String, Long]` array on the wire, a `Pair` here. */
-object StringLongSerializer : KSerializer<Pair<String, Long>> {
+/** A `[String, Int]` array on the wire, a `Pair` here. */
+object StringIntSerializer : KSerializer<Pair<String, Int>> {
     override val descriptor: SerialDescriptor = listSerialDescriptor<JsonElement>()
-    override fun deserialize(decoder: Decoder): Pair<String, Long> {
+    override fun deserialize(decoder: Decoder): Pair<String, Int> {
         val a = (decoder as JsonDecoder).decodeJsonElement().jsonArray
-        return Pair(a[0].jsonPrimitive.content, a[1].jsonPrimitive.long)
+        return Pair(a[0].jsonPrimitive.content, a[1].jsonPrimitive.int)
     }
-    override fun serialize(encoder: Encoder, value: Pair<String, Long>) {
+    override fun serialize(encoder: Encoder, value: Pair<String, Int>) {
         (encoder as JsonEncoder).encodeJsonElement(JsonArray(listOf(JsonPrimitive(value.first), JsonPrimitive(value.second))))
     }
 }

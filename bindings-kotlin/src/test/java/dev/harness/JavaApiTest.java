@@ -56,7 +56,7 @@ class JavaApiTest {
             assertTrue(client.metrics().contains("harness_requests_total"));
             assertEquals("closed", client.breakerState("svc", "GET", "/s/java_api/a"));
             assertEquals(0, client.bulkheadInUse("svc"));
-            BreakerDetails details = client.breakerDetails("svc", "GET", "/s/java_api/a");
+            BreakerInfo details = client.breakerDetails("svc", "GET", "/s/java_api/a");
             assertEquals("closed", details.getPhase());
             assertEquals(1.0, details.getAdmitRatio());
             assertEquals(0.0, details.getFailureRate());
