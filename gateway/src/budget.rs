@@ -10,15 +10,30 @@
 //! and of the streamed text, at the provider's price).
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use harness_core::observability::metrics::Label;
 use harness_core::routing::config::Price;
+use harness_core::Config;
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
-use crate::{Caller, CallerLabels, Gateway};
+// A core `Label`: escaped on output (prometheus-client writes values raw), so no caller name can
+// end a label or start a sample of its own.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct CallerLabels {
+    caller: Label,
+}
+
+/// Spend by caller (`harness_gateway_cost`).
+pub(crate) type CostFamily = Family<CallerLabels, Counter<f64, AtomicU64>>;
 
 /// One caller's day.
 #[derive(Default)]
-pub(crate) struct Spend {
+struct Spend {
     day: u64,
     spent: f64,
     reserved: f64,
@@ -38,35 +53,47 @@ impl Spend {
     }
 }
 
-impl Gateway {
-    /// Reserves `amount` for `caller`; `None` when its budget for today is used up (spent and
-    /// reserved). A caller without a budget is always admitted.
-    pub(crate) fn reserve(self: &Arc<Self>, caller: &Arc<Caller>, amount: f64) -> Option<Reservation> {
+/// Every caller's spend and reservations (today's), by caller name, and the cost counters.
+#[derive(Default)]
+pub(crate) struct Budgets {
+    spend: Mutex<HashMap<String, Spend>>,
+    cost: CostFamily,
+}
+
+impl Budgets {
+    /// The cost counters, to register with the gateway's metrics (a clone shares the counters).
+    pub fn cost(&self) -> CostFamily {
+        self.cost.clone()
+    }
+
+    /// Reserves `amount` for `caller`, whose budget is `budget_per_day`; `None` when its budget
+    /// for today is used up (spent and reserved). A caller without a budget is always admitted.
+    pub fn reserve(self: &Arc<Self>, caller: &str, budget_per_day: Option<f64>, amount: f64) -> Option<Reservation> {
         let amount = if amount.is_finite() { amount.max(0.0) } else { f64::MAX };
-        if let Some(budget) = caller.budget_per_day {
+        if let Some(budget) = budget_per_day {
             let mut spend = self.spend.lock();
-            let s = spend.entry(caller.name.clone()).or_default();
+            let s = spend.entry(caller.to_string()).or_default();
             s.roll();
             if s.spent + s.reserved >= budget {
                 return None;
             }
             s.reserved += amount;
         }
-        Some(Reservation { gw: self.clone(), caller: caller.clone(), amount, settled: false })
+        Some(Reservation { budgets: self.clone(), caller: caller.to_string(), budgeted: budget_per_day.is_some(), amount, settled: false })
     }
 
-    fn settle(&self, caller: &Caller, reserved: f64, cost: f64) {
+    fn settle(&self, caller: &str, budgeted: bool, reserved: f64, cost: f64) {
         let cost = if cost.is_finite() { cost.max(0.0) } else { 0.0 };
         if cost > 0.0 {
-            self.metrics.cost.get_or_create(&CallerLabels { caller: caller.name.as_str().into() }).inc_by(cost);
+            self.cost.get_or_create(&CallerLabels { caller: caller.into() }).inc_by(cost);
         }
-        // The caller as it was when it reserved (a reload makes new callers), so a reservation
-        // is released exactly when one was made.
-        if caller.budget_per_day.is_none() {
+        // Whether the caller had a budget when it reserved (a reload makes new callers), so a
+        // reservation is released exactly when one was made.
+        if !budgeted {
             return;
         }
         let mut spend = self.spend.lock();
-        let s = spend.entry(caller.name.clone()).or_default();
+        let s = spend.entry(caller.to_string()).or_default();
         s.reserved = (s.reserved - reserved).max(0.0);
         s.roll();
         s.spent += cost;
@@ -76,8 +103,10 @@ impl Gateway {
 /// What one admitted request holds of its caller's budget until it settles (dropped
 /// unsettled: released, nothing charged).
 pub(crate) struct Reservation {
-    gw: Arc<Gateway>,
-    caller: Arc<Caller>,
+    budgets: Arc<Budgets>,
+    caller: String,
+    /// The caller had a budget when it reserved.
+    budgeted: bool,
     amount: f64,
     settled: bool,
 }
@@ -86,14 +115,14 @@ impl Reservation {
     /// Releases the reservation and charges `cost`.
     pub fn settle(mut self, cost: f64) {
         self.settled = true;
-        self.gw.settle(&self.caller, self.amount, cost);
+        self.budgets.settle(&self.caller, self.budgeted, self.amount, cost);
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
         if !self.settled {
-            self.gw.settle(&self.caller, self.amount, 0.0);
+            self.budgets.settle(&self.caller, self.budgeted, self.amount, 0.0);
         }
     }
 }
@@ -108,8 +137,7 @@ pub(crate) struct Pricing {
 
 impl Pricing {
     /// The providers of `route` that may serve `model` (`route` or `route/model`).
-    pub fn new(gw: &Gateway, route: &str, model: &str, messages: &serde_json::Value) -> Pricing {
-        let cfg = gw.client.config();
+    pub fn new(cfg: &Config, route: &str, model: &str, messages: &serde_json::Value) -> Pricing {
         let pinned = model.split_once('/').map(|(_, m)| m);
         let mut prices: Vec<(String, Price)> = Vec::new();
         if let Some(r) = cfg.routes.get(route) {

@@ -16,8 +16,9 @@ use harness_core::{ChatChunkKind, ChatRequest, Request};
 use serde_json::{json, Map, Value};
 
 use crate::budget::{Pricing, Reservation, StreamCharge};
+use crate::config::Loaded;
 use crate::errors::ApiError;
-use crate::{Caller, Gateway, Loaded};
+use crate::state::{Caller, Gateway};
 
 type Gw = State<Arc<Gateway>>;
 
@@ -177,7 +178,7 @@ fn traceparent(headers: &HeaderMap) -> Option<String> {
 /// Admission for a caller: its budget (reserving `reserve` of it until the request settles),
 /// then its rate limit.
 async fn admit(gw: &Arc<Gateway>, caller: &Arc<Caller>, what: &str, reserve: f64) -> Result<Reservation, ApiError> {
-    let Some(reservation) = gw.reserve(caller, reserve) else {
+    let Some(reservation) = gw.budgets.reserve(&caller.name, caller.budget_per_day, reserve) else {
         let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "insufficient_quota", "budget_exceeded", format!("caller `{}` has spent its budget for today", caller.name));
         e.retry_after_s = Some(86_400 - std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() % 86_400).unwrap_or(0));
         return Err(e);
@@ -232,7 +233,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
     let messages = obj.remove("messages").unwrap_or(Value::Null);
     // A budgeted caller reserves the most this request can cost: its output is capped by its
     // `max_tokens`, or by the route's default, which is then sent with it.
-    let pricing = Pricing::new(gw, &route, &model, &messages);
+    let pricing = Pricing::new(&gw.client.config(), &route, &model, &messages);
     let mut reserve = 0.0;
     if caller.budget_per_day.is_some() && !pricing.is_free() {
         let asked = ["max_completion_tokens", "max_tokens"].into_iter().find_map(|k| obj.get(k).and_then(Value::as_u64));

@@ -13,7 +13,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::{Gateway, Loaded};
+use crate::config::Loaded;
+use crate::state::Gateway;
 
 /// A running gateway (tests, embedding): its address, and how to stop it.
 pub struct Started {
