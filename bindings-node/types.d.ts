@@ -1003,6 +1003,7 @@ export interface AuditRecord {
 
 /** A chat answer, the same shape from every provider. */
 export interface ChatResponse {
+  /** The assistant's text. */
   content: string
   finishReason: string | null
   usage: Usage | null
@@ -1114,3 +1115,14 @@ export interface BreakerInfo {
   slowCallRate: number
 }
 
+/** The client's read-only views, each asked of the core by name (generated from its VIEWS). */
+export interface ClientViews {
+  /** The state of a route: its strategy and, per provider in config order, the configured and effective weight, health and success rate (0 to 1), latency EWMA, breaker, requests in flight, cooling left of a 429's Retry-After and last error. A ConfigError for an unknown route. */
+  routingState(route: string): RouteState
+  /** Per service with credentials, sorted by service: type, status (valid, refreshing, expired, dead), expiry and last refresh (Unix ms), last error, and each pool key's status. Never a secret. */
+  credentialsState(): CredentialState[]
+  /** The circuit breaker for (service, endpoint, method): state, phase (probing or ramping while half open), the share of calls it admits, and its current window's calls, failure rate and slow-call rate. The endpoint defaults to the path's template (IDs collapsed to {id}). */
+  breakerDetails(service: string, method: string, path: string, endpoint?: string): BreakerInfo
+  /** Every breaker the client has state for, as breaker_details shows it. */
+  breakers(): BreakerInfo[]
+}

@@ -8,7 +8,7 @@ Prints, per crate: files, import cycles (strongly connected sets of files), laye
 (the longest import chain), and imports that run back up the module tree (a child
 module importing from its parent or an ancestor, which is how knots start).
 
-Usage: python3 tests/imports.py [--check] [--max-up N]
+Usage: python3 tests/imports.py [--check] [--self-test] [--max-up N]
 --check fails (exit 1) on any cycle, or on more upward imports than --max-up (4) in core.
 
 Hand-written (~200 lines) rather than `cargo modules`: that tool needs a nightly-only
@@ -292,12 +292,35 @@ def python_package():
     return len(files), [sorted(c) for c in comps if len(c) > 1]
 
 
+def self_test():
+    """The checker finds a cycle it must find and none where a facade re-exports."""
+    import tempfile
+
+    def crate(files):
+        d = tempfile.mkdtemp()
+        for name, text in files.items():
+            with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return os.path.join(d, "lib.rs")
+
+    knot = crate({"lib.rs": "mod a;\nmod b;\n", "a.rs": "use crate::b::B;\npub struct A;\n", "b.rs": "use crate::a::A;\npub struct B;\n"})
+    _, cycles, _, _ = report("knot", knot)
+    assert len(cycles) == 1 and len(cycles[0]) == 2, f"a two-file cycle was not found: {cycles}"
+    facade = crate({"lib.rs": "mod a;\nmod b;\npub use a::A;\npub use b::B;\n", "a.rs": "pub struct A;\n", "b.rs": "use crate::A;\npub struct B;\n"})
+    _, cycles, _, _ = report("facade", facade)
+    assert cycles == [], f"a re-exporting facade was taken for a cycle: {cycles}"
+    print("imports.py self-test: a cycle is found, a facade is not one")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--max-up", type=int, default=4)
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
+    if args.self_test:
+        self_test()
     failed = False
     for name, root in RUST_CRATES.items():
         n, cycles, ups, depth = report(name, root)

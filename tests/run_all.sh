@@ -22,6 +22,10 @@ echo "== Rust: core, upstream, cli"
 cargo test --workspace --exclude harness-python --exclude harness-node --exclude uniffi-bindgen --exclude harness-bench
 cargo build -p harness-upstream
 
+echo "== generated host types match the core's schema (harness types --check); no import cycles in any crate"
+cargo run -q -p harness-cli -- types --check
+python3 tests/imports.py --self-test --check
+
 echo "== shipped alert rules and dashboard queries (promtool)"
 bash tests/check_observability.sh
 

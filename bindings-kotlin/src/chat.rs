@@ -5,9 +5,9 @@
 //! Translation only: choosing, failing over and pricing are the core's.
 
 use harness_core::json;
-use harness_core::{ChatRequest, HarnessError, Routed, Usage};
+use harness_core::{ChatRequest, HarnessError};
 
-use crate::{pairs, NativeEntry, NativeError};
+use crate::values::{pairs, NativeEntry, NativeError};
 
 /// A chat call as the facade passes it. `messages` and `params` are JSON text (a list of
 /// message objects, an object of chat-completions parameters); the core validates both.
@@ -21,34 +21,6 @@ pub struct NativeChatRequest {
     pub traceparent: Option<String>,
     /// Who the call is made for: the audit record's `principal`, never sent.
     pub principal: Option<String>,
-}
-
-/// Token counts as the provider reported them.
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeUsage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-}
-
-/// Attempts one provider got, in the order providers were first tried.
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeProviderAttempts {
-    pub provider: String,
-    pub attempts: u32,
-}
-
-/// What routing did for one request (`harness_core::Routed`).
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeRouted {
-    pub route: String,
-    pub provider: Option<String>,
-    pub model: Option<String>,
-    pub attempts_by_provider: Vec<NativeProviderAttempts>,
-    /// `cache` or `static` when no provider answered.
-    pub fallback: Option<String>,
-    pub usage: Option<NativeUsage>,
-    pub cost: Option<f64>,
 }
 
 /// An opened chat stream: the handle its chunks are read with (`request_path`), then its route and trace.
@@ -86,30 +58,6 @@ impl TryFrom<NativeChatRequest> for (String, ChatRequest) {
             principal: r.principal,
         };
         Ok((r.route, chat))
-    }
-}
-
-impl From<Usage> for NativeUsage {
-    fn from(u: Usage) -> Self {
-        NativeUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens }
-    }
-}
-
-fn attempts(list: Vec<(String, u32)>) -> Vec<NativeProviderAttempts> {
-    list.into_iter().map(|(provider, attempts)| NativeProviderAttempts { provider, attempts }).collect()
-}
-
-impl From<Routed> for NativeRouted {
-    fn from(r: Routed) -> Self {
-        NativeRouted {
-            route: r.route,
-            provider: r.provider,
-            model: r.model,
-            attempts_by_provider: attempts(r.attempts_by_provider),
-            fallback: r.fallback.map(str::to_string),
-            usage: r.usage.map(Into::into),
-            cost: r.cost,
-        }
     }
 }
 

@@ -8,12 +8,19 @@
 //! values are dropped outside the lock.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use harness_core::{Client, Idempotency};
 
 const SHARD_BITS: u32 = 4;
 const SHARDS: usize = 1 << SHARD_BITS;
 /// Slots per shard: what fits beside the shard in the handle's low 32 bits.
 const MAX_SLOTS: usize = 1 << (32 - SHARD_BITS);
+
+/// Live clients (`NativeClient::handle`).
+pub(crate) static CLIENTS: Handles<Client> = Handles::new();
+/// Live idempotent receivers (`NativeIdempotency::handle`).
+pub(crate) static RECEIVERS: Handles<Arc<Idempotency>> = Handles::new();
 
 pub struct Handles<T> {
     shards: [RwLock<Slab<T>>; SHARDS],

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use harness_core::{ErrorKind, HarnessError, Idempotency, Lease};
 
-use crate::request_path::RECEIVERS;
-use crate::NativeError;
+use crate::handles::RECEIVERS;
+use crate::values::NativeError;
 
 /// A claim that lets the handler run; handed back to `complete` or `fail` as it came.
 #[derive(uniffi::Record, Debug, Clone)]

@@ -27,18 +27,18 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 use std::task::{Context, Poll};
 
 use harness_core::runtime::{self, Task};
-use harness_core::{ChatRequest, ChatResponse, ChatStreamHandle, Claim, Client, ErrorKind, HarnessError, Idempotency, Request, StreamHandle};
+use harness_core::{ChatRequest, ChatResponse, ChatStreamHandle, Claim, ErrorKind, HarnessError, Request, StreamHandle};
 use uniffi::{Lift, Lower};
 
-use crate::handles::Handles;
+use crate::handles::{Handles, CLIENTS, RECEIVERS};
 use crate::receiver::{NativeLease, NativeReceiverCall};
-use crate::{
-    NativeChatRequest, NativeChatStreamHead, NativeEntry, NativeError, NativeRequest, NativeResponse, NativeStreamHead, UniFfiTag,
-};
+use crate::chat::{NativeChatRequest, NativeChatStreamHead};
+use crate::values::{NativeEntry, NativeError, NativeRequest, NativeResponse, NativeStreamHead};
+use crate::UniFfiTag;
 
 /// The JVM's completion function: (ticket, tag, bytes, length). The bytes are valid only
 /// during the call; what they hold depends on the tag.
@@ -70,10 +70,6 @@ const STORED: i32 = 9;
 
 static COMPLETION: RwLock<Option<Completion>> = RwLock::new(None);
 
-/// Live clients (`NativeClient::handle`).
-pub(crate) static CLIENTS: Handles<Client> = Handles::new();
-/// Live idempotent receivers (`NativeIdempotency::handle`).
-pub(crate) static RECEIVERS: Handles<Arc<Idempotency>> = Handles::new();
 /// Started requests and stream opens, until the JVM drops them.
 static TASKS: Handles<Task<()>> = Handles::new();
 /// Open streams (bodies and chat streams), until they end or the JVM closes them.

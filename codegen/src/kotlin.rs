@@ -50,7 +50,40 @@ pub fn emit(model: &Model, opts: &Options) -> String {
     for shape in tuples {
         emit_tuple_serializer(&mut out, &shape);
     }
+    if !model.views.is_empty() {
+        emit_views(&mut out, model);
+    }
     out
+}
+
+/// `ClientViews`: one method per view of the core (Java sees them as default methods; an
+/// optional argument gets an overload without it), and the decoder of the core's JSON.
+fn emit_views(out: &mut String, model: &Model) {
+    writeln!(out, "/** Decodes what the core hands back as JSON; keys added later are ignored until regenerated. */").unwrap();
+    writeln!(out, "internal object ViewJson {{").unwrap();
+    writeln!(out, "    val json: kotlinx.serialization.json.Json = kotlinx.serialization.json.Json {{ ignoreUnknownKeys = true }}").unwrap();
+    writeln!(out, "    inline fun <reified T> decode(text: String): T = json.decodeFromString<T>(text)").unwrap();
+    writeln!(out, "}}\n").unwrap();
+    writeln!(out, "/** The client's read-only views, each asked of the core by name (generated from its VIEWS). */").unwrap();
+    writeln!(out, "interface ClientViews {{").unwrap();
+    writeln!(out, "    /** A view as the core's JSON text: its name and its (argument name, value) pairs. */").unwrap();
+    writeln!(out, "    fun viewJson(name: String, args: List<Pair<String, String?>>): String").unwrap();
+    for v in &model.views {
+        let ret = if v.list { format!("List<{}>", v.returns) } else { v.returns.clone() };
+        let params: Vec<String> = v.args.iter().map(|(a, opt)| format!("{}: String{}", prop(a), if *opt { "?" } else { "" })).collect();
+        let pairs: Vec<String> = v.args.iter().map(|(a, _)| format!("\"{a}\" to {}", prop(a))).collect();
+        writeln!(out).unwrap();
+        kdoc(out, "    ", Some(&v.doc));
+        writeln!(out, "    fun {}({}): {ret} = ViewJson.decode<{ret}>(viewJson(\"{}\", listOf({})))", camel(&v.name), params.join(", "), v.name, pairs.join(", ")).unwrap();
+        let required: Vec<&(String, bool)> = v.args.iter().filter(|(_, opt)| !opt).collect();
+        if required.len() < v.args.len() {
+            let short: Vec<String> = required.iter().map(|(a, _)| format!("{}: String", prop(a))).collect();
+            let call: Vec<String> = v.args.iter().map(|(a, opt)| if *opt { "null".to_string() } else { prop(a) }).collect();
+            kdoc(out, "    ", Some(&v.doc));
+            writeln!(out, "    fun {}({}): {ret} = {}({})", camel(&v.name), short.join(", "), camel(&v.name), call.join(", ")).unwrap();
+        }
+    }
+    writeln!(out, "}}").unwrap();
 }
 
 fn kdoc(out: &mut String, indent: &str, doc: Option<&str>) {

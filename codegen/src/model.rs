@@ -70,10 +70,25 @@ pub struct TypeDef {
     pub def: Def,
 }
 
-/// Every named type of a schema document (`$defs`), in order.
+/// One read-only view of a client (`views` in the document): a method every host's client
+/// gets, generated, that asks the core for the view by name.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// snake_case, as the core names it (`routing_state`).
+    pub name: String,
+    /// String arguments in order; `true` for an optional one (`endpoint?`), only at the end.
+    pub args: Vec<(String, bool)>,
+    /// The named type it returns, and whether it is a list of them (`[T]`).
+    pub returns: String,
+    pub list: bool,
+    pub doc: String,
+}
+
+/// Every named type of a schema document (`$defs`), in order, and the client's views.
 #[derive(Debug, Clone)]
 pub struct Model {
     pub types: Vec<TypeDef>,
+    pub views: Vec<View>,
 }
 
 impl Model {
@@ -84,9 +99,35 @@ impl Model {
     /// Reads `$defs` of `doc`.
     pub fn read(doc: &Value) -> Result<Model, String> {
         let defs = doc.get("$defs").and_then(Value::as_object).ok_or("the document has no $defs object")?;
-        let types = defs.iter().map(|(name, s)| type_def(name, s, &format!("/$defs/{name}"))).collect::<Result<_, _>>()?;
-        Ok(Model { types })
+        let types: Vec<TypeDef> = defs.iter().map(|(name, s)| type_def(name, s, &format!("/$defs/{name}"))).collect::<Result<_, _>>()?;
+        let views = doc.get("views").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let views = views.iter().enumerate().map(|(i, v)| view(v, &format!("/views/{i}"), &types)).collect::<Result<_, _>>()?;
+        Ok(Model { types, views })
     }
+}
+
+fn view(v: &Value, at: &str, types: &[TypeDef]) -> Result<View, String> {
+    let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("{at}/{k}: expected a string"));
+    let name = text("name")?;
+    let returns = text("returns")?;
+    let (returns, list) = match returns.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+        Some(inner) => (inner.to_string(), true),
+        None => (returns, false),
+    };
+    if !types.iter().any(|t| t.name == returns) {
+        return Err(format!("{at}/returns: `{returns}` is not a type of $defs"));
+    }
+    let raw = v.get("args").and_then(Value::as_array).ok_or_else(|| format!("{at}/args: expected an array"))?;
+    let mut args = Vec::new();
+    for (i, a) in raw.iter().enumerate() {
+        let a = a.as_str().ok_or_else(|| format!("{at}/args/{i}: expected a string"))?;
+        match a.strip_suffix('?') {
+            Some(n) => args.push((n.to_string(), true)),
+            None if args.iter().any(|(_, opt)| *opt) => return Err(format!("{at}/args/{i}: a required argument after an optional one")),
+            None => args.push((a.to_string(), false)),
+        }
+    }
+    Ok(View { name, args, returns, list, doc: text("doc")? })
 }
 
 fn doc_of(s: &Value) -> Option<String> {

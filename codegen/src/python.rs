@@ -18,7 +18,7 @@ pub fn emit(model: &Model, opts: &Options) -> String {
     writeln!(out, "# {}", opts.header).unwrap();
     writeln!(out, "\"\"\"Types of the config and of what the core hands back, generated from harness-core's schema.\"\"\"").unwrap();
     writeln!(out).unwrap();
-    writeln!(out, "from typing import Any, Dict, List, Literal, NamedTuple, Optional, Tuple, TypedDict, Union").unwrap();
+    writeln!(out, "from typing import Any, Dict, List, Literal, NamedTuple, Optional, Tuple, TypedDict, Union, cast").unwrap();
     writeln!(out).unwrap();
     let order = dependency_order(model, opts);
     for t in order {
@@ -35,12 +35,46 @@ pub fn emit(model: &Model, opts: &Options) -> String {
             names.extend(variants.iter().map(|v| variant_name(&t.name, v, opts)));
         }
     }
+    if !model.views.is_empty() {
+        emit_views(&mut out, model, opts);
+        names.push("ClientViews".into());
+    }
     writeln!(out, "\n__all__ = [").unwrap();
     for n in names {
         writeln!(out, "    \"{n}\",").unwrap();
     }
     writeln!(out, "]").unwrap();
     out
+}
+
+/// `ClientViews`: one method per view of the core, which the clients inherit; each asks
+/// the core for the view by name through the client's `_view`.
+fn emit_views(out: &mut String, model: &Model, opts: &Options) {
+    writeln!(out, "class ClientViews:").unwrap();
+    writeln!(out, "    \"\"\"The client's read-only views, each asked of the core by name (generated from its VIEWS).\"\"\"").unwrap();
+    writeln!(out).unwrap();
+    writeln!(out, "    __slots__ = ()").unwrap();
+    writeln!(out).unwrap();
+    writeln!(out, "    def _view(self, name: str, args: List[Optional[str]]) -> Any:").unwrap();
+    writeln!(out, "        raise NotImplementedError").unwrap();
+    for v in &model.views {
+        let params: Vec<String> = v.args.iter().map(|(a, opt)| if *opt { format!("{a}: Optional[str] = None") } else { format!("{a}: str") }).collect();
+        let one = if opts.classes.contains(&v.returns) { v.returns.clone() } else { format!("\"{}\"", v.returns) };
+        let ret = if v.list { format!("List[{one}]") } else { one };
+        let args: Vec<&str> = v.args.iter().map(|(a, _)| a.as_str()).collect();
+        let call = format!("self._view(\"{}\", [{}])", v.name, args.join(", "));
+        let value = match (opts.classes.contains(&v.returns), v.list) {
+            (true, true) => format!("[{}._from(x) for x in {call}]", v.returns),
+            (true, false) => format!("{}._from({call})", v.returns),
+            (false, _) => format!("cast({}, {call})", if v.list { format!("\"List[{}]\"", v.returns) } else { format!("\"{}\"", v.returns) }),
+        };
+        writeln!(out).unwrap();
+        let sig = if params.is_empty() { "self".to_string() } else { format!("self, {}", params.join(", ")) };
+        writeln!(out, "    def {}({sig}) -> {ret}:", v.name).unwrap();
+        writeln!(out, "        \"\"\"{}\"\"\"", v.doc.replace("\"\"\"", "'''")).unwrap();
+        writeln!(out, "        return {value}").unwrap();
+    }
+    writeln!(out, "\n").unwrap();
 }
 
 struct Ctx<'a> {

@@ -22,6 +22,17 @@ pub fn emit(model: &Model, opts: &Options) -> String {
         emit_type(&mut out, t, &ctx);
         writeln!(out).unwrap();
     }
+    if !model.views.is_empty() {
+        // One method per view of the core; the client asks the core for it by name.
+        writeln!(out, "/** The client's read-only views, each asked of the core by name (generated from its VIEWS). */").unwrap();
+        writeln!(out, "export interface ClientViews {{").unwrap();
+        for v in &model.views {
+            let params: Vec<String> = v.args.iter().map(|(a, opt)| format!("{}{}: string", camel(a), if *opt { "?" } else { "" })).collect();
+            writeln!(out, "  /** {} */", v.doc.replace("*/", "*\\/")).unwrap();
+            writeln!(out, "  {}({}): {}{}", camel(&v.name), params.join(", "), v.returns, if v.list { "[]" } else { "" }).unwrap();
+        }
+        writeln!(out, "}}").unwrap();
+    }
     out
 }
 

@@ -111,28 +111,6 @@ impl Client {
 
 
 
-    /// One of the client's read-only views by name (`crate::view::VIEWS`), as JSON: what a
-    /// binding hands its host without a copy of the type. An unknown name or a missing
-    /// argument is a `ConfigError`.
-    pub fn view(&self, name: &str, args: &[String]) -> Result<serde_json::Value, HarnessError> {
-        use crate::view::to_json;
-        let Some(spec) = crate::view::VIEWS.iter().find(|v| v.name == name) else {
-            return Err(HarnessError::config(format!("view: unknown view `{}`", crate::redact::escape_control(name))));
-        };
-        let required = spec.args.iter().filter(|a| !a.ends_with('?')).count();
-        if args.len() < required || args.len() > spec.args.len() {
-            return Err(HarnessError::config(format!("view.{name}: expected arguments ({}), got {}", spec.args.join(", "), args.len())));
-        }
-        let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_default();
-        Ok(match name {
-            "routing_state" => to_json(&self.routing_state(arg(0))?),
-            "credentials_state" => to_json(&self.credentials_state()),
-            "breaker_details" => to_json(&self.breaker_details(arg(0), arg(1), arg(2), args.get(3).map(String::as_str))),
-            "breakers" => to_json(&self.all_breaker_details()),
-            _ => unreachable!("every view in VIEWS is served"),
-        })
-    }
-
     /// Per provider of `route`: configured and effective weight, health, breaker state,
     /// in-flight count, cooling and last error.
     pub fn routing_state(&self, route: &str) -> Result<RouteState, HarnessError> {

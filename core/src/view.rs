@@ -83,11 +83,50 @@ pub struct ViewSpec {
 
 /// Every view a binding may ask `Client::view` for.
 pub const VIEWS: &[ViewSpec] = &[
-    ViewSpec { name: "routing_state", args: &["route"], returns: "RouteState", doc: "Per provider of the route: weights, health, breaker, in-flight, cooling and last error." },
-    ViewSpec { name: "credentials_state", args: &[], returns: "[CredentialState]", doc: "Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret." },
-    ViewSpec { name: "breaker_details", args: &["service", "method", "path", "endpoint?"], returns: "BreakerInfo", doc: "One breaker with its phase and its current window's rates." },
-    ViewSpec { name: "breakers", args: &[], returns: "[BreakerInfo]", doc: "Every breaker the client has state for." },
+    ViewSpec {
+        name: "routing_state",
+        args: &["route"],
+        returns: "RouteState",
+        doc: "The state of a route: its strategy and, per provider in config order, the configured and effective weight, health and success rate (0 to 1), latency EWMA, breaker, requests in flight, cooling left of a 429's Retry-After and last error. A ConfigError for an unknown route.",
+    },
+    ViewSpec {
+        name: "credentials_state",
+        args: &[],
+        returns: "[CredentialState]",
+        doc: "Per service with credentials, sorted by service: type, status (valid, refreshing, expired, dead), expiry and last refresh (Unix ms), last error, and each pool key's status. Never a secret.",
+    },
+    ViewSpec {
+        name: "breaker_details",
+        args: &["service", "method", "path", "endpoint?"],
+        returns: "BreakerInfo",
+        doc: "The circuit breaker for (service, endpoint, method): state, phase (probing or ramping while half open), the share of calls it admits, and its current window's calls, failure rate and slow-call rate. The endpoint defaults to the path's template (IDs collapsed to {id}).",
+    },
+    ViewSpec { name: "breakers", args: &[], returns: "[BreakerInfo]", doc: "Every breaker the client has state for, as breaker_details shows it." },
 ];
+
+impl crate::client::Client {
+    /// One of the client's read-only views by name (`crate::view::VIEWS`), as JSON: what a
+    /// binding hands its host without a copy of the type. An unknown name or a missing
+    /// argument is a `ConfigError`.
+    pub fn view(&self, name: &str, args: &[String]) -> Result<serde_json::Value, HarnessError> {
+        use crate::view::to_json;
+        let Some(spec) = crate::view::VIEWS.iter().find(|v| v.name == name) else {
+            return Err(HarnessError::config(format!("view: unknown view `{}`", crate::redact::escape_control(name))));
+        };
+        let required = spec.args.iter().filter(|a| !a.ends_with('?')).count();
+        if args.len() < required || args.len() > spec.args.len() {
+            return Err(HarnessError::config(format!("view.{name}: expected arguments ({}), got {}", spec.args.join(", "), args.len())));
+        }
+        let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_default();
+        Ok(match name {
+            "routing_state" => to_json(&self.routing_state(arg(0))?),
+            "credentials_state" => to_json(&self.credentials_state()),
+            "breaker_details" => to_json(&self.breaker_details(arg(0), arg(1), arg(2), args.get(3).map(String::as_str))),
+            "breakers" => to_json(&self.all_breaker_details()),
+            other => return Err(HarnessError::new(crate::error::ErrorKind::Harness, format!("view: `{other}` is listed but not served (a bug in Harness)"))),
+        })
+    }
+}
 
 /// A view's value as JSON.
 pub fn to_json<T: Serialize>(v: &T) -> Value {
@@ -118,4 +157,19 @@ pub fn host_schema() -> Value {
     let defs: serde_json::Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let views: Vec<Value> = VIEWS.iter().map(|v| serde_json::json!({"name": v.name, "args": v.args, "returns": v.returns, "doc": v.doc})).collect();
     serde_json::json!({"roots": roots, "$defs": defs, "views": views, "errors": crate::error::ErrorKind::NAMES})
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::client::Client;
+
+    #[test]
+    fn an_unknown_view_or_a_missing_argument_is_a_config_error_naming_it() {
+        let client = Client::from_value(serde_json::json!({"services": {}})).unwrap();
+        let e = client.view("nope", &[]).unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::Config);
+        assert!(e.message.contains("`nope`"), "{}", e.message);
+        let e = client.view("routing_state", &[]).unwrap_err();
+        assert!(e.message.starts_with("view.routing_state: expected arguments (route)"), "{}", e.message);
+    }
 }

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List
 
 from . import _native, _otel
 from ._version import __version__
-from ._types import BreakerInfo, ChatChunk, ChatResponse, CredentialState, RouteState, Usage
+from ._types import ChatChunk, ChatResponse, ClientViews, Usage
 
 if getattr(_native, "__version__", None) != __version__:
     # A native library from another build (a partial upgrade, a copied .so): its types and
@@ -664,7 +664,7 @@ def _at_exit() -> None:
     _native.shut_down()
 
 
-class _Base:
+class _Base(ClientViews):
     __slots__ = ("_native", "__weakref__")
 
     def __init__(self, config: Config) -> None:
@@ -737,21 +737,9 @@ class _Base:
             loop = None
         self._native.set_token_provider(service, _TokenProvider(provider, loop))
 
-    def credentials_state(self) -> List[CredentialState]:
-        """One dict per service with credentials, sorted by service: ``service``, ``type``,
-        ``status`` (``valid``, ``refreshing``, ``expired`` or ``dead``), ``expires_at_ms`` and
-        ``last_refresh_ms`` (Unix milliseconds or ``None``), ``last_error``, and for key pools
-        ``keys`` (each key's name or index and status). Never a secret."""
-        return self._native.view("credentials_state", [])
-
-    def routing_state(self, route: str) -> RouteState:
-        """The state of a route, as a dict: ``route``, ``strategy`` and ``providers``, one dict
-        per provider in config order with ``id``, ``service``, ``model``, ``weight`` (configured),
-        ``effective_weight`` (what selection uses now), ``health`` and ``success_rate`` (0 to 1),
-        ``latency_ewma_ms``, ``breaker`` (``closed``, ``open``, ``half_open``), ``in_flight``,
-        ``cooling_ms`` (left of a 429's ``Retry-After``) and ``last_error``. ``ConfigError`` for
-        an unknown route."""
-        return self._native.view("routing_state", [route])
+    def _view(self, name: str, args: List[Optional[str]]) -> Any:
+        # The generated ClientViews methods (routing_state, credentials_state, ...) ask here.
+        return self._native.view(name, args)
 
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight (0 stops its traffic) as a reload would: validated, with a
@@ -806,17 +794,6 @@ class _Base:
         ``endpoint`` defaults to the template of ``path`` (IDs collapsed to ``{id}``).
         """
         return self._native.breaker_state(service, method, path, endpoint)
-
-    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> BreakerInfo:
-        """The circuit breaker for (service, endpoint, method), as a dict: ``service``,
-        ``endpoint``, ``method``, ``state`` (``closed``, ``open``, ``half_open``), ``phase``
-        (``closed``, ``open``, ``probing``, ``ramping``), ``admit_ratio`` (the share of calls let
-        through now, 0 to 1), and for the current window ``calls``, ``failure_rate`` and
-        ``slow_call_rate`` (0 to 1).
-
-        ``endpoint`` defaults to the template of ``path`` (IDs collapsed to ``{id}``).
-        """
-        return self._native.view("breaker_details", [service, method, path, endpoint])
 
     def bulkhead_limit(self, service: str) -> int:
         """The bulkhead's current concurrency limit on ``service``: ``max_concurrency``, or

@@ -21,6 +21,7 @@ Messages = Sequence[Mapping[str, Any]]
 from ._types import BreakerInfo as BreakerInfo
 from ._types import ChatChunk as ChatChunk
 from ._types import ChatResponse as ChatResponse
+from ._types import ClientViews as ClientViews
 from ._types import Config as ConfigDict
 from ._types import CredentialState as CredentialState
 from ._types import RouteState as RouteState
@@ -261,7 +262,7 @@ class Event:
     def to_dict(self) -> Dict[str, Any]:
         """The event as a plain dict, ``type`` included."""
 
-class Client:
+class Client(ClientViews):
     """A blocking Harness client, safe to share across threads."""
 
     def __init__(self, config: Config) -> None: ...
@@ -349,10 +350,6 @@ class Client:
         """Calls ``listener(event)`` (a function or an ``async def``) with every event."""
     def set_token_provider(self, service: str, provider: TokenProvider) -> None:
         """Sets the token provider of a service with ``auth: {type: callback}`` (sync or ``async def``)."""
-    def credentials_state(self) -> List[CredentialState]:
-        """Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret."""
-    def routing_state(self, route: str) -> RouteState:
-        """The state of a route: strategy, and per provider weights, health, breaker, in-flight, cooling, last error."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight as a reload would; returns the new ``config_version``."""
     def mock(
@@ -377,8 +374,6 @@ class Client:
         """This client's metrics in the Prometheus text format."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
         """The circuit breaker state: ``closed``, ``open`` or ``half_open``."""
-    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> BreakerDetails:
-        """The circuit breaker with its phase, admit ratio and current window's rates."""
     def bulkhead_limit(self, service: str) -> int:
         """The bulkhead's current concurrency limit on ``service`` (adaptive limits move)."""
     def bulkhead_in_use(self, service: str) -> int:
@@ -391,7 +386,7 @@ class Client:
     def __enter__(self) -> "Client": ...
     def __exit__(self, *exc: Any) -> None: ...
 
-class AsyncClient:
+class AsyncClient(ClientViews):
     """An asyncio Harness client; requests run on the Rust core's runtime."""
 
     def __init__(self, config: Config) -> None: ...
@@ -479,10 +474,6 @@ class AsyncClient:
         """Calls ``listener(event)`` (a function or an ``async def``) with every event."""
     def set_token_provider(self, service: str, provider: TokenProvider) -> None:
         """Sets the token provider of a service with ``auth: {type: callback}`` (sync or ``async def``)."""
-    def credentials_state(self) -> List[CredentialState]:
-        """Per service with credentials: status, expiry, last refresh and error, pool keys. Never a secret."""
-    def routing_state(self, route: str) -> RouteState:
-        """The state of a route: strategy, and per provider weights, health, breaker, in-flight, cooling, last error."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight as a reload would; returns the new ``config_version``."""
     def mock(
@@ -507,8 +498,6 @@ class AsyncClient:
         """This client's metrics in the Prometheus text format."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:
         """The circuit breaker state: ``closed``, ``open`` or ``half_open``."""
-    def breaker_details(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> BreakerDetails:
-        """The circuit breaker with its phase, admit ratio and current window's rates."""
     def bulkhead_limit(self, service: str) -> int:
         """The bulkhead's current concurrency limit on ``service`` (adaptive limits move)."""
     def bulkhead_in_use(self, service: str) -> int:

@@ -7,7 +7,7 @@ for how long.
 
 import asyncio
 import inspect
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 
 async def _await(awaitable: Any) -> Any:
@@ -45,7 +45,7 @@ class TokenProvider:
         deliver(True, result)
 
 
-def _outcome(future: Any) -> "tuple":
+def _outcome(future: Any) -> Tuple[bool, Any]:
     if future.cancelled():
         return False, asyncio.CancelledError("the token provider's coroutine was cancelled")
     e = future.exception()

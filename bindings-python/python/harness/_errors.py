@@ -76,7 +76,7 @@ class HarnessError(Exception):
         # Routed calls: the provider whose answer this error is, and for
         # NoHealthyProviderError each provider with its last error (or why it was not tried).
         self.provider = provider
-        self.provider_errors = [tuple(p) for p in provider_errors]
+        self.provider_errors = [(p[0], p[1]) for p in provider_errors]
         self._phase = phase
         self._body = body
 

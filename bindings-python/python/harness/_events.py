@@ -6,7 +6,7 @@ thread, never a runtime worker), holding the GIL only for the call.
 
 import asyncio
 import logging
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 __all__ = ["Event"]
 
@@ -129,7 +129,7 @@ def _log_record(event: Event) -> None:
         outcome = f"{outcome} (status {r['status']})"
     via = f", provider={r['provider']}" if r.get("provider") is not None else ""
     msg = "%s %s %s -> %s in %.1f ms (%s attempt%s%s, trace_id=%s)"
-    args = (r.get("method"), r.get("service"), r.get("endpoint"), outcome, r.get("duration_ms") or 0.0, attempts, "" if attempts == 1 else "s", via, r.get("trace_id"))
+    args: Tuple[Any, ...] = (r.get("method"), r.get("service"), r.get("endpoint"), outcome, r.get("duration_ms") or 0.0, attempts, "" if attempts == 1 else "s", via, r.get("trace_id"))
     if r.get("error_message"):
         msg += ": %s"
         args += (r["error_message"],)

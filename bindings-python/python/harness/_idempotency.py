@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import json as _json
 from collections.abc import Mapping
-from typing import Any, Awaitable, Callable, Optional, TypeVar, Union
+from typing import Any, Awaitable, Callable, Optional, TypeVar, Union, cast
 
 from . import _native
 from ._errors import ConfigError, HarnessError
@@ -146,7 +146,7 @@ class Idempotency(_Receiver):
         with self.claim(key) as c:
             if not c.done:
                 c.result = _not_awaitable(fn())
-        return c.result
+        return cast(_T, c.result)
 
 
 class _ClaimBlock:
@@ -210,12 +210,12 @@ class AsyncIdempotency(_Receiver):
             if not c.done:
                 value = fn()
                 c.result = (await value) if inspect.isawaitable(value) else value
-        return c.result
+        return cast(_T, c.result)
 
 
 async def _call(start: Callable[..., Any], *args: Any) -> Any:
     """Runs one native call on the core's runtime; its outcome resolves a future on this loop."""
-    from . import _bridge  # the loop's completion queue, shared with the clients
+    from . import _bridge  # type: ignore[attr-defined]  # the loop's completion queue, shared with the clients
 
     loop = asyncio.get_running_loop()
     future = loop.create_future()

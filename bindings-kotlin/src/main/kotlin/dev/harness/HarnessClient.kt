@@ -34,7 +34,7 @@ import kotlin.coroutines.resumeWithException
  * engine's; this class only translates. Cancelling the calling coroutine (or the
  * [CompletableFuture]) drops the request in the engine and frees every permit it held.
  */
-class HarnessClient private constructor(private val native: NativeClient) : AutoCloseable {
+class HarnessClient private constructor(private val native: NativeClient) : AutoCloseable, ClientViews {
 
     /** From the config as a map (the same shape as the YAML/JSON/TOML file). */
     constructor(config: Map<String, Any?>) : this(create { NativeClient.fromJson(Json.encode(config, "config"), Slf4jLog) })
@@ -431,15 +431,13 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     }
 
     /**
-     * The breaker for (service, endpoint, method) in detail: [BreakerDetails.state], its
-     * [BreakerDetails.phase] (`probing` or `ramping` while half open), the share of calls it
-     * admits and its current window's calls, failure rate and slow-call rate. Endpoint defaults
-     * to the path's template, as in [breakerState].
+     * One of the core's views as its JSON text; [ClientViews] (generated from the core's
+     * views: [routingState], [credentialsState], [breakerDetails], ...) decodes it. A
+     * [HarnessException.Config] names a bad argument.
      */
-    @JvmOverloads
-    fun breakerDetails(service: String, method: String, path: String, endpoint: String? = null): BreakerDetails {
-        requireUnicode("service" to service, "method" to method, "path" to path, "endpoint" to endpoint)
-        return call { Views.decode<BreakerInfo>(native.view("breaker_details", listOfNotNull(service, method, path, endpoint))) }
+    override fun viewJson(name: String, args: List<Pair<String, String?>>): String {
+        requireUnicode("view" to name, *args.toTypedArray())
+        return call { native.view(name, args.takeWhile { it.second != null }.map { it.second!! }) }
     }
 
     /** Bulkhead permits currently held on [service]; a [HarnessException.Config] for an unknown service. */
@@ -479,16 +477,6 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     fun setTokenProviderAsync(service: String, provider: AsyncTokenProvider) {
         requireUnicode("service" to service)
         call { native.setTokenProvider(service, HostTokenProvider.of(provider)) }
-    }
-
-    /**
-     * Each provider of [route] now: configured and effective weight, health, success rate,
-     * latency, breaker state, requests in flight, cooling after a 429, last error. A
-     * [HarnessException.Config] for an unknown route.
-     */
-    fun routingState(route: String): RouteState {
-        requireUnicode("route" to route)
-        return call { Views.decode<RouteState>(native.view("routing_state", listOf(route))) }
     }
 
     /**
@@ -546,12 +534,6 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         requireUnicode("service" to service)
         call { native.clearMocks(service) }
     }
-
-    /**
-     * Each service with `auth`, by name: status (`valid`, `refreshing`, `expired`, `dead`),
-     * expiry, last refresh and error, and a key pool's per-key status. Never a secret.
-     */
-    fun credentialsState(): List<CredentialState> = call { Views.decode<List<CredentialState>>(native.view("credentials_state", emptyList())) }
 
     /**
      * Refuses new requests (they fail with [HarnessException.Other]); requests in flight

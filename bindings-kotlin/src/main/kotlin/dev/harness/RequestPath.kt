@@ -112,12 +112,12 @@ internal object RequestPath {
         if (tag == END) return null to null
         if (tag == CHUNK) return (if (len == 0L) ByteArray(0) else data!!.getByteArray(0, len.toInt())) to null
         if (tag == STORED) return (if (len == 0L) "" else String(data!!.getByteArray(0, len.toInt()), Charsets.UTF_8)) to null
-        if (tag == CHAT_CHUNK) return Views.decode<ChatChunk>(String(data!!.getByteArray(0, len.toInt()), Charsets.UTF_8)) to null
+        if (tag == CHAT_CHUNK) return ViewJson.decode<ChatChunk>(String(data!!.getByteArray(0, len.toInt()), Charsets.UTF_8)) to null
         if (tag == CHAT) {
             // The view's length (4 bytes, big-endian), the view as JSON, then the raw answer.
             val bytes = data!!.getByteArray(0, len.toInt())
             val n = ByteBuffer.wrap(bytes, 0, 4).order(ByteOrder.BIG_ENDIAN).getInt()
-            val view = Views.decode<ChatResponse>(String(bytes, 4, n, Charsets.UTF_8))
+            val view = ViewJson.decode<ChatResponse>(String(bytes, 4, n, Charsets.UTF_8))
             return view.copy(raw = bytes.copyOfRange(4 + n, bytes.size)) to null
         }
         val buf = data!!.getByteBuffer(0, len).order(ByteOrder.BIG_ENDIAN) // UniFFI's byte order; JNA gives native

@@ -1101,3 +1101,28 @@ object StringIntSerializer : KSerializer<Pair<String, Int>> {
     }
 }
 
+/** Decodes what the core hands back as JSON; keys added later are ignored until regenerated. */
+internal object ViewJson {
+    val json: kotlinx.serialization.json.Json = kotlinx.serialization.json.Json { ignoreUnknownKeys = true }
+    inline fun <reified T> decode(text: String): T = json.decodeFromString<T>(text)
+}
+
+/** The client's read-only views, each asked of the core by name (generated from its VIEWS). */
+interface ClientViews {
+    /** A view as the core's JSON text: its name and its (argument name, value) pairs. */
+    fun viewJson(name: String, args: List<Pair<String, String?>>): String
+
+    /** The state of a route: its strategy and, per provider in config order, the configured and effective weight, health and success rate (0 to 1), latency EWMA, breaker, requests in flight, cooling left of a 429's Retry-After and last error. A ConfigError for an unknown route. */
+    fun routingState(route: String): RouteState = ViewJson.decode<RouteState>(viewJson("routing_state", listOf("route" to route)))
+
+    /** Per service with credentials, sorted by service: type, status (valid, refreshing, expired, dead), expiry and last refresh (Unix ms), last error, and each pool key's status. Never a secret. */
+    fun credentialsState(): List<CredentialState> = ViewJson.decode<List<CredentialState>>(viewJson("credentials_state", listOf()))
+
+    /** The circuit breaker for (service, endpoint, method): state, phase (probing or ramping while half open), the share of calls it admits, and its current window's calls, failure rate and slow-call rate. The endpoint defaults to the path's template (IDs collapsed to {id}). */
+    fun breakerDetails(service: String, method: String, path: String, endpoint: String?): BreakerInfo = ViewJson.decode<BreakerInfo>(viewJson("breaker_details", listOf("service" to service, "method" to method, "path" to path, "endpoint" to endpoint)))
+    /** The circuit breaker for (service, endpoint, method): state, phase (probing or ramping while half open), the share of calls it admits, and its current window's calls, failure rate and slow-call rate. The endpoint defaults to the path's template (IDs collapsed to {id}). */
+    fun breakerDetails(service: String, method: String, path: String): BreakerInfo = breakerDetails(service, method, path, null)
+
+    /** Every breaker the client has state for, as breaker_details shows it. */
+    fun breakers(): List<BreakerInfo> = ViewJson.decode<List<BreakerInfo>>(viewJson("breakers", listOf()))
+}
