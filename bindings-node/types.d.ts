@@ -1115,6 +1115,40 @@ export interface BreakerInfo {
   slowCallRate: number
 }
 
+/** The active config in brief (`describe`): what runs, never a secret. */
+export interface Description {
+  /** The config's short hash (`config_version`). */
+  config_version: string
+  /** This library's version. */
+  harness_version: string
+  /** `client.name`. */
+  client: string
+  /** By name. */
+  services: ServiceSummary[]
+  /** By name. */
+  routes: RouteSummary[]
+}
+
+/** One service of `describe`. */
+export interface ServiceSummary {
+  name: string
+  /** Without a password (`***`). */
+  base_url: string
+  /** `bearer`, `header`, `query`, `oauth2_client_credentials` or `callback`; none without auth. */
+  auth?: string | null
+  /** The endpoints the config names (`GET /orders/{id}`). */
+  endpoints: string[]
+}
+
+/** One route of `describe`. */
+export interface RouteSummary {
+  name: string
+  /** `weighted-health`, `priority` or `least-latency`. */
+  strategy: string
+  /** Provider ids in config order. */
+  providers: string[]
+}
+
 /** The client's read-only views, each asked of the core by name (generated from its VIEWS). */
 export interface ClientViews {
   /** The state of a route: its strategy and, per provider in config order, the configured and effective weight, health and success rate (0 to 1), latency EWMA, breaker, requests in flight, cooling left of a 429's Retry-After and last error. A ConfigError for an unknown route. */
@@ -1125,4 +1159,6 @@ export interface ClientViews {
   breakerDetails(service: string, method: string, path: string, endpoint?: string): BreakerInfo
   /** Every breaker the client has state for, as breaker_details shows it. */
   breakers(): BreakerInfo[]
+  /** What the active config holds: its version, the client's name, each service (base URL without credentials, auth type, named endpoints) and each route (strategy, providers). Never a secret. */
+  describe(): Description
 }

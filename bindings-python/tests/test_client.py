@@ -392,3 +392,27 @@ def test_every_public_name_has_a_docstring_and_a_stub():
     for member in _public(_native.Client):
         assert getattr(_native.Client, member).__doc__, member
         assert member in native_stub, member
+
+
+@pytest.mark.parametrize("cls", [harness.Client, harness.AsyncClient])
+def test_describe_shows_services_and_routes_and_never_a_secret(cls):
+    c = cls(
+        {
+            "client": {"name": "py-tests"},
+            "log": {"enabled": False},
+            "services": {
+                "svc": {
+                    "base_url": "http://user:pa55word@127.0.0.1:1",
+                    "auth": {"type": "bearer", "token": {"value": "tok-SECRET-py"}},
+                    "endpoints": {"GET /orders/{id}": {}},
+                }
+            },
+            "routes": {"chat": {"providers": [{"id": "a", "service": "svc", "weight": 1}]}},
+        }
+    )
+    d = c.describe()
+    assert (d["client"], d["config_version"]) == ("py-tests", c.config_version)
+    [svc] = d["services"]
+    assert (svc["name"], svc["auth"], svc["base_url"], svc["endpoints"]) == ("svc", "bearer", "http://user:***@127.0.0.1:1", ["GET /orders/{id}"])
+    assert d["routes"] == [{"name": "chat", "strategy": "weighted-health", "providers": ["a"]}]
+    assert "pa55word" not in repr(d) and "tok-SECRET-py" not in repr(d)

@@ -102,7 +102,50 @@ pub const VIEWS: &[ViewSpec] = &[
         doc: "The circuit breaker for (service, endpoint, method): state, phase (probing or ramping while half open), the share of calls it admits, and its current window's calls, failure rate and slow-call rate. The endpoint defaults to the path's template (IDs collapsed to {id}).",
     },
     ViewSpec { name: "breakers", args: &[], returns: "[BreakerInfo]", doc: "Every breaker the client has state for, as breaker_details shows it." },
+    ViewSpec {
+        name: "describe",
+        args: &[],
+        returns: "Description",
+        doc: "What the active config holds: its version, the client's name, each service (base URL without credentials, auth type, named endpoints) and each route (strategy, providers). Never a secret.",
+    },
 ];
+
+/// The active config in brief (`describe`): what runs, never a secret.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Description {
+    /// The config's short hash (`config_version`).
+    pub config_version: String,
+    /// This library's version.
+    pub harness_version: String,
+    /// `client.name`.
+    pub client: String,
+    /// By name.
+    pub services: Vec<ServiceSummary>,
+    /// By name.
+    pub routes: Vec<RouteSummary>,
+}
+
+/// One service of `describe`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ServiceSummary {
+    pub name: String,
+    /// Without a password (`***`).
+    pub base_url: String,
+    /// `bearer`, `header`, `query`, `oauth2_client_credentials` or `callback`; none without auth.
+    pub auth: Option<String>,
+    /// The endpoints the config names (`GET /orders/{id}`).
+    pub endpoints: Vec<String>,
+}
+
+/// One route of `describe`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RouteSummary {
+    pub name: String,
+    /// `weighted-health`, `priority` or `least-latency`.
+    pub strategy: String,
+    /// Provider ids in config order.
+    pub providers: Vec<String>,
+}
 
 impl crate::client::Client {
     /// One of the client's read-only views by name (`crate::view::VIEWS`), as JSON: what a
@@ -123,8 +166,30 @@ impl crate::client::Client {
             "credentials_state" => to_json(&self.credentials_state()),
             "breaker_details" => to_json(&self.breaker_details(arg(0), arg(1), arg(2), args.get(3).map(String::as_str))),
             "breakers" => to_json(&self.all_breaker_details()),
+            "describe" => to_json(&self.describe()),
             other => return Err(HarnessError::new(crate::error::ErrorKind::Harness, format!("view: `{other}` is listed but not served (a bug in Harness)"))),
         })
+    }
+
+    /// What the active config holds (`describe`): version, client name, services and routes.
+    pub fn describe(&self) -> Description {
+        let cfg = self.config();
+        let services = cfg
+            .services
+            .iter()
+            .map(|(name, s)| ServiceSummary {
+                name: name.clone(),
+                base_url: crate::redact::redact_url(&s.base_url).into_owned(),
+                auth: s.auth.as_ref().map(|a| a.type_name().to_string()),
+                endpoints: s.endpoints.keys().cloned().collect(),
+            })
+            .collect();
+        let routes = cfg
+            .routes
+            .iter()
+            .map(|(name, r)| RouteSummary { name: name.clone(), strategy: r.strategy.as_str().to_string(), providers: r.providers.iter().map(|p| p.id.clone()).collect() })
+            .collect();
+        Description { config_version: self.config_version(), harness_version: env!("CARGO_PKG_VERSION").to_string(), client: cfg.client.name.clone(), services, routes }
     }
 }
 
@@ -153,6 +218,7 @@ pub fn host_schema() -> Value {
         "RouteState" => crate::routing::RouteState,
         "CredentialState" => crate::credentials::CredentialState,
         "BreakerInfo" => crate::breaker::BreakerInfo,
+        "Description" => Description,
     }
     let defs: serde_json::Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let views: Vec<Value> = VIEWS.iter().map(|v| serde_json::json!({"name": v.name, "args": v.args, "returns": v.returns, "doc": v.doc})).collect();
@@ -162,6 +228,34 @@ pub fn host_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use crate::client::Client;
+
+    #[test]
+    fn describe_lists_services_and_routes_and_never_a_secret() {
+        let client = Client::from_value(serde_json::json!({
+            "client": {"name": "billing"},
+            "services": {
+                "orders": {
+                    "base_url": "http://user:pa55word@127.0.0.1:1",
+                    "auth": {"type": "bearer", "token": {"value": "tok-SECRET-1"}},
+                    "endpoints": {"GET /orders/{id}": {}}
+                },
+                "llm": {"base_url": "http://127.0.0.1:2"}
+            },
+            "routes": {"chat": {"providers": [{"id": "a", "service": "llm", "model": "m", "weight": 1}, {"id": "b", "service": "orders", "weight": 1}]}}
+        }))
+        .unwrap();
+        let d = client.describe();
+        assert_eq!((d.client.as_str(), d.config_version.as_str()), ("billing", client.config_version().as_str()));
+        let names: Vec<&str> = d.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["llm", "orders"]);
+        let orders = &d.services[1];
+        assert_eq!((orders.auth.as_deref(), orders.endpoints.clone()), (Some("bearer"), vec!["GET /orders/{id}".to_string()]));
+        assert_eq!(d.routes[0].providers, ["a", "b"]);
+        assert_eq!(d.routes[0].strategy, "weighted-health");
+        let text = client.view("describe", &[]).unwrap().to_string();
+        assert!(!text.contains("pa55word") && !text.contains("tok-SECRET-1"), "{text}");
+        assert!(text.contains("\"base_url\":\"http://user:***@127.0.0.1:1"), "{text}");
+    }
 
     #[test]
     fn an_unknown_view_or_a_missing_argument_is_a_config_error_naming_it() {

@@ -990,6 +990,46 @@ class BreakerInfo(TypedDict):
     slow_call_rate: float
 
 
+class ServiceSummary(TypedDict):
+    """One service of `describe`.
+
+    ``base_url``: Without a password (`***`).
+    ``auth``: `bearer`, `header`, `query`, `oauth2_client_credentials` or `callback`; none without auth.
+    ``endpoints``: The endpoints the config names (`GET /orders/{id}`).
+    """
+    name: str
+    base_url: str
+    auth: Optional[str]
+    endpoints: List[str]
+
+
+class RouteSummary(TypedDict):
+    """One route of `describe`.
+
+    ``strategy``: `weighted-health`, `priority` or `least-latency`.
+    ``providers``: Provider ids in config order.
+    """
+    name: str
+    strategy: str
+    providers: List[str]
+
+
+class Description(TypedDict):
+    """The active config in brief (`describe`): what runs, never a secret.
+
+    ``config_version``: The config's short hash (`config_version`).
+    ``harness_version``: This library's version.
+    ``client``: `client.name`.
+    ``services``: By name.
+    ``routes``: By name.
+    """
+    config_version: str
+    harness_version: str
+    client: str
+    services: List["ServiceSummary"]
+    routes: List["RouteSummary"]
+
+
 class ClientViews:
     """The client's read-only views, each asked of the core by name (generated from its VIEWS)."""
 
@@ -1013,6 +1053,10 @@ class ClientViews:
     def breakers(self) -> List["BreakerInfo"]:
         """Every breaker the client has state for, as breaker_details shows it."""
         return cast("List[BreakerInfo]", self._view("breakers", []))
+
+    def describe(self) -> "Description":
+        """What the active config holds: its version, the client's name, each service (base URL without credentials, auth type, named endpoints) and each route (strategy, providers). Never a secret."""
+        return cast("Description", self._view("describe", []))
 
 
 
@@ -1101,5 +1145,8 @@ __all__ = [
     "CredentialState",
     "KeyStatus",
     "BreakerInfo",
+    "Description",
+    "ServiceSummary",
+    "RouteSummary",
     "ClientViews",
 ]

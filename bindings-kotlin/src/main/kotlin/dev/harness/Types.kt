@@ -1089,6 +1089,43 @@ data class BreakerInfo(
     @SerialName("slow_call_rate") val slowCallRate: Double,
 )
 
+/** The active config in brief (`describe`): what runs, never a secret. */
+@Serializable
+data class Description(
+    /** The config's short hash (`config_version`). */
+    @SerialName("config_version") val configVersion: String,
+    /** This library's version. */
+    @SerialName("harness_version") val harnessVersion: String,
+    /** `client.name`. */
+    @SerialName("client") val client: String,
+    /** By name. */
+    @SerialName("services") val services: List<ServiceSummary>,
+    /** By name. */
+    @SerialName("routes") val routes: List<RouteSummary>,
+)
+
+/** One service of `describe`. */
+@Serializable
+data class ServiceSummary(
+    @SerialName("name") val name: String,
+    /** Without a password (`***`). */
+    @SerialName("base_url") val baseUrl: String,
+    /** `bearer`, `header`, `query`, `oauth2_client_credentials` or `callback`; none without auth. */
+    @SerialName("auth") val auth: String? = null,
+    /** The endpoints the config names (`GET /orders/{id}`). */
+    @SerialName("endpoints") val endpoints: List<String>,
+)
+
+/** One route of `describe`. */
+@Serializable
+data class RouteSummary(
+    @SerialName("name") val name: String,
+    /** `weighted-health`, `priority` or `least-latency`. */
+    @SerialName("strategy") val strategy: String,
+    /** Provider ids in config order. */
+    @SerialName("providers") val providers: List<String>,
+)
+
 /** A `[String, Int]` array on the wire, a `Pair` here. */
 object StringIntSerializer : KSerializer<Pair<String, Int>> {
     override val descriptor: SerialDescriptor = listSerialDescriptor<JsonElement>()
@@ -1125,4 +1162,7 @@ interface ClientViews {
 
     /** Every breaker the client has state for, as breaker_details shows it. */
     fun breakers(): List<BreakerInfo> = ViewJson.decode<List<BreakerInfo>>(viewJson("breakers", listOf()))
+
+    /** What the active config holds: its version, the client's name, each service (base URL without credentials, auth type, named endpoints) and each route (strategy, providers). Never a secret. */
+    fun describe(): Description = ViewJson.decode<Description>(viewJson("describe", listOf()))
 }

@@ -182,4 +182,23 @@ class ClientTest {
             Files.delete(f)
         }
     }
+
+    @Test
+    fun `describe shows the active config's services and routes and never a secret`() {
+        val cfg = configAt(
+            "http://user:pa55word@127.0.0.1:1",
+            "auth" to mapOf("type" to "bearer", "token" to mapOf("value" to "tok-SECRET-kt")),
+            "endpoints" to mapOf("GET /orders/{id}" to emptyMap<String, Any>()),
+        ) + ("routes" to mapOf("chat" to mapOf("providers" to listOf(mapOf("id" to "a", "service" to "svc", "weight" to 1)))))
+        HarnessClient(cfg).use { h ->
+            val d: Description = h.describe()
+            assertEquals("kotlin-tests", d.client)
+            assertEquals(h.configVersion, d.configVersion)
+            val svc = d.services.single()
+            assertEquals(listOf("svc", "bearer", "http://user:***@127.0.0.1:1"), listOf(svc.name, svc.auth, svc.baseUrl))
+            assertEquals(listOf("GET /orders/{id}"), svc.endpoints)
+            assertEquals(listOf("a"), d.routes.single().providers)
+            assertFalse(d.toString().contains("pa55word") || d.toString().contains("tok-SECRET-kt"), d.toString())
+        }
+    }
 }
