@@ -948,11 +948,18 @@ function flush() {
   queue.flush()
 }
 
-// Copies a body out of the batch's shared buffer (small ones land in Node's Buffer pool),
-// so a response kept alive does not keep the whole batch alive.
-function bodyFrom(bodies, start, len) {
+// Where the drain is in the batch's bodies (one object for every drain: no closure per batch).
+const cursor = { bodies: null, large: null, at: 0, nLarge: 0 }
+
+// A row's body: copied out of the batch's shared buffer (small ones land in Node's Buffer pool,
+// so a response kept alive does not keep the whole batch alive), a large one as it crossed, or
+// null when the row has none.
+function takeBody(len) {
+  if (len === BODY_NONE) return null
+  if (len === BODY_LARGE) return cursor.large[cursor.nLarge++]
   const body = Buffer.allocUnsafe(len)
-  bodies.copy(body, 0, start, start + len)
+  cursor.bodies.copy(body, 0, cursor.at, cursor.at + len)
+  cursor.at += len
   return body
 }
 
@@ -962,19 +969,13 @@ function bodyFrom(bodies, start, len) {
 function drain() {
   const { meta, text, bodies, large, views: viewText, handles, events } = queue.drain()
   const views = viewText.length > 0 ? JSON.parse(`[${viewText}]`) : NO_VIEWS
+  cursor.bodies = bodies
+  cursor.large = large
+  cursor.at = 0
+  cursor.nLarge = 0
   let at = 0
-  let bodyAt = 0
-  let nLarge = 0
   let nView = 0
   let nHandle = 0
-  // The row's body: a Buffer, or null when it has none.
-  const body = (len) => {
-    if (len === BODY_NONE) return null
-    if (len === BODY_LARGE) return large[nLarge++]
-    const b = bodyFrom(bodies, bodyAt, len)
-    bodyAt += len
-    return b
-  }
   for (let i = 0; i < meta.length; i += FIELDS) {
     const id = meta[i]
     const status = meta[i + 1]
@@ -989,7 +990,7 @@ function drain() {
         if (call !== undefined) call.opened(status, text.slice(at, headersEnd), meta[i + 3], text.slice(headersEnd, traceEnd), stream)
         else stream.cancel()
       } else {
-        const b = body(bodyLen)
+        const b = takeBody(bodyLen)
         const routed = meta[i + 7] === 1 ? views[nView++] : undefined
         if (call !== undefined) {
           call.succeed(new Response(status, text.slice(at, headersEnd), b, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd), routed))
@@ -1000,7 +1001,7 @@ function drain() {
     }
     switch (status) {
       case CHUNK: {
-        const b = body(meta[i + 6])
+        const b = takeBody(meta[i + 6])
         if (call !== undefined) call.succeed(b)
         break
       }
@@ -1009,14 +1010,14 @@ function drain() {
         break
       case ERROR: {
         const error = views[nView++]
-        const b = body(meta[i + 6])
+        const b = takeBody(meta[i + 6])
         if (b !== null) error.body = b
         if (call !== undefined) call.fail(error)
         break
       }
       case CHAT: {
         const answer = views[nView++]
-        const raw = body(meta[i + 6])
+        const raw = takeBody(meta[i + 6])
         if (call !== undefined) call.succeed(new ChatResponse(answer, raw))
         break
       }
@@ -1037,7 +1038,7 @@ function drain() {
         break
       }
       case STORED: {
-        const stored = body(meta[i + 6])
+        const stored = takeBody(meta[i + 6])
         if (call !== undefined) call.stored(stored.toString('utf8'))
         break
       }
@@ -1046,6 +1047,8 @@ function drain() {
         break
     }
   }
+  cursor.bodies = null
+  cursor.large = null
   if (pending.size === 0 && hold !== null) {
     clearInterval(hold)
     hold = null
