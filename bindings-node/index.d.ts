@@ -6,15 +6,14 @@ import { EventEmitter } from 'node:events'
 import type {
   BreakerInfo,
   ChatChunk,
+  ClientViews,
   ChatResponse as ChatResponseView,
   Config,
-  CredentialState,
   Event,
   FaultRule,
   KeyStatus,
   ProviderConfig,
   ProviderError,
-  RouteState,
   SecretRef,
   Usage,
 } from './types'
@@ -274,6 +273,8 @@ export interface FromFileOptions {
   watch?: boolean
 }
 
+/** The core's read-only views (`routingState`, `credentialsState`, `breakerDetails`, `breakers`, `describe`...), generated. */
+export interface Client extends ClientViews {}
 /**
  * A Harness client. One is enough per config; it is safe to share across concurrent calls.
  * It is an EventEmitter of Harness events: `on('event', fn)` gets every one, `on(type, fn)` one kind.
@@ -322,11 +323,6 @@ export declare class Client extends EventEmitter {
   metrics(): string
   /** The breaker state for (service, endpoint, method); `endpoint` defaults to the template of `path`. */
   breakerState(service: string, method: string, path: string, endpoint?: string): BreakerState
-  /**
-   * The breaker for (service, endpoint, method) with its phase and current window's rates;
-   * `endpoint` defaults to the template of `path`.
-   */
-  breakerDetails(service: string, method: string, path: string, endpoint?: string): BreakerDetails
   /** A service's bulkhead limit now (it moves when `bulkhead.adaptive` is set). @throws ConfigError for an unknown service. */
   bulkheadLimit(service: string): number
   /** Bulkhead permits currently held on a service. @throws ConfigError for an unknown service. */
@@ -338,8 +334,6 @@ export declare class Client extends EventEmitter {
    * @throws ConfigError for an unknown service or one whose auth type is not `callback`.
    */
   setTokenProvider(service: string, provider: TokenProvider): void
-  /** Per service with credentials: status, expiry, last refresh and error, a pool's keys. Never a secret. */
-  credentialsState(): CredentialState[]
   /**
    * One chat answer on an `openai-compatible` route: the core picks the provider, fails over,
    * normalises the parameters per provider and prices the answer.
@@ -351,8 +345,6 @@ export declare class Client extends EventEmitter {
    * `delta`, `restart` and `done` chunks.
    */
   chatStream(route: string, request: ChatRequest, options?: ChatOptions): Promise<ChatStream>
-  /** A route's providers now: weights, health, breaker, in-flight, cooling, last error. @throws ConfigError for an unknown route. */
-  routingState(route: string): RouteState
   /**
    * Sets a provider's weight on a route (0 stops its traffic), validated and versioned as a reload.
    * Returns the new `configVersion`. @throws ConfigError for an unknown route or provider.

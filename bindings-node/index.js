@@ -231,11 +231,30 @@ function unwrap(result, isValue) {
   throw nativeError(result)
 }
 
-// One of the core's views (`routing_state`, `credentials_state`, `breaker_details`): camelCased
-// JSON text, the shape types.d.ts declares.
+// One of the core's views: camelCased JSON text, the shape types.d.ts declares.
 function view(nativeClient, name, args) {
   const r = nativeClient.view(name, args)
   return JSON.parse(unwrap(r, typeof r === 'string'))
+}
+
+const camelCase = (name) => name.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+
+// A view method: its arguments are strings (an optional one may be left out), passed as they are.
+function viewMethod(spec) {
+  const args = spec.args.map((a) => ({ name: a.replace(/\?$/, ''), optional: a.endsWith('?') }))
+  return function (...given) {
+    const out = []
+    for (let i = 0; i < args.length; i++) {
+      const { name, optional } = args[i]
+      if (optional) {
+        const v = optString(given[i], name)
+        if (v !== undefined) out.push(v)
+      } else {
+        out.push(reqString(given[i], name))
+      }
+    }
+    return view(this._native, spec.name, out)
+  }
 }
 
 // ---------------------------------------------------------------- responses
@@ -1330,15 +1349,6 @@ class Client extends EventEmitter {
   }
 
   /**
-   * A route's providers now: `{ route, strategy, providers: [{ id, service, model, weight,
-   * effectiveWeight, health, successRate, latencyEwmaMs, breaker, inFlight, coolingMs, lastError }] }`.
-   * @throws ConfigError for an unknown route.
-   */
-  routingState(route) {
-    return view(this._native, 'routing_state', [routeName(route)])
-  }
-
-  /**
    * Sets a provider's weight on a route at runtime (0 stops its traffic), validated and versioned
    * as a reload; returns the new `configVersion`.
    * @throws ConfigError for an unknown route or provider.
@@ -1392,18 +1402,6 @@ class Client extends EventEmitter {
   }
 
   /**
-   * The breaker for (service, endpoint, method) with its phase and current window's rates:
-   * `{ service, endpoint, method, state, phase, admitRatio, calls, failureRate, slowCallRate }`.
-   * `endpoint` defaults to the template of `path`; a key with no traffic yet shows a closed breaker.
-   */
-  breakerDetails(service, method, path, endpoint) {
-    const args = [reqString(service, 'service'), reqString(method, 'method'), reqString(path, 'path')]
-    endpoint = optString(endpoint, 'endpoint')
-    if (endpoint !== undefined) args.push(endpoint)
-    return view(this._native, 'breaker_details', args)
-  }
-
-  /**
    * A service's bulkhead limit now (`max_concurrency`, or where `bulkhead.adaptive` has moved it).
    * @throws ConfigError for an unknown service.
    */
@@ -1429,15 +1427,6 @@ class Client extends EventEmitter {
     if (typeof provider !== 'function') throw configError('setTokenProvider: expected a function returning { token, expiresIn }')
     const error = this._native.setTokenProvider(service, (id) => runProvider(provider, id))
     if (error) throw nativeError(error)
-  }
-
-  /**
-   * Per service with credentials: `{ service, type, status, expiresAtMs, lastRefreshMs, lastError, keys }`
-   * (`status` is `valid`, `refreshing`, `expired` or `dead`; `keys` lists a key pool's keys by
-   * index and name). Never a secret.
-   */
-  credentialsState() {
-    return view(this._native, 'credentials_state', [])
   }
 
   /**
@@ -1584,6 +1573,12 @@ class Client extends EventEmitter {
       }
     }
   }
+}
+
+// The core's read-only views, one method each (`routingState`, `credentialsState`, `breakerDetails`,
+// `breakers`, `describe`, ...): types.d.ts's `ClientViews`, generated from the same list.
+for (const spec of native.viewSpecs()) {
+  Object.defineProperty(Client.prototype, camelCase(spec.name), { value: viewMethod(spec), writable: true, configurable: true })
 }
 
 // ---------------------------------------------------------------- the idempotent receiver

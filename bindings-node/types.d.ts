@@ -1118,9 +1118,9 @@ export interface BreakerInfo {
 /** The active config in brief (`describe`): what runs, never a secret. */
 export interface Description {
   /** The config's short hash (`config_version`). */
-  config_version: string
+  configVersion: string
   /** This library's version. */
-  harness_version: string
+  harnessVersion: string
   /** `client.name`. */
   client: string
   /** By name. */
@@ -1133,9 +1133,9 @@ export interface Description {
 export interface ServiceSummary {
   name: string
   /** Without a password (`***`). */
-  base_url: string
+  baseUrl: string
   /** `bearer`, `header`, `query`, `oauth2_client_credentials` or `callback`; none without auth. */
-  auth?: string | null
+  auth: string | null
   /** The endpoints the config names (`GET /orders/{id}`). */
   endpoints: string[]
 }

@@ -26,6 +26,21 @@ impl NativeClient {
     }
 }
 
+/// The core's views a client answers (`harness_core::view::VIEWS`): `index.js` gives `Client` one
+/// method per view from these, so a new view in the core needs no line here or there.
+#[napi(object, object_from_js = false)]
+pub struct ViewSpec {
+    /// The core's name (`routing_state`); the JS method is its camelCase.
+    pub name: String,
+    /// The arguments in order; an optional one ends with `?`.
+    pub args: Vec<String>,
+}
+
+#[napi]
+pub fn view_specs() -> Vec<ViewSpec> {
+    harness_core::view::VIEWS.iter().map(|v| ViewSpec { name: v.name.to_string(), args: v.args.iter().map(|a| a.to_string()).collect() }).collect()
+}
+
 /// From the JSON text of a config object (the core checks its nesting before parsing).
 #[napi]
 pub fn client_from_json(json: String) -> Fallible<NativeClient> {
@@ -104,8 +119,8 @@ impl NativeClient {
         }
     }
 
-    /// One of the core's read-only views (`routing_state`, `credentials_state`, `breaker_details`,
-    /// `breakers`) as camelCased JSON text, the shape `types.d.ts` declares.
+    /// One of the core's read-only views (`view_specs`) as camelCased JSON text, the shape
+    /// `types.d.ts` declares.
     #[napi]
     pub fn view(&self, name: String, args: Vec<String>) -> Fallible<String> {
         fallible(self.inner.view(&name, &args).map(|v| view_text(&v)))

@@ -6,6 +6,7 @@ import {
   Client,
   Config,
   CredentialState,
+  Description,
   ErrorView,
   HarnessConfig,
   HarnessEvent,
@@ -38,6 +39,12 @@ export async function views(): Promise<void> {
 
   const b: BreakerInfo = client.breakerDetails('llm', 'POST', '/v1/chat/completions')
   const rates: number[] = [b.admitRatio, b.failureRate, b.slowCallRate]
+  const all: BreakerInfo[] = client.breakers()
+  const d: Description = client.describe()
+  const version: string = d.configVersion
+  // @ts-expect-error breakerDetails needs a path
+  client.breakerDetails('llm', 'POST')
+  void [all, version]
 
   const r: ChatResponse = await client.chat('chat', { messages: [{ role: 'user', content: 'hi' }] })
   const usage: Usage | null = r.usage

@@ -69,6 +69,29 @@ test('every view has exactly the keys types.d.ts declares, camelCased', async ()
     sameKeys(cred, 'CredentialState')
     sameKeys(cred.keys[0], 'KeyStatus')
     sameKeys(client.breakerDetails('a', 'POST', '/v1/chat/completions'), 'BreakerInfo')
+    const breakers = client.breakers()
+    assert.ok(breakers.length > 0)
+    for (const b of breakers) sameKeys(b, 'BreakerInfo')
+    const d = client.describe()
+    sameKeys(d, 'Description')
+    assert.equal(d.configVersion, client.configVersion)
+    sameKeys(d.services[0], 'ServiceSummary')
+    sameKeys(d.routes[0], 'RouteSummary')
+  } finally {
+    client.close()
+  }
+})
+
+test('the client has one method per view the core declares (ClientViews), and checks their arguments', () => {
+  const text = fs.readFileSync(path.join(pkg, 'types.d.ts'), 'utf8')
+  const body = text.slice(text.indexOf('export interface ClientViews {'))
+  const methods = [...body.slice(0, body.indexOf('\n}')).matchAll(/^ {2}([a-zA-Z]+)\(/gm)].map((m) => m[1])
+  assert.ok(methods.includes('routingState') && methods.includes('describe'), methods.join())
+  const client = new Client({ log: { enabled: false }, services: { s: { base_url: 'http://127.0.0.1:9' } } })
+  try {
+    for (const m of methods) assert.equal(typeof client[m], 'function', m)
+    assert.throws(() => client.breakerDetails('s', 'GET'), (e) => e.name === 'ConfigError' && /^request\.path: expected a string/.test(e.message))
+    assert.throws(() => client.routingState('nope'), (e) => e.name === 'ConfigError' && e.message.includes('unknown route `nope`'))
   } finally {
     client.close()
   }
