@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
 use crate::callbacks::PySink;
-use crate::completion::{self, Bridge, Pending};
+use crate::completion::{self, Bridge};
 use crate::convert::{self, CallArgs, ChatArgs, JsonMode};
 use crate::credentials::PyTokenProvider;
 use crate::errors::{config_error, to_py};
@@ -19,6 +19,14 @@ use crate::errors::{config_error, to_py};
 #[pyclass(name = "Client", module = "harness._native", frozen)]
 pub struct NativeClient {
     inner: Client,
+}
+
+/// Drives `op` on this thread (no bridge) or submits it to the runtime for `future`.
+fn run<'py>(py: Python<'py>, op: Operation, bridge: Option<&Bound<'py, Bridge>>, future: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    match (bridge, future) {
+        (Some(bridge), Some(future)) => Ok(Bound::new(py, completion::submit(py, bridge, future, op)?)?.into_any()),
+        _ => completion::drive(py, op),
+    }
 }
 
 /// A config as the constructor and `reload` take it: a file path, or a dict as JSON text.
@@ -134,13 +142,20 @@ impl NativeClient {
         py.detach(|| self.inner.flush())
     }
 
-    /// Runs one request, blocking this thread (not the GIL) until it finishes;
-    /// Ctrl-C interrupts it and cancels the request.
-    #[pyo3(signature = (service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
+    /// Runs one request (`op` is `"request"`) or opens a streamed response (`"stream"`).
+    /// Without `bridge`, on this thread with the GIL released until it finishes (or, for a
+    /// stream, its head arrives; an error status raises here), Ctrl-C interrupting and
+    /// cancelling it; the outcome is returned. With `bridge` and `future`, on the runtime:
+    /// the outcome resolves `future` through the loop's completion queue, and the returned
+    /// `Pending` cancels the operation when cancelled or dropped.
+    #[pyo3(signature = (op, bridge, future, service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
-    fn request<'py>(
+    fn call<'py>(
         &self,
         py: Python<'py>,
+        op: &str,
+        bridge: Option<&Bound<'py, Bridge>>,
+        future: Option<&Bound<'py, PyAny>>,
         service: &Bound<'py, PyAny>,
         method: &Bound<'py, PyAny>,
         path: &Bound<'py, PyAny>,
@@ -158,103 +173,26 @@ impl NativeClient {
             py,
             CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
         )?;
-        // Driven on this thread (GIL released): no hand-off to a runtime worker and back.
-        completion::drive(py, Operation::Request(self.inner.clone(), req))
+        let op = match op {
+            "request" => Operation::Request(self.inner.clone(), req),
+            "stream" => Operation::Stream(self.inner.clone(), req),
+            other => return Err(config_error(py, format!("op: expected request or stream, got {other}"))),
+        };
+        run(py, op, bridge, future)
     }
 
-    /// Starts one request whose result resolves `future` through `bridge` (the loop's
-    /// completion queue); the returned `Pending` cancels the request when cancelled or dropped.
-    #[pyo3(signature = (bridge, future, service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn request_async<'py>(
-        &self,
-        py: Python<'py>,
-        bridge: &Bound<'py, Bridge>,
-        future: &Bound<'py, PyAny>,
-        service: &Bound<'py, PyAny>,
-        method: &Bound<'py, PyAny>,
-        path: &Bound<'py, PyAny>,
-        endpoint: Option<&Bound<'py, PyAny>>,
-        params: Option<&Bound<'py, PyAny>>,
-        headers: Option<&Bound<'py, PyAny>>,
-        json: Option<&Bound<'py, PyAny>>,
-        content: Option<&Bound<'py, PyAny>>,
-        idempotency_key: Option<&Bound<'py, PyAny>>,
-        timeout_ms: Option<&Bound<'py, PyAny>>,
-        traceparent: Option<&Bound<'py, PyAny>>,
-        principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Pending> {
-        let req = convert::request(
-            py,
-            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
-        )?;
-        completion::submit(py, bridge, future, Operation::Request(self.inner.clone(), req))
-    }
-
-    /// Opens a streamed response, blocking this thread (not the GIL) until its head
-    /// arrives; an error status raises here. Ctrl-C interrupts it and cancels the request.
-    #[pyo3(signature = (service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn stream<'py>(
-        &self,
-        py: Python<'py>,
-        service: &Bound<'py, PyAny>,
-        method: &Bound<'py, PyAny>,
-        path: &Bound<'py, PyAny>,
-        endpoint: Option<&Bound<'py, PyAny>>,
-        params: Option<&Bound<'py, PyAny>>,
-        headers: Option<&Bound<'py, PyAny>>,
-        json: Option<&Bound<'py, PyAny>>,
-        content: Option<&Bound<'py, PyAny>>,
-        idempotency_key: Option<&Bound<'py, PyAny>>,
-        timeout_ms: Option<&Bound<'py, PyAny>>,
-        traceparent: Option<&Bound<'py, PyAny>>,
-        principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let req = convert::request(
-            py,
-            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
-        )?;
-        completion::drive(py, Operation::Stream(self.inner.clone(), req))
-    }
-
-    /// Opens a streamed response on the runtime; `future` resolves (through `bridge`) to the
-    /// stream once its head arrived. The returned `Pending` cancels the open.
-    #[pyo3(signature = (bridge, future, service, method, path, endpoint=None, params=None, headers=None, json=None, content=None, idempotency_key=None, timeout_ms=None, traceparent=None, principal=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn stream_async<'py>(
-        &self,
-        py: Python<'py>,
-        bridge: &Bound<'py, Bridge>,
-        future: &Bound<'py, PyAny>,
-        service: &Bound<'py, PyAny>,
-        method: &Bound<'py, PyAny>,
-        path: &Bound<'py, PyAny>,
-        endpoint: Option<&Bound<'py, PyAny>>,
-        params: Option<&Bound<'py, PyAny>>,
-        headers: Option<&Bound<'py, PyAny>>,
-        json: Option<&Bound<'py, PyAny>>,
-        content: Option<&Bound<'py, PyAny>>,
-        idempotency_key: Option<&Bound<'py, PyAny>>,
-        timeout_ms: Option<&Bound<'py, PyAny>>,
-        traceparent: Option<&Bound<'py, PyAny>>,
-        principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Pending> {
-        let req = convert::request(
-            py,
-            CallArgs { service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal },
-        )?;
-        completion::submit(py, bridge, future, Operation::Stream(self.inner.clone(), req))
-    }
-
-    /// One chat answer on an `openai-compatible` route, blocking this thread (not the GIL);
-    /// Ctrl-C interrupts it and cancels the call. `params` is a dict of chat-completions
-    /// parameters; the answer is a dict of `harness.ChatResponse` fields.
-    #[pyo3(signature = (route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
+    /// One chat answer on a route (`op` is `"chat"`) or a streamed one (`"chat_stream"`),
+    /// driven as `call` drives a request: on this thread without `bridge`, else on the
+    /// runtime resolving `future`. `params` is a dict of chat-completions parameters; the
+    /// answer is a dict of `harness.ChatResponse` fields.
+    #[pyo3(signature = (op, bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
     #[allow(clippy::too_many_arguments)]
     fn chat<'py>(
         &self,
         py: Python<'py>,
+        op: &str,
+        bridge: Option<&Bound<'py, Bridge>>,
+        future: Option<&Bound<'py, PyAny>>,
         route: &Bound<'py, PyAny>,
         messages: &Bound<'py, PyAny>,
         params: Option<&Bound<'py, PyAny>>,
@@ -264,68 +202,12 @@ impl NativeClient {
         principal: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        completion::drive(py, Operation::Chat(self.inner.clone(), route, chat))
-    }
-
-    /// Starts one chat call whose answer resolves `future` through `bridge`; the returned
-    /// `Pending` cancels the call when cancelled or dropped.
-    #[pyo3(signature = (bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn chat_async<'py>(
-        &self,
-        py: Python<'py>,
-        bridge: &Bound<'py, Bridge>,
-        future: &Bound<'py, PyAny>,
-        route: &Bound<'py, PyAny>,
-        messages: &Bound<'py, PyAny>,
-        params: Option<&Bound<'py, PyAny>>,
-        headers: Option<&Bound<'py, PyAny>>,
-        timeout_ms: Option<&Bound<'py, PyAny>>,
-        traceparent: Option<&Bound<'py, PyAny>>,
-        principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Pending> {
-        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        completion::submit(py, bridge, future, Operation::Chat(self.inner.clone(), route, chat))
-    }
-
-    /// Opens a streamed chat answer, blocking this thread (not the GIL) until a provider
-    /// answered; Ctrl-C interrupts it and cancels the call.
-    #[pyo3(signature = (route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn chat_stream<'py>(
-        &self,
-        py: Python<'py>,
-        route: &Bound<'py, PyAny>,
-        messages: &Bound<'py, PyAny>,
-        params: Option<&Bound<'py, PyAny>>,
-        headers: Option<&Bound<'py, PyAny>>,
-        timeout_ms: Option<&Bound<'py, PyAny>>,
-        traceparent: Option<&Bound<'py, PyAny>>,
-        principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        completion::drive(py, Operation::ChatStream(self.inner.clone(), route, chat))
-    }
-
-    /// Opens a streamed chat answer on the runtime; `future` resolves (through `bridge`) to
-    /// the stream once a provider answered. The returned `Pending` cancels the open.
-    #[pyo3(signature = (bridge, future, route, messages, params=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn chat_stream_async<'py>(
-        &self,
-        py: Python<'py>,
-        bridge: &Bound<'py, Bridge>,
-        future: &Bound<'py, PyAny>,
-        route: &Bound<'py, PyAny>,
-        messages: &Bound<'py, PyAny>,
-        params: Option<&Bound<'py, PyAny>>,
-        headers: Option<&Bound<'py, PyAny>>,
-        timeout_ms: Option<&Bound<'py, PyAny>>,
-        traceparent: Option<&Bound<'py, PyAny>>,
-        principal: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Pending> {
-        let (route, chat) = convert::chat(py, ChatArgs { route, messages, params, headers, timeout_ms, traceparent, principal })?;
-        completion::submit(py, bridge, future, Operation::ChatStream(self.inner.clone(), route, chat))
+        let op = match op {
+            "chat" => Operation::Chat(self.inner.clone(), route, chat),
+            "chat_stream" => Operation::ChatStream(self.inner.clone(), route, chat),
+            other => return Err(config_error(py, format!("op: expected chat or chat_stream, got {other}"))),
+        };
+        run(py, op, bridge, future)
     }
 
     /// Sets a provider's weight as a reload would; returns the new config version.

@@ -271,6 +271,8 @@ def test_exception_tree_matches_the_core_names():
         assert issubclass(cls, harness.HarnessError) and issubclass(cls, Exception)
         assert cls.__name__ == name and cls.__module__ == "harness" and cls.__doc__
         assert name in harness.__all__
+    # ... and every exception class is one of the core's kinds.
+    assert set(harness._errors.__all__) == set(_native.ERROR_NAMES)
 
 
 def test_http_status_error_attributes_and_no_secret(upstream, config):

@@ -32,6 +32,7 @@ if getattr(_native, "__version__", None) != __version__:
     )
 from ._credentials import TokenProvider as _TokenProvider
 from ._events import Event, _AsyncListener
+from . import _errors
 from ._errors import (
     AuthError,
     BulkheadFullError,
@@ -65,25 +66,10 @@ __all__ = [
     "ChatStream",
     "AsyncChatStream",
     "Event",
-    "HarnessError",
-    "TimeoutError",
-    "CircuitOpenError",
-    "BulkheadFullError",
-    "RateLimitedError",
-    "HttpStatusError",
-    "AuthError",
-    "SchemaError",
-    "ConnectError",
-    "CancelledError",
-    "NoHealthyProviderError",
-    "ConfigError",
-    "ProtocolError",
-    "ResponseTooLargeError",
-    "DuplicateInFlightError",
     "Idempotency",
     "AsyncIdempotency",
     "Claim",
-]
+] + _errors.__all__
 
 
 class Headers(Mapping):
@@ -443,7 +429,7 @@ class _AsyncStreamCall:
     async def __aenter__(self) -> StreamResponse:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        pending = self._native.stream_async(_bridge(loop), future, *self._args)
+        pending = self._native.call("stream", _bridge(loop), future, *self._args)
         try:
             native = await future
         except BaseException:
@@ -551,7 +537,7 @@ class AsyncChatStream:
                 raise CancelledError("the chat stream was closed before it was opened")
             loop = asyncio.get_running_loop()
             future = loop.create_future()
-            pending = self._client.chat_stream_async(_bridge(loop), future, *self._args)
+            pending = self._client.chat("chat_stream", _bridge(loop), future, *self._args)
             try:
                 self._native = await future
             except BaseException:
@@ -857,7 +843,10 @@ class Client(_Base):
         if traceparent is None:
             traceparent, headers = _otel.parent(headers)
         return Response(
-            *self._native.request(
+            *self._native.call(
+                "request",
+                None,
+                None,
                 service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal
             )
         )
@@ -890,7 +879,7 @@ class Client(_Base):
             traceparent, headers = _otel.parent(headers)
         args = (service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal)
         native = self._native
-        return _StreamCall(lambda: native.stream(*args))
+        return _StreamCall(lambda: native.call("stream", None, None, *args))
 
     def chat(
         self,
@@ -921,7 +910,7 @@ class Client(_Base):
         if traceparent is None:
             traceparent, extra_headers = _otel.parent(extra_headers)
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
-        return ChatResponse._from(self._native.chat(*args))
+        return ChatResponse._from(self._native.chat("chat", None, None, *args))
 
     def chat_stream(
         self,
@@ -945,7 +934,7 @@ class Client(_Base):
         if traceparent is None:
             traceparent, extra_headers = _otel.parent(extra_headers)
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
-        return ChatStream(self._native.chat_stream(*args))
+        return ChatStream(self._native.chat("chat_stream", None, None, *args))
 
     def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """``request(service, "GET", path, **kwargs)``."""
@@ -1008,8 +997,8 @@ class AsyncClient(_Base):
         loop = asyncio.get_running_loop()
         bridge = _BRIDGES.get(loop) or _bridge(loop)
         future = loop.create_future()
-        pending = self._native.request_async(
-            bridge, future, service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal
+        pending = self._native.call(
+            "request", bridge, future, service, method, path, endpoint, params, headers, json, content, idempotency_key, timeout_ms, traceparent, principal
         )
         try:
             reply = await future
@@ -1065,7 +1054,7 @@ class AsyncClient(_Base):
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        pending = self._native.chat_async(_bridge(loop), future, *args)
+        pending = self._native.chat("chat", _bridge(loop), future, *args)
         try:
             reply = await future
         except BaseException:

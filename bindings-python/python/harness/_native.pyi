@@ -37,8 +37,11 @@ class Client:
         ``breakers``) as plain objects with the core's names (typed in ``harness._types``)."""
     def flush(self) -> None:
         """Delivers this client's queued log records and events now."""
-    def request(
+    def call(
         self,
+        op: str,
+        bridge: Optional[Bridge],
+        future: Optional["asyncio.Future[Any]"],
         service: str,
         method: str,
         path: str,
@@ -51,62 +54,15 @@ class Client:
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
         principal: Optional[str] = None,
-    ) -> _Reply:
-        """Runs one request, blocking this thread (not the GIL) until it finishes."""
-    def request_async(
-        self,
-        bridge: Bridge,
-        future: "asyncio.Future[_Reply]",
-        service: str,
-        method: str,
-        path: str,
-        endpoint: Optional[str] = None,
-        params: _Pairs = None,
-        headers: _Pairs = None,
-        json: Any = None,
-        content: Union[bytes, bytearray, str, None] = None,
-        idempotency_key: Optional[str] = None,
-        timeout_ms: Optional[float] = None,
-        traceparent: Optional[str] = None,
-        principal: Optional[str] = None,
-    ) -> Pending:
-        """Starts one request whose result resolves ``future`` through ``bridge``."""
-    def stream(
-        self,
-        service: str,
-        method: str,
-        path: str,
-        endpoint: Optional[str] = None,
-        params: _Pairs = None,
-        headers: _Pairs = None,
-        json: Any = None,
-        content: Union[bytes, bytearray, str, None] = None,
-        idempotency_key: Optional[str] = None,
-        timeout_ms: Optional[float] = None,
-        traceparent: Optional[str] = None,
-        principal: Optional[str] = None,
-    ) -> Stream:
-        """Opens a streamed response, blocking this thread (not the GIL) until its head arrives."""
-    def stream_async(
-        self,
-        bridge: Bridge,
-        future: "asyncio.Future[Stream]",
-        service: str,
-        method: str,
-        path: str,
-        endpoint: Optional[str] = None,
-        params: _Pairs = None,
-        headers: _Pairs = None,
-        json: Any = None,
-        content: Union[bytes, bytearray, str, None] = None,
-        idempotency_key: Optional[str] = None,
-        timeout_ms: Optional[float] = None,
-        traceparent: Optional[str] = None,
-        principal: Optional[str] = None,
-    ) -> Pending:
-        """Opens a streamed response; ``future`` resolves to the stream through ``bridge``."""
+    ) -> Any:
+        """``op`` ``"request"`` (a ``_Reply``) or ``"stream"`` (a ``Stream``): without ``bridge``,
+        blocking this thread (not the GIL); with ``bridge`` and ``future``, a ``Pending`` whose
+        outcome resolves ``future``."""
     def chat(
         self,
+        op: str,
+        bridge: Optional[Bridge],
+        future: Optional["asyncio.Future[Any]"],
         route: str,
         messages: Any,
         params: Optional[Mapping[str, Any]] = None,
@@ -114,45 +70,9 @@ class Client:
         timeout_ms: Optional[float] = None,
         traceparent: Optional[str] = None,
         principal: Optional[str] = None,
-    ) -> Dict[str, Any]:
-        """One chat answer, blocking this thread (not the GIL); a dict of ``harness.ChatResponse`` fields."""
-    def chat_async(
-        self,
-        bridge: Bridge,
-        future: "asyncio.Future[Dict[str, Any]]",
-        route: str,
-        messages: Any,
-        params: Optional[Mapping[str, Any]] = None,
-        headers: _Pairs = None,
-        timeout_ms: Optional[float] = None,
-        traceparent: Optional[str] = None,
-        principal: Optional[str] = None,
-    ) -> Pending:
-        """Starts one chat call whose answer resolves ``future`` through ``bridge``."""
-    def chat_stream(
-        self,
-        route: str,
-        messages: Any,
-        params: Optional[Mapping[str, Any]] = None,
-        headers: _Pairs = None,
-        timeout_ms: Optional[float] = None,
-        traceparent: Optional[str] = None,
-        principal: Optional[str] = None,
-    ) -> ChatStream:
-        """Opens a streamed chat answer, blocking this thread (not the GIL) until a provider answered."""
-    def chat_stream_async(
-        self,
-        bridge: Bridge,
-        future: "asyncio.Future[ChatStream]",
-        route: str,
-        messages: Any,
-        params: Optional[Mapping[str, Any]] = None,
-        headers: _Pairs = None,
-        timeout_ms: Optional[float] = None,
-        traceparent: Optional[str] = None,
-        principal: Optional[str] = None,
-    ) -> Pending:
-        """Opens a streamed chat answer; ``future`` resolves to the stream through ``bridge``."""
+    ) -> Any:
+        """``op`` ``"chat"`` (a dict of ``harness.ChatResponse`` fields) or ``"chat_stream"`` (a
+        ``ChatStream``), driven as ``call`` drives a request."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight; returns the new config version."""
     def mock(

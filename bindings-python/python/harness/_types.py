@@ -663,6 +663,7 @@ class AuditRecord(TypedDict):
 
     ``service``: The service, or the route the caller named.
     ``outcome``: `ok`, or the error kind.
+    ``request_body``: With `include_bodies`, already masked; a host's printed form leaves it out.
     """
     ts_ms: int
     client: str
@@ -812,6 +813,7 @@ class AuditRecordEvent(TypedDict):
 
     ``service``: The service, or the route the caller named.
     ``outcome``: `ok`, or the error kind.
+    ``request_body``: With `include_bodies`, already masked; a host's printed form leaves it out.
     """
     type: Literal["audit_record"]
     ts_ms: int
