@@ -997,6 +997,7 @@ export interface AuditRecord {
   duration_ms: number
   cost?: number | null
   trace_id: string
+  /** With `include_bodies`, already masked; a host's printed form leaves it out. */
   request_body?: unknown
   response_body?: unknown
 }

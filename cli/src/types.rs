@@ -46,7 +46,19 @@ pub fn files(schema: &serde_json::Value) -> Result<Vec<(PathBuf, String)>, Strin
             "ChatResponse".to_string(),
             vec![("raw".to_string(), "ByteArray".to_string(), "ByteArray(0)".to_string(), "The provider's whole answer (JSON), for fields Harness does not normalise.".to_string())],
         )]),
-        kotlin_members: BTreeMap::from([("ChatResponse".to_string(), vec![format!("/** {stale} */"), "val stale: Boolean get() = fallback == \"cache\"".to_string()])]),
+        kotlin_members: BTreeMap::from([
+            ("ChatResponse".to_string(), vec![format!("/** {stale} */"), "val stale: Boolean get() = fallback == \"cache\"".to_string()]),
+            (
+                "Event".to_string(),
+                vec![
+                    "/** Every field under its cross-language (snake_case) name, `type` first; null ones left out, as in the JSON log line. */".to_string(),
+                    "fun fields(): Map<String, Any?> = eventFields(this)".to_string(),
+                ],
+            ),
+        ]),
+        // Kotlin's events keep their names: HarnessEvent.RequestFinished, ...
+        kotlin_names: BTreeMap::from([("Event".to_string(), "HarnessEvent".to_string())]),
+        kotlin_nested: set(&["Event"]),
         ..base.clone()
     };
     Ok(vec![

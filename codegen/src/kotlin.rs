@@ -164,73 +164,112 @@ fn emit_tuple_serializer(out: &mut String, shape: &[String]) {
     writeln!(out, "}}\n").unwrap();
 }
 
-fn params(out: &mut String, fields: &[Field], input: bool, tuples: &mut BTreeSet<Vec<String>>) {
+fn params(out: &mut String, indent: &str, fields: &[Field], input: bool, tuples: &mut BTreeSet<Vec<String>>) {
     for f in fields {
-        kdoc(out, "    ", f.doc.as_deref());
+        kdoc(out, indent, f.doc.as_deref());
         let mut ty = kt(&f.ty, tuples);
-        let optional = input && !f.required;
+        // A key the schema does not require may be absent (an input's, or an output's the core
+        // skips when empty): nullable, null by default.
+        let _ = input;
+        let optional = !f.required;
         if optional && !ty.ends_with('?') {
             ty.push('?');
         }
         let default = if optional || ty.ends_with('?') { " = null" } else { "" };
-        writeln!(out, "    @SerialName(\"{}\") val {}: {ty}{default},", f.name, prop(&f.name)).unwrap();
+        writeln!(out, "{indent}@SerialName(\"{}\") val {}: {ty}{default},", f.name, prop(&f.name)).unwrap();
     }
 }
 
 fn variant_name(union: &str, v: &Variant, opts: &Options) -> String {
+    if opts.kotlin_nested.contains(union) {
+        return pascal(&v.tag);
+    }
     let base = opts.variant_names.get(union).map(String::as_str).unwrap_or(union);
     format!("{}{}", pascal(&v.tag), base)
 }
 
+/// A type's name in Kotlin (`Options::kotlin_names` renames one, e.g. `Event` -> `HarnessEvent`).
+fn kotlin_name<'a>(name: &'a str, opts: &'a Options) -> &'a str {
+    opts.kotlin_names.get(name).map(String::as_str).unwrap_or(name)
+}
+
+/// How a sensitive field prints: a string by its size, anything else not at all.
+fn shown(f: &Field) -> String {
+    let p = prop(&f.name);
+    match (&f.ty, f.sensitive) {
+        (_, false) => format!("{p}=${p}"),
+        (Ty::String, true) => format!("{p}=${{{p}.length}} chars"),
+        (Ty::Nullable(t), true) if **t == Ty::String => format!("{p}=${{{p}?.length}} chars"),
+        (_, true) => format!("{p}=${{if ({p} == null) \"null\" else \"(not shown)\"}}"),
+    }
+}
+
+/// One data class: `name` and its fields, the extras and members `opts` give `key`; for a
+/// variant of a union its supertype, and for a nested one its tag (what `type` returns).
+struct Class<'a> {
+    indent: &'a str,
+    name: String,
+    key: &'a str,
+    fields: &'a [Field],
+    input: bool,
+    supertype: Option<&'a str>,
+    tag: Option<&'a str>,
+}
+
+fn emit_class(out: &mut String, c: Class<'_>, opts: &Options, tuples: &mut BTreeSet<Vec<String>>) {
+    let ind = c.indent;
+    let inner = format!("{ind}    ");
+    let supertype = c.supertype.map(|s| format!(" : {s}")).unwrap_or_default();
+    let members: &[String] = opts.kotlin_members.get(c.key).map(Vec::as_slice).unwrap_or(&[]);
+    let sensitive = c.fields.iter().any(|f| f.sensitive);
+    let body = !members.is_empty() || sensitive || c.tag.is_some();
+    if c.fields.is_empty() && !body {
+        writeln!(out, "{ind}class {}{supertype}", c.name).unwrap();
+        return;
+    }
+    if c.fields.is_empty() {
+        writeln!(out, "{ind}class {}{supertype} {{", c.name).unwrap();
+    } else {
+        writeln!(out, "{ind}data class {}(", c.name).unwrap();
+        params(out, &inner, c.fields, c.input, tuples);
+        for (name, ty, default, doc) in opts.kotlin_extra.get(c.key).map(Vec::as_slice).unwrap_or(&[]) {
+            kdoc(out, &inner, Some(doc));
+            writeln!(out, "{inner}@Transient val {name}: {ty} = {default},").unwrap();
+        }
+        if !body {
+            writeln!(out, "{ind}){supertype}").unwrap();
+            return;
+        }
+        writeln!(out, "{ind}){supertype} {{").unwrap();
+    }
+    if let Some(tag) = c.tag {
+        writeln!(out, "{inner}override val type: String get() = \"{tag}\"").unwrap();
+    }
+    for m in members {
+        writeln!(out, "{inner}{m}").unwrap();
+    }
+    if sensitive {
+        // What a user said or a provider answered is not printed: a string's size only.
+        let shown: Vec<String> = c.fields.iter().map(shown).collect();
+        writeln!(out, "{inner}override fun toString(): String = \"{}({})\"", c.name, shown.join(", ")).unwrap();
+    }
+    writeln!(out, "{ind}}}").unwrap();
+}
+
 fn emit_type(out: &mut String, t: &TypeDef, model: &Model, opts: &Options, tuples: &mut BTreeSet<Vec<String>>) {
     let input = opts.inputs.contains(&t.name);
+    let name = kotlin_name(&t.name, opts);
     match &t.def {
         Def::Object { fields, .. } => {
             kdoc(out, "", t.doc.as_deref());
             writeln!(out, "@Serializable").unwrap();
-            if fields.is_empty() {
-                writeln!(out, "class {}", t.name).unwrap();
-                return;
-            }
-            writeln!(out, "data class {}(", t.name).unwrap();
-            params(out, fields, input, tuples);
-            let extra: &[(String, String, String, String)] = opts.kotlin_extra.get(&t.name).map(Vec::as_slice).unwrap_or(&[]);
-            for (name, ty, default, doc) in extra {
-                kdoc(out, "    ", Some(doc));
-                writeln!(out, "    @Transient val {name}: {ty} = {default},").unwrap();
-            }
-            let members: &[String] = opts.kotlin_members.get(&t.name).map(Vec::as_slice).unwrap_or(&[]);
-            let sensitive = fields.iter().any(|f| f.sensitive);
-            if members.is_empty() && !sensitive {
-                writeln!(out, ")").unwrap();
-                return;
-            }
-            writeln!(out, ") {{").unwrap();
-            for m in members {
-                writeln!(out, "    {m}").unwrap();
-            }
-            if sensitive {
-                // What a user said or a provider answered is not printed: its size only.
-                let shown: Vec<String> = fields
-                    .iter()
-                    .map(|f| {
-                        let p = prop(&f.name);
-                        if f.sensitive {
-                            format!("{p}=${{{p}.length}} chars")
-                        } else {
-                            format!("{p}=${p}")
-                        }
-                    })
-                    .collect();
-                writeln!(out, "    override fun toString(): String = \"{}({})\"", t.name, shown.join(", ")).unwrap();
-            }
-            writeln!(out, "}}").unwrap();
+            emit_class(out, Class { indent: "", name: name.to_string(), key: &t.name, fields, input, supertype: None, tag: None }, opts, tuples);
         }
         Def::Enum { values } => {
             kdoc(out, "", t.doc.as_deref());
             writeln!(out, "@Serializable").unwrap();
             // `value` is the cross-language name, and what `toString` prints.
-            writeln!(out, "enum class {}(val value: String) {{", t.name).unwrap();
+            writeln!(out, "enum class {name}(val value: String) {{").unwrap();
             for (v, d) in values {
                 kdoc(out, "    ", d.as_deref());
                 writeln!(out, "    @SerialName(\"{v}\") {}(\"{v}\"),", constant(v)).unwrap();
@@ -240,18 +279,31 @@ fn emit_type(out: &mut String, t: &TypeDef, model: &Model, opts: &Options, tuple
         }
         Def::Alias(ty) => {
             kdoc(out, "", t.doc.as_deref());
-            writeln!(out, "typealias {} = {}", t.name, kt(ty, tuples)).unwrap();
+            writeln!(out, "typealias {name} = {}", kt(ty, tuples)).unwrap();
         }
         Def::Tagged { variants, .. } => {
+            // Nested (`HarnessEvent.RequestFinished`, each with its `type`), or top level
+            // (`BearerAuth`, ...).
+            let nested = opts.kotlin_nested.contains(&t.name);
             kdoc(out, "", t.doc.as_deref());
             writeln!(out, "@Serializable").unwrap();
-            writeln!(out, "sealed interface {}", t.name).unwrap();
+            if nested {
+                writeln!(out, "sealed interface {name} {{").unwrap();
+                writeln!(out, "    /** The name on the wire (`{}`, ...). */", variants.first().map(|v| v.tag.as_str()).unwrap_or("")).unwrap();
+                writeln!(out, "    val type: String").unwrap();
+                for m in opts.kotlin_members.get(&t.name).map(Vec::as_slice).unwrap_or(&[]) {
+                    writeln!(out, "    {m}").unwrap();
+                }
+            } else {
+                writeln!(out, "sealed interface {name}").unwrap();
+            }
+            let indent = if nested { "    " } else { "" };
             for v in variants {
                 writeln!(out).unwrap();
-                let name = variant_name(&t.name, v, opts);
-                kdoc(out, "", v.doc.as_deref());
-                writeln!(out, "@Serializable").unwrap();
-                writeln!(out, "@SerialName(\"{}\")", v.tag).unwrap();
+                let vname = variant_name(&t.name, v, opts);
+                kdoc(out, indent, v.doc.as_deref());
+                writeln!(out, "{indent}@Serializable").unwrap();
+                writeln!(out, "{indent}@SerialName(\"{}\")", v.tag).unwrap();
                 let mut fields = v.fields.clone();
                 if let Some(base) = &v.base {
                     // A variant that is a named type plus its tag: that type's fields, here.
@@ -261,13 +313,12 @@ fn emit_type(out: &mut String, t: &TypeDef, model: &Model, opts: &Options, tuple
                         fields = all;
                     }
                 }
-                if fields.is_empty() {
-                    writeln!(out, "class {name} : {}", t.name).unwrap();
-                    continue;
-                }
-                writeln!(out, "data class {name}(").unwrap();
-                params(out, &fields, input, tuples);
-                writeln!(out, ") : {}", t.name).unwrap();
+                let key = format!("{}.{}", t.name, v.tag);
+                let tag = nested.then_some(v.tag.as_str());
+                emit_class(out, Class { indent, name: vname, key: &key, fields: &fields, input, supertype: Some(name), tag }, opts, tuples);
+            }
+            if nested {
+                writeln!(out, "}}").unwrap();
             }
         }
     }

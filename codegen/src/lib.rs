@@ -34,6 +34,11 @@ pub struct Options {
     pub kotlin_extra: BTreeMap<String, Vec<(String, String, String, String)>>,
     /// Python: members of a class (each a block of lines), e.g. a derived property.
     pub python_members: BTreeMap<String, Vec<String>>,
+    /// Kotlin: a type's name when it differs from the schema's (`Event` -> `HarnessEvent`).
+    pub kotlin_names: BTreeMap<String, String>,
+    /// Kotlin: tagged unions whose variants are nested classes named by their tag
+    /// (`HarnessEvent.RequestFinished`), each with a `type` property giving the tag.
+    pub kotlin_nested: BTreeSet<String>,
     /// Kotlin: members (lines) in a class's body, e.g. a derived property.
     pub kotlin_members: BTreeMap<String, Vec<String>>,
     /// Types left out of the file.

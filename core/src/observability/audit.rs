@@ -121,9 +121,12 @@ pub struct AuditRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
     pub trace_id: String,
+    /// With `include_bodies`, already masked; a host's printed form leaves it out.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-sensitive" = true))]
     pub request_body: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-sensitive" = true))]
     pub response_body: Option<Value>,
 }
 

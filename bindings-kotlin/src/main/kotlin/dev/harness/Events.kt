@@ -3,9 +3,7 @@ package dev.harness
 import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
 import dev.harness.ffi.ListenerException
-import dev.harness.ffi.NativeEvent
 import dev.harness.ffi.NativeEventSink
-import dev.harness.ffi.NativeRequestRecord
 import dev.harness.ffi.uniffiCallbackInterfaceNativeEventSink
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Job
@@ -45,7 +43,7 @@ private inline fun guarded(f: () -> Unit) {
 
 /** One [HarnessClient.addListener] listener. */
 internal class ListenerSink(private val listener: (HarnessEvent) -> Unit) : NativeEventSink {
-    override fun onEvent(event: NativeEvent) = guarded { listener(event.toEvent()) }
+    override fun onEvent(event: String) = guarded { listener(decodeEvent(event)) }
 }
 
 /**
@@ -59,8 +57,8 @@ internal class EventFlow : NativeEventSink {
     private val open = Job()
     val flow: SharedFlow<HarnessEvent> = shared.asSharedFlow()
 
-    override fun onEvent(event: NativeEvent) {
-        val e = event.toEvent()
+    override fun onEvent(event: String) {
+        val e = decodeEvent(event)
         if (shared.tryEmit(e)) return
         try {
             runBlocking(open) { shared.emit(e) }
@@ -83,19 +81,19 @@ internal class EventFlow : NativeEventSink {
 internal object Slf4jLog : NativeEventSink {
     private val logger: Logger by lazy { LoggerFactory.getLogger("dev.harness") }
 
-    override fun onEvent(event: NativeEvent) = guarded {
-        val r = (event as? NativeEvent.RequestFinished)?.record ?: return@guarded
+    override fun onEvent(event: String) = guarded {
+        val r = decodeEvent(event) as? HarnessEvent.RequestFinished ?: return@guarded
         val builder: LoggingEventBuilder = if (r.errorKind == null) logger.atInfo() else logger.atWarn()
         if (builder is NOPLoggingEventBuilder) return@guarded
-        for ((k, v) in r.toEvent().fields()) {
+        for ((k, v) in r.fields()) {
             if (k != "type" && v != null) builder.addKeyValue(k, v)
         }
         builder.log(message(r))
     }
 
-    private fun message(r: NativeRequestRecord): String {
+    private fun message(r: HarnessEvent.RequestFinished): String {
         val outcome = if (r.errorKind == null) "${r.status}" else "${r.errorKind}: ${r.errorMessage}"
-        val attempts = if (r.attempts == 1u) "1 attempt" else "${r.attempts} attempts"
+        val attempts = if (r.attempts == 1) "1 attempt" else "${r.attempts} attempts"
         val via = r.provider?.let { " via $it" } ?: r.fallback?.let { " from the $it fallback" } ?: ""
         return "${r.method} ${r.service} ${r.endpoint} -> $outcome$via (${r.durationMs} ms, $attempts)"
     }

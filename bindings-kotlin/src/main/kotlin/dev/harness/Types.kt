@@ -710,193 +710,226 @@ data class ProviderError(
 
 /** A structured record of something the engine did. `kind()` names it the same in every language. */
 @Serializable
-sealed interface Event
+sealed interface HarnessEvent {
+    /** The name on the wire (`request_finished`, ...). */
+    val type: String
+    /** Every field under its cross-language (snake_case) name, `type` first; null ones left out, as in the JSON log line. */
+    fun fields(): Map<String, Any?> = eventFields(this)
 
-/** One per request, with every field of the log line. */
-@Serializable
-@SerialName("request_finished")
-data class RequestFinishedEvent(
-    /** Unix time in milliseconds when the request ended. */
-    @SerialName("ts_ms") val tsMs: Long,
-    @SerialName("client") val client: String,
-    @SerialName("trace_id") val traceId: String,
-    @SerialName("span_id") val spanId: String,
-    @SerialName("service") val service: String,
-    @SerialName("endpoint") val endpoint: String,
-    @SerialName("method") val method: String,
-    @SerialName("status") val status: Int? = null,
-    @SerialName("duration_ms") val durationMs: Double,
-    @SerialName("attempts") val attempts: Int,
-    @SerialName("retry_count") val retryCount: Int,
-    @SerialName("breaker") val breaker: String,
-    /** Whether the body was streamed to the caller. */
-    @SerialName("streamed") val streamed: Boolean,
-    @SerialName("error_kind") val errorKind: String? = null,
-    @SerialName("error_code") val errorCode: String? = null,
-    @SerialName("error_message") val errorMessage: String? = null,
-    /** Routed requests only: the route, the provider and model that answered, the cost. */
-    @SerialName("route") val route: String? = null,
-    @SerialName("provider") val provider: String? = null,
-    @SerialName("model") val model: String? = null,
-    @SerialName("cost") val cost: Double? = null,
-    /** `cache` or `static` when no provider answered. */
-    @SerialName("fallback") val fallback: String? = null,
-    /** `validate: warn`: where and how the 2xx body did not match its schema. */
-    @SerialName("schema_violation") val schemaViolation: String? = null,
-    /** The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`). */
-    @SerialName("fault") val fault: String? = null,
-) : Event
+    /** One per request, with every field of the log line. */
+    @Serializable
+    @SerialName("request_finished")
+    data class RequestFinished(
+        /** Unix time in milliseconds when the request ended. */
+        @SerialName("ts_ms") val tsMs: Long,
+        @SerialName("client") val client: String,
+        @SerialName("trace_id") val traceId: String,
+        @SerialName("span_id") val spanId: String,
+        @SerialName("service") val service: String,
+        @SerialName("endpoint") val endpoint: String,
+        @SerialName("method") val method: String,
+        @SerialName("status") val status: Int? = null,
+        @SerialName("duration_ms") val durationMs: Double,
+        @SerialName("attempts") val attempts: Int,
+        @SerialName("retry_count") val retryCount: Int,
+        @SerialName("breaker") val breaker: String,
+        /** Whether the body was streamed to the caller. */
+        @SerialName("streamed") val streamed: Boolean,
+        @SerialName("error_kind") val errorKind: String? = null,
+        @SerialName("error_code") val errorCode: String? = null,
+        @SerialName("error_message") val errorMessage: String? = null,
+        /** Routed requests only: the route, the provider and model that answered, the cost. */
+        @SerialName("route") val route: String? = null,
+        @SerialName("provider") val provider: String? = null,
+        @SerialName("model") val model: String? = null,
+        @SerialName("cost") val cost: Double? = null,
+        /** `cache` or `static` when no provider answered. */
+        @SerialName("fallback") val fallback: String? = null,
+        /** `validate: warn`: where and how the 2xx body did not match its schema. */
+        @SerialName("schema_violation") val schemaViolation: String? = null,
+        /** The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`). */
+        @SerialName("fault") val fault: String? = null,
+    ) : HarnessEvent {
+        override val type: String get() = "request_finished"
+    }
 
-/** A retry will be sent after `delay_ms`. */
-@Serializable
-@SerialName("retry_scheduled")
-data class RetryScheduledEvent(
-    @SerialName("service") val service: String,
-    @SerialName("endpoint") val endpoint: String,
-    @SerialName("method") val method: String,
-    @SerialName("trace_id") val traceId: String,
-    /** The attempt that failed (1 = the first). */
-    @SerialName("attempt") val attempt: Int,
-    @SerialName("delay_ms") val delayMs: Long,
-    /** The error kind of the failed attempt (`HttpStatusError`, `TimeoutError`, ...). */
-    @SerialName("reason") val reason: String,
-    @SerialName("status") val status: Int? = null,
-) : Event
+    /** A retry will be sent after `delay_ms`. */
+    @Serializable
+    @SerialName("retry_scheduled")
+    data class RetryScheduled(
+        @SerialName("service") val service: String,
+        @SerialName("endpoint") val endpoint: String,
+        @SerialName("method") val method: String,
+        @SerialName("trace_id") val traceId: String,
+        /** The attempt that failed (1 = the first). */
+        @SerialName("attempt") val attempt: Int,
+        @SerialName("delay_ms") val delayMs: Long,
+        /** The error kind of the failed attempt (`HttpStatusError`, `TimeoutError`, ...). */
+        @SerialName("reason") val reason: String,
+        @SerialName("status") val status: Int? = null,
+    ) : HarnessEvent {
+        override val type: String get() = "retry_scheduled"
+    }
 
-@Serializable
-@SerialName("breaker_state_changed")
-data class BreakerStateChangedEvent(
-    @SerialName("service") val service: String,
-    @SerialName("endpoint") val endpoint: String,
-    @SerialName("method") val method: String,
-    @SerialName("from") val from: String,
-    @SerialName("to") val to: String,
-) : Event
+    @Serializable
+    @SerialName("breaker_state_changed")
+    data class BreakerStateChanged(
+        @SerialName("service") val service: String,
+        @SerialName("endpoint") val endpoint: String,
+        @SerialName("method") val method: String,
+        @SerialName("from") val from: String,
+        @SerialName("to") val to: String,
+    ) : HarnessEvent {
+        override val type: String get() = "breaker_state_changed"
+    }
 
-@Serializable
-@SerialName("bulkhead_rejected")
-data class BulkheadRejectedEvent(
-    @SerialName("service") val service: String,
-    @SerialName("endpoint") val endpoint: String,
-    @SerialName("method") val method: String,
-    @SerialName("max_concurrency") val maxConcurrency: Int,
-) : Event
+    @Serializable
+    @SerialName("bulkhead_rejected")
+    data class BulkheadRejected(
+        @SerialName("service") val service: String,
+        @SerialName("endpoint") val endpoint: String,
+        @SerialName("method") val method: String,
+        @SerialName("max_concurrency") val maxConcurrency: Int,
+    ) : HarnessEvent {
+        override val type: String get() = "bulkhead_rejected"
+    }
 
-@Serializable
-@SerialName("config_reloaded")
-data class ConfigReloadedEvent(
-    @SerialName("version") val version: String,
-    @SerialName("source") val source: String,
-) : Event
+    @Serializable
+    @SerialName("config_reloaded")
+    data class ConfigReloaded(
+        @SerialName("version") val version: String,
+        @SerialName("source") val source: String,
+    ) : HarnessEvent {
+        override val type: String get() = "config_reloaded"
+    }
 
-/**
- * Shared state (Redis) could not be used; Harness carries on with local state
- * and keeps reconnecting. Once per outage.
- */
-@Serializable
-@SerialName("shared_state_unavailable")
-data class SharedStateUnavailableEvent(
-    @SerialName("service") val service: String,
-    @SerialName("what") val what: String,
-    @SerialName("error") val error: String,
-) : Event
+    /**
+     * Shared state (Redis) could not be used; Harness carries on with local state
+     * and keeps reconnecting. Once per outage.
+     */
+    @Serializable
+    @SerialName("shared_state_unavailable")
+    data class SharedStateUnavailable(
+        @SerialName("service") val service: String,
+        @SerialName("what") val what: String,
+        @SerialName("error") val error: String,
+    ) : HarnessEvent {
+        override val type: String get() = "shared_state_unavailable"
+    }
 
-@Serializable
-@SerialName("config_rejected")
-data class ConfigRejectedEvent(
-    @SerialName("version") val version: String,
-    @SerialName("source") val source: String,
-    @SerialName("error") val error: String,
-) : Event
+    @Serializable
+    @SerialName("config_rejected")
+    data class ConfigRejected(
+        @SerialName("version") val version: String,
+        @SerialName("source") val source: String,
+        @SerialName("error") val error: String,
+    ) : HarnessEvent {
+        override val type: String get() = "config_rejected"
+    }
 
-/** A routed request moves from one provider to another. */
-@Serializable
-@SerialName("provider_failover")
-data class ProviderFailoverEvent(
-    @SerialName("route") val route: String,
-    @SerialName("from") val from: String,
-    @SerialName("to") val to: String,
-    @SerialName("trace_id") val traceId: String,
-    /** The error kind that made it move (`HttpStatusError`, `TimeoutError`, ...). */
-    @SerialName("reason") val reason: String,
-    @SerialName("status") val status: Int? = null,
-    /** The provider's error code (`context_length_exceeded`...) when it gave one. */
-    @SerialName("code") val code: String? = null,
-) : Event
+    /** A routed request moves from one provider to another. */
+    @Serializable
+    @SerialName("provider_failover")
+    data class ProviderFailover(
+        @SerialName("route") val route: String,
+        @SerialName("from") val from: String,
+        @SerialName("to") val to: String,
+        @SerialName("trace_id") val traceId: String,
+        /** The error kind that made it move (`HttpStatusError`, `TimeoutError`, ...). */
+        @SerialName("reason") val reason: String,
+        @SerialName("status") val status: Int? = null,
+        /** The provider's error code (`context_length_exceeded`...) when it gave one. */
+        @SerialName("code") val code: String? = null,
+    ) : HarnessEvent {
+        override val type: String get() = "provider_failover"
+    }
 
-/**
- * A streamed answer broke after it began and starts again elsewhere. `mode` is
- * `hidden` (nothing had reached the caller), `restart` (the caller gets a restart
- * chunk) or `continue` (the new provider continues the partial answer as a prefill).
- */
-@Serializable
-@SerialName("stream_restarted")
-data class StreamRestartedEvent(
-    @SerialName("route") val route: String,
-    @SerialName("from") val from: String,
-    @SerialName("to") val to: String,
-    @SerialName("trace_id") val traceId: String,
-    @SerialName("reason") val reason: String,
-    @SerialName("mode") val mode: String,
-) : Event
+    /**
+     * A streamed answer broke after it began and starts again elsewhere. `mode` is
+     * `hidden` (nothing had reached the caller), `restart` (the caller gets a restart
+     * chunk) or `continue` (the new provider continues the partial answer as a prefill).
+     */
+    @Serializable
+    @SerialName("stream_restarted")
+    data class StreamRestarted(
+        @SerialName("route") val route: String,
+        @SerialName("from") val from: String,
+        @SerialName("to") val to: String,
+        @SerialName("trace_id") val traceId: String,
+        @SerialName("reason") val reason: String,
+        @SerialName("mode") val mode: String,
+    ) : HarnessEvent {
+        override val type: String get() = "stream_restarted"
+    }
 
-/** A malformed streamed chunk was skipped; the stream goes on. */
-@Serializable
-@SerialName("stream_chunk_skipped")
-data class StreamChunkSkippedEvent(
-    @SerialName("route") val route: String,
-    @SerialName("provider") val provider: String,
-    @SerialName("trace_id") val traceId: String,
-    @SerialName("reason") val reason: String,
-) : Event
+    /** A malformed streamed chunk was skipped; the stream goes on. */
+    @Serializable
+    @SerialName("stream_chunk_skipped")
+    data class StreamChunkSkipped(
+        @SerialName("route") val route: String,
+        @SerialName("provider") val provider: String,
+        @SerialName("trace_id") val traceId: String,
+        @SerialName("reason") val reason: String,
+    ) : HarnessEvent {
+        override val type: String get() = "stream_chunk_skipped"
+    }
 
-/** No provider could answer; a degraded answer was served (`cache` or `static`). */
-@Serializable
-@SerialName("fallback_served")
-data class FallbackServedEvent(
-    @SerialName("route") val route: String,
-    @SerialName("kind") val kind: String,
-    @SerialName("trace_id") val traceId: String,
-) : Event
+    /** No provider could answer; a degraded answer was served (`cache` or `static`). */
+    @Serializable
+    @SerialName("fallback_served")
+    data class FallbackServed(
+        @SerialName("route") val route: String,
+        @SerialName("kind") val kind: String,
+        @SerialName("trace_id") val traceId: String,
+    ) : HarnessEvent {
+        override val type: String get() = "fallback_served"
+    }
 
-/**
- * A 2xx body did not match its endpoint's JSON Schema (`mode`: `enforce`, the caller got
- * `SchemaError`; `warn`, the response was returned). `violation` names the pointer and
- * what did not match, never the body's values.
- */
-@Serializable
-@SerialName("schema_violation")
-data class SchemaViolationEvent(
-    @SerialName("service") val service: String,
-    @SerialName("endpoint") val endpoint: String,
-    @SerialName("method") val method: String,
-    @SerialName("trace_id") val traceId: String,
-    @SerialName("violation") val violation: String,
-    @SerialName("mode") val mode: String,
-) : Event
+    /**
+     * A 2xx body did not match its endpoint's JSON Schema (`mode`: `enforce`, the caller got
+     * `SchemaError`; `warn`, the response was returned). `violation` names the pointer and
+     * what did not match, never the body's values.
+     */
+    @Serializable
+    @SerialName("schema_violation")
+    data class SchemaViolation(
+        @SerialName("service") val service: String,
+        @SerialName("endpoint") val endpoint: String,
+        @SerialName("method") val method: String,
+        @SerialName("trace_id") val traceId: String,
+        @SerialName("violation") val violation: String,
+        @SerialName("mode") val mode: String,
+    ) : HarnessEvent {
+        override val type: String get() = "schema_violation"
+    }
 
-/** One audit record, with `audit.sink.listener: true` (bodies masked as in the file). */
-@Serializable
-@SerialName("audit_record")
-data class AuditRecordEvent(
-    @SerialName("ts_ms") val tsMs: Long,
-    @SerialName("client") val client: String,
-    @SerialName("principal") val principal: String? = null,
-    /** The service, or the route the caller named. */
-    @SerialName("service") val service: String,
-    @SerialName("provider") val provider: String? = null,
-    @SerialName("endpoint") val endpoint: String,
-    @SerialName("method") val method: String,
-    @SerialName("status") val status: Int? = null,
-    /** `ok`, or the error kind. */
-    @SerialName("outcome") val outcome: String,
-    @SerialName("attempts") val attempts: Int,
-    @SerialName("duration_ms") val durationMs: Double,
-    @SerialName("cost") val cost: Double? = null,
-    @SerialName("trace_id") val traceId: String,
-    @SerialName("request_body") val requestBody: JsonElement,
-    @SerialName("response_body") val responseBody: JsonElement,
-) : Event
+    /** One audit record, with `audit.sink.listener: true` (bodies masked as in the file). */
+    @Serializable
+    @SerialName("audit_record")
+    data class AuditRecord(
+        @SerialName("ts_ms") val tsMs: Long,
+        @SerialName("client") val client: String,
+        @SerialName("principal") val principal: String? = null,
+        /** The service, or the route the caller named. */
+        @SerialName("service") val service: String,
+        @SerialName("provider") val provider: String? = null,
+        @SerialName("endpoint") val endpoint: String,
+        @SerialName("method") val method: String,
+        @SerialName("status") val status: Int? = null,
+        /** `ok`, or the error kind. */
+        @SerialName("outcome") val outcome: String,
+        @SerialName("attempts") val attempts: Int,
+        @SerialName("duration_ms") val durationMs: Double,
+        @SerialName("cost") val cost: Double? = null,
+        @SerialName("trace_id") val traceId: String,
+        /** With `include_bodies`, already masked; a host's printed form leaves it out. */
+        @SerialName("request_body") val requestBody: JsonElement? = null,
+        @SerialName("response_body") val responseBody: JsonElement? = null,
+    ) : HarnessEvent {
+        override val type: String get() = "audit_record"
+        override fun toString(): String = "AuditRecord(tsMs=$tsMs, client=$client, principal=$principal, service=$service, provider=$provider, endpoint=$endpoint, method=$method, status=$status, outcome=$outcome, attempts=$attempts, durationMs=$durationMs, cost=$cost, traceId=$traceId, requestBody=${if (requestBody == null) "null" else "(not shown)"}, responseBody=${if (responseBody == null) "null" else "(not shown)"})"
+    }
+}
 
 @Serializable
 data class RequestRecord(
@@ -949,9 +982,12 @@ data class AuditRecord(
     @SerialName("duration_ms") val durationMs: Double,
     @SerialName("cost") val cost: Double? = null,
     @SerialName("trace_id") val traceId: String,
-    @SerialName("request_body") val requestBody: JsonElement,
-    @SerialName("response_body") val responseBody: JsonElement,
-)
+    /** With `include_bodies`, already masked; a host's printed form leaves it out. */
+    @SerialName("request_body") val requestBody: JsonElement? = null,
+    @SerialName("response_body") val responseBody: JsonElement? = null,
+) {
+    override fun toString(): String = "AuditRecord(tsMs=$tsMs, client=$client, principal=$principal, service=$service, provider=$provider, endpoint=$endpoint, method=$method, status=$status, outcome=$outcome, attempts=$attempts, durationMs=$durationMs, cost=$cost, traceId=$traceId, requestBody=${if (requestBody == null) "null" else "(not shown)"}, responseBody=${if (responseBody == null) "null" else "(not shown)"})"
+}
 
 /** A chat answer, the same shape from every provider. */
 @Serializable

@@ -346,7 +346,7 @@ class LiveEngineTest {
                 val kv = info.keyValuePairs.associate { it.key to it.value }
                 assertEquals("svc", kv["service"])
                 assertEquals("GET", kv["method"])
-                assertEquals(200, kv["status"])
+                assertEquals(200L, kv["status"], "numbers are Long, as fields() gives them")
                 assertEquals(ok.traceId, kv["trace_id"])
                 assertEquals("kotlin-live", kv["client"])
                 assertTrue(info.formattedMessage.contains("GET svc"), info.formattedMessage)
@@ -354,7 +354,7 @@ class LiveEngineTest {
                 val wkv = warn.keyValuePairs.associate { it.key to it.value }
                 assertEquals("HttpStatusError", wkv["error_kind"])
                 assertEquals("missing", wkv["error_code"])
-                assertEquals(404, wkv["status"])
+                assertEquals(404L, wkv["status"])
             }
             // The default sink (stderr) sends nothing to SLF4J.
             appender.list.clear()
