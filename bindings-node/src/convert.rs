@@ -91,13 +91,9 @@ pub(crate) fn timeout_ms_of(timeout_ms: Option<f64>) -> std::result::Result<Opti
     timeout_ms.map(|t| millis_of("request.timeout_ms", t)).transpose()
 }
 
-/// A JS duration in milliseconds: a whole number >= 0 (an error naming `field` otherwise).
+/// A JS duration in milliseconds: the core's rule (`harness_core::request::millis`).
 pub(crate) fn millis_of(field: &str, ms: f64) -> std::result::Result<u64, HarnessError> {
-    if ms.is_finite() && ms >= 0.0 && ms.fract() == 0.0 && ms <= u64::MAX as f64 {
-        Ok(ms as u64)
-    } else {
-        Err(HarnessError::config(format!("{field}: expected an integer >= 0, got {ms}")))
-    }
+    harness_core::request::millis(field, ms)
 }
 
 /// JSON text from `JSON.stringify` as a value: checked (depth, lone surrogates) before parsing.
