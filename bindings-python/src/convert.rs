@@ -389,13 +389,11 @@ fn location(frames: &[Frame<'_>], mode: JsonMode) -> Option<String> {
 fn timeout(py: Python<'_>, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
     let Some(v) = present(v) else { return Ok(None) };
     if v.is_instance_of::<PyBool>() || !(v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>()) {
-        return Err(config_error(py, format!("timeout_ms: expected a number of milliseconds, got {}", type_name(v))));
+        return Err(config_error(py, format!("timeout_ms: expected an integer >= 0, got {}", type_name(v))));
     }
+    // The core's rule for every language: a whole number of milliseconds >= 0.
     let ms: f64 = v.extract()?;
-    if !ms.is_finite() || ms < 0.0 {
-        return Err(config_error(py, format!("timeout_ms: expected a number >= 0, got {ms}")));
-    }
-    Ok(Some(ms.ceil() as u64))
+    harness_core::request::millis("timeout_ms", ms).map(Some).map_err(|e| to_py(py, e))
 }
 
 pub fn request(py: Python<'_>, a: CallArgs<'_, '_>) -> PyResult<Request> {

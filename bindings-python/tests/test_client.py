@@ -418,3 +418,13 @@ def test_describe_shows_services_and_routes_and_never_a_secret(cls):
     assert (svc["name"], svc["auth"], svc["base_url"], svc["endpoints"]) == ("svc", "bearer", "http://user:***@127.0.0.1:1", ["GET /orders/{id}"])
     assert d["routes"] == [{"name": "chat", "strategy": "weighted-health", "providers": ["a"]}]
     assert "pa55word" not in repr(d) and "tok-SECRET-py" not in repr(d)
+
+
+def test_timeout_ms_follows_the_cores_rule_a_whole_number_of_milliseconds(upstream, config):
+    # The same rule in every language (harness_core::request::millis): whole, >= 0.
+    c = harness.Client(config())
+    for bad in (0.5, 1.5, -1, float("nan"), float("inf"), "100", True):
+        with pytest.raises(harness.ConfigError, match=r"^timeout_ms: expected an integer >= 0"):
+            c.get("svc", "/bench", timeout_ms=bad)
+    assert c.get("svc", "/bench", timeout_ms=5000.0).status == 200
+    assert c.get("svc", "/bench", timeout_ms=5000).status == 200
