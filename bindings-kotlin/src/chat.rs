@@ -17,7 +17,8 @@ pub struct NativeChatRequest {
     pub messages: String,
     pub params: Option<String>,
     pub headers: Vec<NativeEntry>,
-    pub timeout_ms: Option<u64>,
+    /// Checked by the core's rule (`harness_core::request::millis`): a negative is refused there.
+    pub timeout_ms: Option<i64>,
     pub traceparent: Option<String>,
     /// Who the call is made for: the audit record's `principal`, never sent.
     pub principal: Option<String>,
@@ -53,7 +54,7 @@ impl TryFrom<NativeChatRequest> for (String, ChatRequest) {
             messages,
             params,
             headers: pairs(r.headers),
-            timeout_ms: r.timeout_ms,
+            timeout_ms: r.timeout_ms.map(|t| harness_core::request::millis("request.timeout_ms", t as f64)).transpose()?,
             traceparent: r.traceparent,
             principal: r.principal,
         };

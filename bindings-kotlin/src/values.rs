@@ -26,7 +26,8 @@ pub struct NativeRequest {
     pub json: Option<String>,
     pub body: Option<Vec<u8>>,
     pub idempotency_key: Option<String>,
-    pub timeout_ms: Option<u64>,
+    /// Checked by the core's rule (`harness_core::request::millis`): a negative is refused there.
+    pub timeout_ms: Option<i64>,
     pub traceparent: Option<String>,
     /// Who the call is made for (a user or tenant id): the audit record's `principal`, never sent.
     pub principal: Option<String>,
@@ -182,7 +183,7 @@ impl TryFrom<NativeRequest> for Request {
             headers: pairs(r.headers),
             body,
             idempotency_key: r.idempotency_key,
-            timeout_ms: r.timeout_ms,
+            timeout_ms: r.timeout_ms.map(|t| harness_core::request::millis("request.timeout_ms", t as f64)).transpose()?,
             traceparent: r.traceparent,
             principal: r.principal,
         })

@@ -43,7 +43,6 @@ data class ChatRequest @JvmOverloads constructor(
 }
 
 internal fun ChatRequest.toNative(): NativeChatRequest {
-    if (timeoutMs != null && timeoutMs < 0) throw HarnessException.config("timeout_ms: must not be negative, got $timeoutMs")
     requireUnicode("route" to route, "traceparent" to traceparent, "request.principal" to principal)
     for ((k, v) in headers) requireUnicode("request.headers" to k, "request.headers.$k" to v)
     val headerEntries = headers.map { (k, v) -> NativeEntry(k, v) }
@@ -52,7 +51,7 @@ internal fun ChatRequest.toNative(): NativeChatRequest {
         messages = Json.encode(messages, "messages"),
         params = if (params.isEmpty()) null else Json.encode(params, "params"),
         headers = headerEntries,
-        timeoutMs = timeoutMs?.toULong(),
+        timeoutMs = timeoutMs,
         traceparent = HostTrace.resolve(traceparent, headerEntries),
         principal = principal,
     )

@@ -613,7 +613,6 @@ private fun HarnessRequest.encode(): java.nio.ByteBuffer {
 
 private fun HarnessRequest.toNative(): NativeRequest {
     if (json != null && body != null) throw HarnessException.config("body: give either json or body, not both")
-    if (timeoutMs != null && timeoutMs < 0) throw HarnessException.config("timeout_ms: must not be negative, got $timeoutMs")
     val headerEntries = ArrayList<NativeEntry>(headers.size + headerList.size)
     for ((k, v) in headers) headerEntries.add(NativeEntry(k, v))
     for ((k, v) in headerList) headerEntries.add(NativeEntry(k, v))
@@ -627,7 +626,7 @@ private fun HarnessRequest.toNative(): NativeRequest {
         json = json?.let { Json.encode(it, "json") },
         body = body,
         idempotencyKey = idempotencyKey,
-        timeoutMs = timeoutMs?.toULong(),
+        timeoutMs = timeoutMs,
         traceparent = HostTrace.resolve(traceparent, headerEntries),
         principal = principal,
     )

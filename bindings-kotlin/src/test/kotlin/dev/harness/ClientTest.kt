@@ -201,4 +201,15 @@ class ClientTest {
             assertFalse(d.toString().contains("pa55word") || d.toString().contains("tok-SECRET-kt"), d.toString())
         }
     }
+
+    @Test
+    fun `timeoutMs follows the core's rule and a negative one is refused naming the field`() = runBlocking<Unit> {
+        HarnessClient(config()).use { h ->
+            val e = assertThrows<HarnessException.Config> { runBlocking { h.get("svc", "/bench", timeoutMs = -1) } }
+            assertTrue(e.message!!.contains("request.timeout_ms: expected an integer >= 0"), e.message)
+            val c = assertThrows<HarnessException.Config> { runBlocking { h.chat("no-such-route", listOf(mapOf("role" to "user")), timeoutMs = -5) } }
+            assertTrue(c.message!!.contains("request.timeout_ms"), c.message)
+            assertEquals(200, h.get("svc", "/bench", timeoutMs = 5000).status)
+        }
+    }
 }
