@@ -374,10 +374,10 @@ def _public(obj):
 
 
 def test_every_public_name_has_a_docstring_and_a_stub():
-    # Views and the chat answer are generated from the core's schema into _types.py, which
+    # Views and the chat answer are generated into _types.py and the exceptions live in _errors.py, which
     # __init__.pyi imports: a member is stubbed in one or the other.
     here = Path(harness.__file__).parent
-    stub = (here / "__init__.pyi").read_text() + (here / "_types.py").read_text()
+    stub = (here / "__init__.pyi").read_text() + (here / "_types.py").read_text() + (here / "_errors.py").read_text()
     native_stub = (Path(harness.__file__).parent / "_native.pyi").read_text()
     assert (Path(harness.__file__).parent / "py.typed").exists()
     for name in harness.__all__:

@@ -30,94 +30,22 @@ from ._types import Usage as Usage
 BreakerDetails = BreakerInfo
 _C = TypeVar("_C")
 
-class HarnessError(Exception):
-    """Base class of every Harness error."""
-
-    message: str
-    service: Optional[str]
-    endpoint: Optional[str]
-    method: Optional[str]
-    attempts: int
-    status: Optional[int]
-    code: Optional[str]
-    retry_after_ms: Optional[int]
-    trace_id: Optional[str]
-    provider: Optional[str]
-    """Routed calls: the provider whose answer this error is."""
-    provider_errors: List[Tuple[str, str]]
-    """``NoHealthyProviderError``: ``(provider, last error or why not tried)``, in config order."""
-    def __init__(
-        self,
-        text: str = "",
-        *,
-        message: Optional[str] = None,
-        service: Optional[str] = None,
-        endpoint: Optional[str] = None,
-        method: Optional[str] = None,
-        attempts: int = 0,
-        status: Optional[int] = None,
-        code: Optional[str] = None,
-        retry_after_ms: Optional[int] = None,
-        trace_id: Optional[str] = None,
-        phase: Optional[str] = None,
-        body: Optional[bytes] = None,
-        provider: Optional[str] = None,
-        provider_errors: Sequence[Tuple[str, str]] = (),
-    ) -> None: ...
-    @property
-    def kind(self) -> str:
-        """The stable error kind name."""
-
-class TimeoutError(HarnessError):
-    """A timeout expired; ``phase`` says which."""
-
-    @property
-    def phase(self) -> Optional[str]:
-        """``connect``, ``response``, ``idle`` (no body bytes for ``timeouts.idle_ms``), ``ttft`` (no first chat chunk within ``ttft_ms``) or ``total``."""
-
-class CircuitOpenError(HarnessError):
-    """The circuit breaker is open: the call was not sent."""
-
-class BulkheadFullError(HarnessError):
-    """The service's bulkhead has no free permit."""
-
-class RateLimitedError(HarnessError):
-    """Rate limited; ``retry_after_ms`` says when to try again. The client's own limit
-    (``code == "client_rate_limited"``, ``status`` None, nothing sent) or a downstream 429."""
-
-class HttpStatusError(HarnessError):
-    """The upstream answered with an error status."""
-
-    @property
-    def body(self) -> Optional[bytes]:
-        """The raw response body."""
-
-class AuthError(HarnessError):
-    """Credentials were refused or could not be obtained."""
-
-class SchemaError(HarnessError):
-    """The response did not match its JSON Schema."""
-
-class ConnectError(HarnessError):
-    """The connection could not be made."""
-
-class CancelledError(HarnessError):
-    """The request was cancelled."""
-
-class NoHealthyProviderError(HarnessError):
-    """No provider of a route could answer; ``provider_errors`` says why, per provider."""
-
-class ConfigError(HarnessError):
-    """Bad config or bad input; the message starts with the field path."""
-
-class ProtocolError(HarnessError):
-    """The server answered, but not with valid HTTP; not retried."""
-
-class ResponseTooLargeError(HarnessError):
-    """The response body is larger than ``limits.max_response_bytes``."""
-
-class DuplicateInFlightError(HarnessError):
-    """Another delivery of this message is being processed now; ``retry_after_ms`` is its lease left."""
+# The exception tree is typed where it is defined (_errors.py), one class per core error kind.
+from ._errors import HarnessError as HarnessError
+from ._errors import TimeoutError as TimeoutError
+from ._errors import CircuitOpenError as CircuitOpenError
+from ._errors import BulkheadFullError as BulkheadFullError
+from ._errors import RateLimitedError as RateLimitedError
+from ._errors import HttpStatusError as HttpStatusError
+from ._errors import AuthError as AuthError
+from ._errors import SchemaError as SchemaError
+from ._errors import ConnectError as ConnectError
+from ._errors import CancelledError as CancelledError
+from ._errors import NoHealthyProviderError as NoHealthyProviderError
+from ._errors import ConfigError as ConfigError
+from ._errors import ProtocolError as ProtocolError
+from ._errors import ResponseTooLargeError as ResponseTooLargeError
+from ._errors import DuplicateInFlightError as DuplicateInFlightError
 
 class Headers(Mapping[str, str]):
     """Response headers: a read-only mapping with case-insensitive names."""
