@@ -1116,6 +1116,22 @@ export interface BreakerInfo {
   slowCallRate: number
 }
 
+/** What routing did for one request. */
+export interface Routed {
+  route: string
+  /** The provider that answered (`None` for a static fallback). */
+  provider?: string | null
+  /** The model that answered (the provider's report, else its configured model). */
+  model?: string | null
+  /** Attempts each provider got, in the order they were first tried. */
+  attempts_by_provider: [string, number][]
+  /** `cache` (a stale answer for the same request) or `static`, when no provider answered. */
+  fallback?: 'cache' | 'static' | null
+  usage?: Usage | null
+  /** From the answering provider's prices and the usage it reported. */
+  cost?: number | null
+}
+
 /** The active config in brief (`describe`): what runs, never a secret. */
 export interface Description {
   /** The config's short hash (`config_version`). */

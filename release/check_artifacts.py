@@ -60,7 +60,7 @@ def check_python(version: str) -> None:
         with zipfile.ZipFile(w) as z:
             names = z.namelist()
             metadata_text(z.read(f"harness_sdk-{version}.dist-info/METADATA").decode(), w.name, version)
-            need("harness/py.typed" in names and "harness/__init__.pyi" in names, f"{w.name}: no type information")
+            need("harness/py.typed" in names and "harness/_types.py" in names and "harness/_native.pyi" in names, f"{w.name}: no type information")
             natives = [n for n in names if n.startswith("harness/_native") and n.endswith(".so")]
             need(len(natives) == 1, f"{w.name}: native libraries {natives}")
             for n in natives:

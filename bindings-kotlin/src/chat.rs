@@ -1,7 +1,7 @@
-//! Routing and chat for UniFFI: the chat request in (messages and params as JSON text the
-//! facade wrote, checked by the core's JSON rules) and what routing did for a request
-//! (`NativeRouted`) out. Chat answers, chunks and `routing_state` cross as the core's JSON
-//! views (`request_path`, `NativeClient::view`), decoded into the generated `Types.kt`.
+//! Chat for UniFFI: the chat request in (messages and params as JSON text the facade wrote,
+//! checked by the core's JSON rules). Chat answers, chunks, what routing did for a request
+//! and `routing_state` cross as the core's JSON views (`request_path`, `NativeClient::view`),
+//! decoded into the generated `Types.kt`.
 //! Translation only: choosing, failing over and pricing are the core's.
 
 use harness_core::json;

@@ -11,6 +11,8 @@ use crate::events::{HostSink, NativeEventSink};
 use crate::handles::CLIENTS;
 use crate::values::{NativeError, NativeMockResponse};
 
+/// A core `Client`; every method is a direct call into it. The request path finds it by
+/// `handle` (`request_path`), which stops finding it once this object is dropped.
 #[derive(uniffi::Object)]
 pub struct NativeClient {
     pub(crate) client: Client,

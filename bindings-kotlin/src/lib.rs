@@ -30,10 +30,7 @@ pub use client::NativeClient;
 pub use credentials::{NativeToken, NativeTokenProvider, TokenError};
 pub use events::{ListenerError, NativeEventSink};
 pub use receiver::{NativeIdempotency, NativeLease, NativeReceiverCall};
-pub use values::{
-    NativeEntry, NativeError, NativeMockResponse, NativeProviderAttempts, NativeProviderError, NativeRequest, NativeResponse, NativeRouted,
-    NativeStreamHead, NativeUsage,
-};
+pub use values::{NativeEntry, NativeError, NativeMockResponse, NativeRequest, NativeResponse, NativeStreamHead};
 
 uniffi::setup_scaffolding!();
 

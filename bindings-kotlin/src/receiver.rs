@@ -115,8 +115,9 @@ mod tests {
     use super::*;
 
     fn native(e: NativeError) -> (String, String, Option<String>) {
-        let NativeError::Failure { kind, reason, code, .. } = e;
-        (kind, reason, code)
+        let NativeError::Failure { kind, reason, view, .. } = e;
+        let view: serde_json::Value = serde_json::from_str(&view).unwrap();
+        (kind, reason, view["code"].as_str().map(str::to_string))
     }
 
     #[test]

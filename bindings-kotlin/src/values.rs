@@ -4,7 +4,7 @@
 
 use harness_core::transport::mock::MockResponse;
 use harness_core::view::ErrorView;
-use harness_core::{Body, HarnessError, Request, Response, Routed, Usage};
+use harness_core::{Body, HarnessError, Request, Response};
 
 /// One header or query parameter; a list of these keeps order and repeats.
 #[derive(uniffi::Record, Debug, Clone)]
@@ -42,7 +42,7 @@ pub struct NativeResponse {
     pub attempts: u32,
     pub trace_id: String,
     /// Set when the request named a route: who answered, and how.
-    pub routed: Option<NativeRouted>,
+    pub routed: Option<String>,
 }
 
 /// An opened stream's head, and the handle its chunks are read with (`request_path`).
@@ -85,7 +85,9 @@ impl TryFrom<NativeMockResponse> for MockResponse {
     }
 }
 
-/// The core error, flattened; the Kotlin facade maps `kind` to its sealed exception tree.
+/// The core error: its kind (the Kotlin facade maps it to its sealed exception tree), its
+/// readable text, and the rest as the core's `ErrorView` JSON, decoded into the generated
+/// `ErrorView` (no field of the error is restated here).
 #[derive(uniffi::Error, Debug, Clone)]
 pub enum NativeError {
     Failure {
@@ -96,29 +98,12 @@ pub enum NativeError {
         /// The core's message alone (no kind name, no context). Not `message`: that name
         /// is `Throwable.message` in the generated Kotlin.
         reason: String,
-        service: Option<String>,
-        endpoint: Option<String>,
-        method: Option<String>,
-        attempts: u32,
-        status: Option<u16>,
-        code: Option<String>,
-        retry_after_ms: Option<u64>,
-        trace_id: Option<String>,
-        phase: Option<String>,
+        /// `ErrorView` as JSON: service, endpoint, method, attempts, status, code,
+        /// retry_after_ms, trace_id, phase, provider, provider_errors.
+        view: String,
+        /// The downstream's raw error body, if any (bytes, not part of the view).
         body: Option<Vec<u8>>,
-        /// Routed requests: the provider whose answer this error is.
-        provider: Option<String>,
-        /// `NoHealthyProviderError`: each provider of the route and its last error (or why it
-        /// was not tried), in config order.
-        provider_errors: Vec<NativeProviderError>,
     },
-}
-
-/// One provider of a route and what went wrong with it.
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeProviderError {
-    pub provider: String,
-    pub error: String,
 }
 
 impl std::fmt::Display for NativeError {
@@ -138,19 +123,9 @@ impl From<HarnessError> for NativeError {
         NativeError::Failure {
             kind: v.kind.to_string(),
             detail: e.to_string(),
-            reason: v.message,
-            phase: v.phase.map(str::to_string),
-            service: v.service,
-            endpoint: v.endpoint,
-            method: v.method,
-            attempts: v.attempts,
-            status: v.status,
-            code: v.code,
-            retry_after_ms: v.retry_after_ms,
-            trace_id: v.trace_id,
+            reason: v.message.clone(),
+            view: harness_core::view::to_json(&v).to_string(),
             body: e.body.map(|b| b.to_vec()),
-            provider: v.provider,
-            provider_errors: v.provider_errors.into_iter().map(|p| NativeProviderError { provider: p.provider, error: p.error }).collect(),
         }
     }
 }
@@ -199,61 +174,7 @@ impl From<Response> for NativeResponse {
             elapsed_ms: r.elapsed_ms,
             attempts: r.attempts,
             trace_id: r.trace_id,
-            routed: r.routed.map(|r| (*r).into()),
-        }
-    }
-}
-
-/// A core `Client`; every method is a direct call into it. The request path finds it by
-/// `handle` (`request_path`), which stops finding it once this object is dropped.
-/// Token counts as the provider reported them.
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeUsage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-}
-
-/// Attempts one provider got, in the order providers were first tried.
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeProviderAttempts {
-    pub provider: String,
-    pub attempts: u32,
-}
-
-/// What routing did for one request (`harness_core::Routed`).
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeRouted {
-    pub route: String,
-    pub provider: Option<String>,
-    pub model: Option<String>,
-    pub attempts_by_provider: Vec<NativeProviderAttempts>,
-    /// `cache` or `static` when no provider answered.
-    pub fallback: Option<String>,
-    pub usage: Option<NativeUsage>,
-    pub cost: Option<f64>,
-}
-
-impl From<Usage> for NativeUsage {
-    fn from(u: Usage) -> Self {
-        NativeUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens }
-    }
-}
-
-fn attempts(list: Vec<(String, u32)>) -> Vec<NativeProviderAttempts> {
-    list.into_iter().map(|(provider, attempts)| NativeProviderAttempts { provider, attempts }).collect()
-}
-
-impl From<Routed> for NativeRouted {
-    fn from(r: Routed) -> Self {
-        NativeRouted {
-            route: r.route,
-            provider: r.provider,
-            model: r.model,
-            attempts_by_provider: attempts(r.attempts_by_provider),
-            fallback: r.fallback.map(str::to_string),
-            usage: r.usage.map(Into::into),
-            cost: r.cost,
+            routed: r.routed.map(|r| harness_core::view::to_json(&*r).to_string()),
         }
     }
 }

@@ -218,6 +218,7 @@ pub fn host_schema() -> Value {
         "RouteState" => crate::routing::RouteState,
         "CredentialState" => crate::credentials::CredentialState,
         "BreakerInfo" => crate::breaker::BreakerInfo,
+        "Routed" => crate::response::Routed,
         "Description" => Description,
     }
     let defs: serde_json::Map<String, Value> = generator.take_definitions(true).into_iter().collect();

@@ -17,38 +17,38 @@ import json as _json
 import os
 import weakref
 from collections.abc import Mapping
-from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 from . import _native, _otel
-from ._version import __version__
-from ._types import ChatChunk, ChatResponse, ClientViews, Usage
+from ._version import __version__ as _package_version
+from ._types import ChatChunk as ChatChunk, ChatResponse as ChatResponse, ClientViews as ClientViews, Usage as Usage
 
-if getattr(_native, "__version__", None) != __version__:
+if getattr(_native, "__version__", None) != _package_version:
     # A native library from another build (a partial upgrade, a copied .so): its types and
     # calls may not match this Python code, so refuse here rather than fail somewhere later.
     raise ImportError(
-        f"harness-sdk {__version__}: its native library {getattr(_native, '__file__', '?')} is version "
+        f"harness-sdk {_package_version}: its native library {getattr(_native, '__file__', '?')} is version "
         f"{getattr(_native, '__version__', 'unknown')}; reinstall harness-sdk so both come from one build"
     )
 from ._credentials import TokenProvider as _TokenProvider
-from ._events import Event, _AsyncListener
+from ._events import Event as Event, _AsyncListener
 from . import _errors
 from ._errors import (
-    AuthError,
-    BulkheadFullError,
-    CancelledError,
-    CircuitOpenError,
-    ConfigError,
-    ConnectError,
-    DuplicateInFlightError,
-    HarnessError,
-    HttpStatusError,
-    NoHealthyProviderError,
-    ProtocolError,
-    RateLimitedError,
-    ResponseTooLargeError,
-    SchemaError,
-    TimeoutError,
+    AuthError as AuthError,
+    BulkheadFullError as BulkheadFullError,
+    CancelledError as CancelledError,
+    CircuitOpenError as CircuitOpenError,
+    ConfigError as ConfigError,
+    ConnectError as ConnectError,
+    DuplicateInFlightError as DuplicateInFlightError,
+    HarnessError as HarnessError,
+    HttpStatusError as HttpStatusError,
+    NoHealthyProviderError as NoHealthyProviderError,
+    ProtocolError as ProtocolError,
+    RateLimitedError as RateLimitedError,
+    ResponseTooLargeError as ResponseTooLargeError,
+    SchemaError as SchemaError,
+    TimeoutError as TimeoutError,
 )
 
 __version__: str = _native.__version__
@@ -72,7 +72,7 @@ __all__ = [
 ] + _errors.__all__
 
 
-class Headers(Mapping):
+class Headers(Mapping[str, str]):
     """Response headers: a read-only mapping with case-insensitive names.
 
     Repeated headers are joined with ``", "``; ``get_list`` returns each value.
@@ -82,11 +82,11 @@ class Headers(Mapping):
 
     def __init__(self, raw: List[Tuple[str, str]]) -> None:
         self._raw = raw
-        self._map: Optional[dict] = None
+        self._map: Optional[Dict[str, str]] = None
 
-    def _index(self) -> dict:
+    def _index(self) -> Dict[str, str]:
         if self._map is None:
-            m: dict = {}
+            m: Dict[str, str] = {}
             for k, v in self._raw:
                 k = k.lower()
                 m[k] = f"{m[k]}, {v}" if k in m else v
@@ -180,17 +180,17 @@ class Response:
     @property
     def route(self) -> Optional[str]:
         """The route the request named (``None`` for a plain service)."""
-        return self._route_field("route")
+        return cast(Optional[str], self._route_field("route"))
 
     @property
     def provider(self) -> Optional[str]:
         """The provider that answered (``None`` for a static fallback or a plain service)."""
-        return self._route_field("provider")
+        return cast(Optional[str], self._route_field("provider"))
 
     @property
     def model(self) -> Optional[str]:
         """The model that answered (the provider's report, else its configured model)."""
-        return self._route_field("model")
+        return cast(Optional[str], self._route_field("model"))
 
     @property
     def attempts_by_provider(self) -> Optional[List[Tuple[str, int]]]:
@@ -201,7 +201,7 @@ class Response:
     @property
     def fallback(self) -> Optional[str]:
         """``"cache"`` (a stale answer for the same request) or ``"static"`` when no provider could answer."""
-        return self._route_field("fallback")
+        return cast(Optional[str], self._route_field("fallback"))
 
     @property
     def stale(self) -> Optional[bool]:
@@ -216,7 +216,7 @@ class Response:
     @property
     def cost(self) -> Optional[float]:
         """The answer's cost from the provider's configured prices and the usage it reported."""
-        return self._route_field("cost")
+        return cast(Optional[float], self._route_field("cost"))
 
     @property
     def text(self) -> str:
@@ -284,7 +284,7 @@ class StreamResponse:
 
     __slots__ = ("_native", "_headers", "_content")
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: "_native.Stream") -> None:
         self._native = native
         self._headers: Optional[Headers] = None
         self._content: Optional[bytes] = None
@@ -315,7 +315,7 @@ class StreamResponse:
         for part in self.headers.get("content-type", "").split(";")[1:]:
             key, _, value = part.strip().partition("=")
             if key.lower() == "charset" and value:
-                return value.strip('"')
+                return str(value.strip('"'))
         return "utf-8"
 
     def iter_bytes(self) -> Iterator[bytes]:
@@ -421,7 +421,7 @@ class _AsyncStreamCall:
 
     __slots__ = ("_native", "_args", "_response")
 
-    def __init__(self, native: Any, args: tuple) -> None:
+    def __init__(self, native: Any, args: Tuple[Any, ...]) -> None:
         self._native = native
         self._args = args
         self._response: Optional[StreamResponse] = None
@@ -456,7 +456,7 @@ class ChatStream:
 
     __slots__ = ("_native", "_ended")
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: "_native.ChatStream") -> None:
         self._native = native
         self._ended = False
 
@@ -514,7 +514,7 @@ class AsyncChatStream:
 
     __slots__ = ("_client", "_args", "_native", "_ended", "_closed")
 
-    def __init__(self, client: Any, args: tuple) -> None:
+    def __init__(self, client: Any, args: Tuple[Any, ...]) -> None:
         self._client = client
         self._args = args
         self._native: Any = None
@@ -524,7 +524,7 @@ class AsyncChatStream:
     @property
     def route(self) -> str:
         """The route the answer comes through."""
-        return self._args[0]
+        return str(self._args[0])
 
     @property
     def trace_id(self) -> Optional[str]:
@@ -608,7 +608,7 @@ def _chat_params(extra_body: Optional[Mapping[str, Any]], params: Dict[str, Any]
     return {**extra_body, **params}
 
 
-Config = Union[Mapping, str, "os.PathLike[str]"]
+Config = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
 
 # One completion queue per event loop: Rust queues finished requests, stream opens and
@@ -1117,7 +1117,7 @@ class AsyncClient(_Base):
 
 
 # The idempotent receiver (imported last: its async calls use this module's `_bridge`).
-from ._idempotency import AsyncIdempotency, Claim, Idempotency  # noqa: E402
+from ._idempotency import AsyncIdempotency as AsyncIdempotency, Claim as Claim, Idempotency as Idempotency  # noqa: E402
 
 for _cls in (Idempotency, AsyncIdempotency, Claim):
     _cls.__module__ = __name__  # public as harness.Idempotency, ...

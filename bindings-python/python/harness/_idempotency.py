@@ -215,7 +215,7 @@ class AsyncIdempotency(_Receiver):
 
 async def _call(start: Callable[..., Any], *args: Any) -> Any:
     """Runs one native call on the core's runtime; its outcome resolves a future on this loop."""
-    from . import _bridge  # type: ignore[attr-defined]  # the loop's completion queue, shared with the clients
+    from . import _bridge  # the loop's completion queue, shared with the clients
 
     loop = asyncio.get_running_loop()
     future = loop.create_future()

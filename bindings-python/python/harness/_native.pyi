@@ -15,8 +15,6 @@ _Reply = Tuple[int, List[Tuple[str, str]], bytes, float, int, str, Optional[Dict
 """(status, headers, content, elapsed_ms, attempts, trace_id, routed): ``routed`` has ``route``,
 ``provider``, ``model``, ``attempts_by_provider``, ``fallback``, ``usage`` (a 3-tuple or None) and
 ``cost`` for a request that named a route."""
-_Usage = Tuple[int, int, int]
-_ChatChunk = Tuple[str, str, Optional[str], Optional[str], Optional[str], Optional[_Usage], Optional[float], Optional[str]]
 """(kind, content, provider, model, finish_reason, usage, cost, reason)"""
 
 class Client:
@@ -146,9 +144,9 @@ class ChatStream:
     def route(self) -> str: ...
     @property
     def trace_id(self) -> str: ...
-    def next(self) -> Optional[_ChatChunk]:
-        """The next chunk (``None`` after ``done``), blocking this thread (not the GIL)."""
-    def next_async(self, bridge: Bridge, future: "asyncio.Future[Optional[_ChatChunk]]") -> None:
+    def next(self) -> Optional[Dict[str, Any]]:
+        """The next chunk as the core's ``ChatChunk`` view (``None`` after ``done``), blocking this thread (not the GIL)."""
+    def next_async(self, bridge: Bridge, future: "asyncio.Future[Optional[Dict[str, Any]]]") -> None:
         """Reads the next chunk on the runtime; ``future`` resolves through ``bridge``."""
     def cancel(self) -> None:
         """Stops the answer; frees the connection and the permits."""

@@ -992,6 +992,24 @@ class BreakerInfo(TypedDict):
     slow_call_rate: float
 
 
+class Routed(TypedDict):
+    """What routing did for one request.
+
+    ``provider``: The provider that answered (`None` for a static fallback).
+    ``model``: The model that answered (the provider's report, else its configured model).
+    ``attempts_by_provider``: Attempts each provider got, in the order they were first tried.
+    ``fallback``: `cache` (a stale answer for the same request) or `static`, when no provider answered.
+    ``cost``: From the answering provider's prices and the usage it reported.
+    """
+    route: str
+    provider: Optional[str]
+    model: Optional[str]
+    attempts_by_provider: List[Tuple[str, int]]
+    fallback: Optional[Literal["cache", "static"]]
+    usage: Optional["Usage"]
+    cost: Optional[float]
+
+
 class ServiceSummary(TypedDict):
     """One service of `describe`.
 
@@ -1147,6 +1165,7 @@ __all__ = [
     "CredentialState",
     "KeyStatus",
     "BreakerInfo",
+    "Routed",
     "Description",
     "ServiceSummary",
     "RouteSummary",

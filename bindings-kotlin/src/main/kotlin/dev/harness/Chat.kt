@@ -2,8 +2,6 @@ package dev.harness
 
 import dev.harness.ffi.NativeChatRequest
 import dev.harness.ffi.NativeEntry
-import dev.harness.ffi.NativeProviderAttempts
-import dev.harness.ffi.NativeUsage
 
 /**
  * One chat call on a route with `adapter: openai-compatible` ([HarnessClient.chat],
@@ -57,6 +55,3 @@ internal fun ChatRequest.toNative(): NativeChatRequest {
     )
 }
 
-internal fun NativeUsage.toUsage() = Usage(promptTokens.toLong(), completionTokens.toLong(), totalTokens.toLong())
-
-internal fun List<NativeProviderAttempts>.toPairs(): List<Pair<String, Int>> = map { it.provider to it.attempts.toInt() }

@@ -116,25 +116,28 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
         }
 
         internal fun from(e: NativeException): HarnessException = when (e) {
-            is NativeException.Failure -> of(
-                HarnessErrorInfo(
-                    kind = e.kind,
-                    message = e.detail,
-                    reason = e.reason,
-                    service = e.service,
-                    endpoint = e.endpoint,
-                    method = e.method,
-                    attempts = e.attempts.toInt(),
-                    status = e.status?.toInt(),
-                    code = e.code,
-                    retryAfterMs = e.retryAfterMs?.toLong(),
-                    traceId = e.traceId,
-                    phase = e.phase,
-                    body = e.body,
-                    provider = e.provider,
-                    providerErrors = e.providerErrors.map { it.provider to it.error },
-                ),
-            )
+            // The context crosses as the core's ErrorView (generated in Types.kt).
+            is NativeException.Failure -> ViewJson.decode<ErrorView>(e.view).let { v ->
+                of(
+                    HarnessErrorInfo(
+                        kind = e.kind,
+                        message = e.detail,
+                        reason = e.reason,
+                        service = v.service,
+                        endpoint = v.endpoint,
+                        method = v.method,
+                        attempts = v.attempts,
+                        status = v.status,
+                        code = v.code,
+                        retryAfterMs = v.retryAfterMs,
+                        traceId = v.traceId,
+                        phase = v.phase,
+                        body = e.body,
+                        provider = v.provider,
+                        providerErrors = v.providerErrors.map { it.provider to it.error },
+                    ),
+                )
+            }
         }
 
         /**

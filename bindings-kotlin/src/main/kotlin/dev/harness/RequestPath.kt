@@ -243,15 +243,16 @@ internal class ChatStreamHead(val stream: Long, val route: String, val traceId: 
 
 /** Every value of a repeated header is kept, in order (the engine gives lower-case names). */
 internal fun NativeResponse.toResponse(): HarnessResponse {
-    val r = routed
+    // What routing did crosses as the core's Routed view (generated in Types.kt).
+    val r = routed?.let { ViewJson.decode<Routed>(it) }
     return HarnessResponse(
         status.toInt(), grouped(headers), body, elapsedMs, attempts.toInt(), traceId,
         route = r?.route,
         provider = r?.provider,
         model = r?.model,
-        attemptsByProvider = r?.attemptsByProvider?.toPairs() ?: emptyList(),
+        attemptsByProvider = r?.attemptsByProvider ?: emptyList(),
         fallback = r?.fallback,
-        usage = r?.usage?.toUsage(),
+        usage = r?.usage,
         cost = r?.cost,
     )
 }

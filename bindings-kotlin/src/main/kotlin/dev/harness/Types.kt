@@ -1125,6 +1125,23 @@ data class BreakerInfo(
     @SerialName("slow_call_rate") val slowCallRate: Double,
 )
 
+/** What routing did for one request. */
+@Serializable
+data class Routed(
+    @SerialName("route") val route: String,
+    /** The provider that answered (`None` for a static fallback). */
+    @SerialName("provider") val provider: String? = null,
+    /** The model that answered (the provider's report, else its configured model). */
+    @SerialName("model") val model: String? = null,
+    /** Attempts each provider got, in the order they were first tried. */
+    @SerialName("attempts_by_provider") val attemptsByProvider: List<@Serializable(with = StringIntSerializer::class) Pair<String, Int>>,
+    /** `cache` (a stale answer for the same request) or `static`, when no provider answered. */
+    @SerialName("fallback") val fallback: String? = null,
+    @SerialName("usage") val usage: Usage? = null,
+    /** From the answering provider's prices and the usage it reported. */
+    @SerialName("cost") val cost: Double? = null,
+)
+
 /** The active config in brief (`describe`): what runs, never a secret. */
 @Serializable
 data class Description(
