@@ -164,13 +164,12 @@ fn emit_tuple_serializer(out: &mut String, shape: &[String]) {
     writeln!(out, "}}\n").unwrap();
 }
 
-fn params(out: &mut String, indent: &str, fields: &[Field], input: bool, tuples: &mut BTreeSet<Vec<String>>) {
+fn params(out: &mut String, indent: &str, fields: &[Field], tuples: &mut BTreeSet<Vec<String>>) {
     for f in fields {
         kdoc(out, indent, f.doc.as_deref());
         let mut ty = kt(&f.ty, tuples);
         // A key the schema does not require may be absent (an input's, or an output's the core
         // skips when empty): nullable, null by default.
-        let _ = input;
         let optional = !f.required;
         if optional && !ty.ends_with('?') {
             ty.push('?');
@@ -211,7 +210,6 @@ struct Class<'a> {
     name: String,
     key: &'a str,
     fields: &'a [Field],
-    input: bool,
     supertype: Option<&'a str>,
     tag: Option<&'a str>,
 }
@@ -231,7 +229,7 @@ fn emit_class(out: &mut String, c: Class<'_>, opts: &Options, tuples: &mut BTree
         writeln!(out, "{ind}class {}{supertype} {{", c.name).unwrap();
     } else {
         writeln!(out, "{ind}data class {}(", c.name).unwrap();
-        params(out, &inner, c.fields, c.input, tuples);
+        params(out, &inner, c.fields, tuples);
         for (name, ty, default, doc) in opts.kotlin_extra.get(c.key).map(Vec::as_slice).unwrap_or(&[]) {
             kdoc(out, &inner, Some(doc));
             writeln!(out, "{inner}@Transient val {name}: {ty} = {default},").unwrap();
@@ -257,13 +255,12 @@ fn emit_class(out: &mut String, c: Class<'_>, opts: &Options, tuples: &mut BTree
 }
 
 fn emit_type(out: &mut String, t: &TypeDef, model: &Model, opts: &Options, tuples: &mut BTreeSet<Vec<String>>) {
-    let input = opts.inputs.contains(&t.name);
     let name = kotlin_name(&t.name, opts);
     match &t.def {
         Def::Object { fields, .. } => {
             kdoc(out, "", t.doc.as_deref());
             writeln!(out, "@Serializable").unwrap();
-            emit_class(out, Class { indent: "", name: name.to_string(), key: &t.name, fields, input, supertype: None, tag: None }, opts, tuples);
+            emit_class(out, Class { indent: "", name: name.to_string(), key: &t.name, fields, supertype: None, tag: None }, opts, tuples);
         }
         Def::Enum { values } => {
             kdoc(out, "", t.doc.as_deref());
@@ -315,7 +312,7 @@ fn emit_type(out: &mut String, t: &TypeDef, model: &Model, opts: &Options, tuple
                 }
                 let key = format!("{}.{}", t.name, v.tag);
                 let tag = nested.then_some(v.tag.as_str());
-                emit_class(out, Class { indent, name: vname, key: &key, fields: &fields, input, supertype: Some(name), tag }, opts, tuples);
+                emit_class(out, Class { indent, name: vname, key: &key, fields: &fields, supertype: Some(name), tag }, opts, tuples);
             }
             if nested {
                 writeln!(out, "}}").unwrap();

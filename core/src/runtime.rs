@@ -152,8 +152,9 @@ pub struct BlockingCall<T> {
 }
 
 impl<T> BlockingCall<T> {
-    pub fn new(fut: impl Future<Output = T> + Send + 'static) -> Result<Self, HarnessError> {
-        Ok(BlockingCall { fut: Box::pin(fut), handle: handle()?, pid: std::process::id() })
+    /// Takes the future already boxed (an `Operation`'s is), so a call allocates it once.
+    pub fn new(fut: Pin<Box<dyn Future<Output = T> + Send>>) -> Result<Self, HarnessError> {
+        Ok(BlockingCall { fut, handle: handle()?, pid: std::process::id() })
     }
 
     /// Drives the call for at most `timeout`; `None` if not done yet, so the host can
