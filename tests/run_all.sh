@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 export CARGO_TERM_COLOR=never
+# One-shot builds gain nothing from incremental caches, which take gigabytes of disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+df -h . | tail -1 | awk '{print "== disk: " $4 " free of " $2}'
 
 # The credential tests share tokens through a real redis-server on a loopback port.
 if ! command -v redis-server >/dev/null 2>&1; then
@@ -45,6 +48,7 @@ grep -q "^| faults injected: " <<<"$drill"
 echo "== chaos soak, short form (bench/soak.py through the Python binding)"
 HARNESS_UPSTREAM_BIN="$PWD/target/$CARGO_BUILD_TARGET/debug/harness-upstream" \
   bindings-python/.venv/bin/python bench/soak.py --requests "${SOAK_REQUESTS:-50000}"
+df -h . | tail -1 | awk '{print "== disk: " $4 " free of " $2}'
 echo "== release artifacts: wheel, sdist, npm tarballs, Maven jar (release/build.sh), installed and run without Rust (release/test-install.sh)"
 bash release/build.sh
 bash release/test-install.sh
