@@ -25,12 +25,12 @@ mod values;
 
 use harness_core::ErrorKind;
 
-pub use chat::{NativeChatRequest, NativeChatStreamHead};
+pub use chat::NativeChatStreamHead;
 pub use client::NativeClient;
 pub use credentials::{NativeToken, NativeTokenProvider, TokenError};
 pub use events::{ListenerError, NativeEventSink};
 pub use receiver::{NativeIdempotency, NativeLease, NativeReceiverCall};
-pub use values::{NativeEntry, NativeError, NativeMockResponse, NativeRequest, NativeResponse, NativeStreamHead};
+pub use values::{NativeEntry, NativeError, NativeMockResponse, NativeResponse, NativeStreamHead};
 
 uniffi::setup_scaffolding!();
 
@@ -60,43 +60,7 @@ pub(crate) mod tests {
     use std::sync::Arc;
 
     use harness_core::transport::mock::MockResponse;
-    use harness_core::{Body, Request};
-
-    pub(crate) fn req(json: Option<&str>) -> NativeRequest {
-        NativeRequest {
-            service: "svc".into(),
-            method: "POST".into(),
-            path: "/x".into(),
-            endpoint: None,
-            query: vec![],
-            headers: vec![],
-            json: json.map(str::to_string),
-            body: None,
-            idempotency_key: None,
-            timeout_ms: None,
-            traceparent: None,
-            principal: None,
-        }
-    }
-
-    #[test]
-    fn a_json_body_is_sent_as_the_text_the_host_wrote() {
-        let text = r#"{"z":1,"a":18446744073709551616}"#;
-        match Request::try_from(req(Some(text))).unwrap().body {
-            Body::JsonText(b) => assert_eq!(&b[..], text.as_bytes()),
-            other => panic!("expected JsonText, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn json_and_body_together_are_a_config_error_naming_the_field() {
-        let mut r = req(Some("{}"));
-        r.body = Some(vec![1]);
-        let NativeError::Failure { kind, detail, reason, .. } = Request::try_from(r).unwrap_err();
-        assert_eq!(kind, "ConfigError");
-        assert!(detail.starts_with("ConfigError: body:"), "{detail}");
-        assert!(reason.starts_with("body:"), "{reason}");
-    }
+    use harness_core::Request;
 
     /// Records what the core hands the host's logging.
     #[derive(Default)]

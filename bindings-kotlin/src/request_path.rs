@@ -3,11 +3,13 @@
 //!
 //! UniFFI's async protocol costs several JNA calls per request, each with by-value
 //! structures the JVM must allocate and clean up (measured: most of the binding's CPU).
-//! These C functions take and return only integers and one byte array; a request and its
-//! outcome travel in UniFFI's own serialisation of `NativeRequest`, `NativeResponse`,
-//! `NativeStreamHead`, `NativeChatRequest`, `NativeChatStreamHead`, `NativeReceiverCall`,
-//! `NativeLease` and `NativeError`, so both sides use the generated converters; chat answers
-//! and chunks cross as the core's JSON views, decoded into the generated `Types.kt`.
+//! These C functions take and return only integers and one byte array. A request crosses as
+//! its head in the core's JSON (`Request::from_host`) with the body beside it, a chat call as
+//! the core's `ChatRequest` JSON (frames: `request_frame`, `chat_frame`); outcomes travel in
+//! UniFFI's own serialisation of `NativeResponse`, `NativeStreamHead`, `NativeChatStreamHead`,
+//! `NativeLease` and `NativeError` (a receiver's step as `NativeReceiverCall`), so both sides
+//! use the generated converters; chat answers and chunks cross as the core's JSON views,
+//! decoded into the generated `Types.kt`.
 //!
 //! One pattern, no addresses (README "How outcomes come back"):
 //! - the JVM names its waiting caller by a *ticket*, an id in its own registry of calls;
@@ -31,13 +33,13 @@ use std::sync::RwLock;
 use std::task::{Context, Poll};
 
 use harness_core::runtime::{self, Task};
-use harness_core::{ChatRequest, ChatResponse, ChatStreamHandle, Claim, ErrorKind, HarnessError, Request, StreamHandle};
+use harness_core::{Body, ChatRequest, ChatResponse, ChatStreamHandle, Claim, ErrorKind, HarnessError, Request, StreamHandle};
 use uniffi::{Lift, Lower};
 
 use crate::handles::{Handles, CLIENTS, RECEIVERS};
 use crate::receiver::{NativeLease, NativeReceiverCall};
-use crate::chat::{NativeChatRequest, NativeChatStreamHead};
-use crate::values::{NativeEntry, NativeError, NativeRequest, NativeResponse, NativeStreamHead};
+use crate::chat::NativeChatStreamHead;
+use crate::values::{NativeEntry, NativeError, NativeResponse, NativeStreamHead};
 use crate::UniFfiTag;
 
 /// The JVM's completion function: (ticket, tag, bytes, length). The bytes are valid only
@@ -97,7 +99,7 @@ pub extern "C" fn harness_kotlin_set_completion(completion: Option<Completion>) 
     *COMPLETION.write().unwrap_or_else(|p| p.into_inner()) = completion;
 }
 
-/// Starts `request` (serialised `NativeRequest`, `len` bytes) on the client `client`
+/// Starts `request` (a request frame, `len` bytes: `request_frame`) on the client `client`
 /// (`NativeClient::handle`). The outcome (`RESPONSE` or `ERROR`) is delivered with `ticket`;
 /// the return value is the task to drop, or 0 if the outcome was already delivered.
 ///
@@ -122,7 +124,7 @@ pub unsafe extern "C" fn harness_kotlin_open(client: u64, ticket: i64, request: 
     guarded(ticket, || start(client, ticket, bytes, Mode::Stream))
 }
 
-/// Starts a chat call (serialised `NativeChatRequest`) on `client`: the outcome is `CHAT`
+/// Starts a chat call (a chat frame: `chat_frame`) on `client`: the outcome is `CHAT`
 /// (`NativeChatResponse`) or `ERROR`, with `ticket`; returns the task as `harness_kotlin_start` does.
 ///
 /// # Safety
@@ -244,6 +246,46 @@ fn guarded(ticket: i64, f: impl FnOnce() -> u64) -> u64 {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| fail(ticket, bug("starting the request panicked")))
 }
 
+// A request frame's first byte: what its body is (`RequestPath.kt` writes the same).
+const BODY_NONE: u8 = 0;
+const BODY_JSON: u8 = 1;
+const BODY_BYTES: u8 = 2;
+
+/// A 4-byte big-endian length, that many bytes, and the rest.
+fn split(frame: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (len, rest) = frame.split_first_chunk::<4>()?;
+    let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
+    (len <= rest.len()).then(|| rest.split_at(len))
+}
+
+fn malformed(what: &str) -> HarnessError {
+    HarnessError::new(ErrorKind::Harness, format!("the {what} frame did not decode (a bug in Harness)"))
+}
+
+/// A request as the facade frames it (`RequestPath.request`): the body's kind (one byte), the
+/// head's length, the head (the core's `Request` as JSON, without the body), then the body.
+/// Every field's rule is the core's (`Request::from_host`).
+fn request_frame(frame: &[u8]) -> Result<Request, HarnessError> {
+    let Some((&kind, rest)) = frame.split_first() else { return Err(malformed("request")) };
+    let Some((head, body)) = split(rest) else { return Err(malformed("request")) };
+    let body = match kind {
+        BODY_NONE if body.is_empty() => Body::Empty,
+        // Not parsed here: the core checks nesting, NaN and lone surrogates and sends it as is.
+        BODY_JSON => Body::JsonText(bytes::Bytes::copy_from_slice(body)),
+        BODY_BYTES => Body::Bytes(bytes::Bytes::copy_from_slice(body)),
+        _ => return Err(malformed("request")),
+    };
+    Request::from_host(head, body)
+}
+
+/// A chat call as the facade frames it (`RequestPath.chat`): the route's length, the route,
+/// then the call as the core's `ChatRequest` JSON (`ChatRequest::from_host`).
+fn chat_frame(frame: &[u8]) -> Result<(String, ChatRequest), HarnessError> {
+    let Some((route, call)) = split(frame) else { return Err(malformed("chat")) };
+    let Ok(route) = std::str::from_utf8(route) else { return Err(malformed("chat")) };
+    Ok((route.to_string(), ChatRequest::from_host(call)?))
+}
+
 #[derive(Clone, Copy)]
 enum Mode {
     Buffered,
@@ -251,17 +293,13 @@ enum Mode {
 }
 
 /// The task's handle, or 0 once the outcome was delivered (a request that cannot start).
-fn start(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
+fn start(client: u64, ticket: i64, bytes: &[u8], mode: Mode) -> u64 {
     let Some(client) = CLIENTS.get(client) else {
         return fail(ticket, HarnessError::new(ErrorKind::Harness, "the client is closed").into());
     };
-    let request = match <NativeRequest as Lift<UniFfiTag>>::try_read(&mut bytes) {
+    let request = match request_frame(bytes) {
         Ok(r) => r,
-        Err(e) => return fail(ticket, bug(&format!("the request did not decode: {e}"))),
-    };
-    let request = match Request::try_from(request) {
-        Ok(r) => r,
-        Err(e) => return fail(ticket, e),
+        Err(e) => return fail(ticket, e.into()),
     };
     spawn_task(ticket, async move {
         match mode {
@@ -280,17 +318,13 @@ fn start(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
 }
 
 /// `start` for a chat call (`Buffered`) or a chat stream (`Stream`).
-fn start_chat(client: u64, ticket: i64, mut bytes: &[u8], mode: Mode) -> u64 {
+fn start_chat(client: u64, ticket: i64, bytes: &[u8], mode: Mode) -> u64 {
     let Some(client) = CLIENTS.get(client) else {
         return fail(ticket, HarnessError::new(ErrorKind::Harness, "the client is closed").into());
     };
-    let request = match <NativeChatRequest as Lift<UniFfiTag>>::try_read(&mut bytes) {
+    let (route, chat) = match chat_frame(bytes) {
         Ok(r) => r,
-        Err(e) => return fail(ticket, bug(&format!("the chat request did not decode: {e}"))),
-    };
-    let (route, chat) = match <(String, ChatRequest)>::try_from(request) {
-        Ok(r) => r,
-        Err(e) => return fail(ticket, e),
+        Err(e) => return fail(ticket, e.into()),
     };
     spawn_task(ticket, async move {
         match mode {
@@ -500,14 +534,21 @@ mod tests {
         crate::tests::from_json(r#"{"log": {"enabled": false}, "services": {"svc": {"base_url": "http://127.0.0.1:1"}}}"#).unwrap()
     }
 
-    fn encoded(json: Option<&str>) -> Vec<u8> {
-        encode(crate::tests::req(json))
+    /// A request frame as `RequestPath.request` writes it.
+    fn frame(kind: u8, head: &str, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![kind];
+        out.extend((head.len() as u32).to_be_bytes());
+        out.extend(head.as_bytes());
+        out.extend(body);
+        out
     }
 
-    fn encode(request: NativeRequest) -> Vec<u8> {
-        let mut buf = Vec::new();
-        <NativeRequest as Lower<UniFfiTag>>::write(request, &mut buf);
-        buf
+    fn encoded(json: Option<&str>) -> Vec<u8> {
+        let head = r#"{"service":"svc","method":"POST","path":"/x"}"#;
+        match json {
+            Some(text) => frame(BODY_JSON, head, text.as_bytes()),
+            None => frame(BODY_NONE, head, b""),
+        }
     }
 
     fn contains(haystack: &[u8], needle: &str) -> bool {
@@ -516,11 +557,39 @@ mod tests {
 
     #[test]
     fn a_request_that_cannot_start_is_delivered_at_once_as_a_config_error() {
-        let mut both = crate::tests::req(Some("{}"));
-        both.body = Some(vec![1]);
-        let (task, tag, outcome) = run(client().handle(), &encode(both));
+        let bad = frame(BODY_NONE, r#"{"service":"svc","method":"POST","path":"/x","timeout_ms":-1}"#, b"");
+        let (task, tag, outcome) = run(client().handle(), &bad);
         assert_eq!((task, tag), (0, ERROR));
-        assert!(contains(&outcome, "ConfigError"));
+        assert!(contains(&outcome, "ConfigError") && contains(&outcome, "request.timeout_ms"), "{}", String::from_utf8_lossy(&outcome));
+    }
+
+    #[test]
+    fn a_frame_keeps_the_body_the_host_wrote_byte_for_byte() {
+        let text = r#"{"z":1,"a":18446744073709551616}"#;
+        match request_frame(&encoded(Some(text))).unwrap().body {
+            Body::JsonText(b) => assert_eq!(&b[..], text.as_bytes()),
+            other => panic!("expected JsonText, got {other:?}"),
+        }
+        let head = r#"{"service":"svc","method":"PUT","path":"/x","headers":[["a","1"],["a","2"]]}"#;
+        let r = request_frame(&frame(BODY_BYTES, head, &[0, 255])).unwrap();
+        assert!(matches!(r.body, Body::Bytes(ref b) if &b[..] == [0, 255]));
+        assert_eq!(r.headers.len(), 2);
+    }
+
+    #[test]
+    fn a_frame_that_does_not_add_up_is_an_error_not_a_panic() {
+        let head = r#"{"service":"svc","method":"GET","path":"/"}"#;
+        let mut short = frame(BODY_NONE, head, b"");
+        short.truncate(10);
+        let mut huge_len = frame(BODY_NONE, head, b"");
+        huge_len[1..5].copy_from_slice(&u32::MAX.to_be_bytes());
+        for bad in [vec![], vec![BODY_JSON], short, huge_len, frame(7, head, b""), frame(BODY_NONE, head, b"x")] {
+            let e = request_frame(&bad).unwrap_err();
+            assert!(e.message.contains("frame did not decode"), "{}", e.message);
+        }
+        for bad in [&[0u8, 0, 0, 9][..], &[0, 0, 0, 1, 0xff, b'{', b'}']] {
+            assert!(chat_frame(bad).unwrap_err().message.contains("frame did not decode"));
+        }
     }
 
     #[test]
@@ -580,19 +649,16 @@ mod tests {
         assert!(contains(&outcome, "CancelledError"), "{}", String::from_utf8_lossy(&outcome));
     }
 
+    /// A chat frame as `RequestPath.chat` writes it.
     fn chat_request(route: &str, params: Option<&str>) -> Vec<u8> {
-        let r = NativeChatRequest {
-            route: route.into(),
-            messages: r#"[{"role":"user","content":"hi"}]"#.into(),
-            params: params.map(str::to_string),
-            headers: vec![],
-            timeout_ms: None,
-            traceparent: None,
-            principal: None,
+        let call = match params {
+            Some(p) => format!(r#"{{"messages":[{{"role":"user","content":"hi"}}],"params":{p}}}"#),
+            None => r#"{"messages":[{"role":"user","content":"hi"}]}"#.to_string(),
         };
-        let mut buf = Vec::new();
-        <NativeChatRequest as Lower<UniFfiTag>>::write(r, &mut buf);
-        buf
+        let mut out = (route.len() as u32).to_be_bytes().to_vec();
+        out.extend(route.as_bytes());
+        out.extend(call.as_bytes());
+        out
     }
 
     #[test]
@@ -603,7 +669,7 @@ mod tests {
         let task = unsafe { harness_kotlin_chat(c.handle(), ticket, req.as_ptr(), req.len() as u64) };
         let (tag, outcome) = wait(ticket);
         assert_eq!((task, tag), (0, ERROR));
-        assert!(contains(&outcome, "params: expected an object"), "{}", String::from_utf8_lossy(&outcome));
+        assert!(contains(&outcome, "request.params: invalid type"), "{}", String::from_utf8_lossy(&outcome));
     }
 
     #[test]
@@ -625,9 +691,7 @@ mod tests {
         )
         .unwrap();
         let ticket = ticket();
-        let mut get = crate::tests::req(None);
-        get.method = "GET".into();
-        let req = encode(get);
+        let req = frame(BODY_NONE, r#"{"service":"svc","method":"GET","path":"/x"}"#, b"");
         let task = unsafe { harness_kotlin_open(c.handle(), ticket, req.as_ptr(), req.len() as u64) };
         let (tag, outcome) = wait(ticket);
         harness_kotlin_drop(task);

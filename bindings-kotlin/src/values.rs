@@ -1,36 +1,17 @@
-//! The values that cross UniFFI on the request path and in errors: requests, responses,
-//! stream heads, mocks, what routing did, and the core error flattened. Translation only;
-//! every check is the core's (`Request::try_from` hands bad input to it).
+//! The values that cross UniFFI on the request path and in errors: responses, stream heads,
+//! mocks, what routing did, and the core error flattened (a request crosses as the core's
+//! JSON: `request_path::request_frame`). Translation only;
+//! every check is the core's.
 
 use harness_core::transport::mock::MockResponse;
 use harness_core::view::ErrorView;
-use harness_core::{Body, HarnessError, Request, Response};
+use harness_core::{HarnessError, Response};
 
 /// One header or query parameter; a list of these keeps order and repeats.
 #[derive(uniffi::Record, Debug, Clone)]
 pub struct NativeEntry {
     pub name: String,
     pub value: String,
-}
-
-/// A request as the facade passes it; `json` is JSON text, sent byte for byte after the
-/// core's checks (`Body::JsonText`).
-#[derive(uniffi::Record, Debug, Clone)]
-pub struct NativeRequest {
-    pub service: String,
-    pub method: String,
-    pub path: String,
-    pub endpoint: Option<String>,
-    pub query: Vec<NativeEntry>,
-    pub headers: Vec<NativeEntry>,
-    pub json: Option<String>,
-    pub body: Option<Vec<u8>>,
-    pub idempotency_key: Option<String>,
-    /// Checked by the core's rule (`harness_core::request::millis`): a negative is refused there.
-    pub timeout_ms: Option<i64>,
-    pub traceparent: Option<String>,
-    /// Who the call is made for (a user or tenant id): the audit record's `principal`, never sent.
-    pub principal: Option<String>,
 }
 
 #[derive(uniffi::Record, Debug, Clone)]
@@ -136,33 +117,6 @@ pub(crate) fn config_error(message: String) -> NativeError {
 
 pub(crate) fn pairs(entries: Vec<NativeEntry>) -> Vec<(String, String)> {
     entries.into_iter().map(|e| (e.name, e.value)).collect()
-}
-
-impl TryFrom<NativeRequest> for Request {
-    type Error = NativeError;
-
-    fn try_from(r: NativeRequest) -> Result<Request, NativeError> {
-        let body = match (r.json, r.body) {
-            (Some(_), Some(_)) => return Err(config_error("body: give either json or body, not both".into())),
-            // Not parsed here: the core checks nesting, NaN and lone surrogates and sends it as is.
-            (Some(text), None) => Body::JsonText(text.into_bytes().into()),
-            (None, Some(bytes)) => Body::Bytes(bytes.into()),
-            (None, None) => Body::Empty,
-        };
-        Ok(Request {
-            service: r.service,
-            method: r.method,
-            path: r.path,
-            endpoint: r.endpoint,
-            query: pairs(r.query),
-            headers: pairs(r.headers),
-            body,
-            idempotency_key: r.idempotency_key,
-            timeout_ms: r.timeout_ms.map(|t| harness_core::request::millis("request.timeout_ms", t as f64)).transpose()?,
-            traceparent: r.traceparent,
-            principal: r.principal,
-        })
-    }
 }
 
 impl From<Response> for NativeResponse {

@@ -8,7 +8,7 @@
 //! naming what is missing, not an empty success.
 
 use bytes::Bytes;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::HarnessError;
@@ -50,22 +50,38 @@ pub fn cost(usage: &Usage, price: &Price) -> f64 {
 }
 
 /// A chat call: the messages and any other chat-completions parameters.
-#[derive(Debug, Clone, Default)]
+///
+/// A host that crosses text sends it as one JSON object ([`ChatRequest::from_host`]), `headers`
+/// as a list of `[name, value]` pairs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChatRequest {
     /// `[{"role": "user", "content": "..."}, ...]`
     pub messages: Value,
     /// `temperature`, `max_tokens`, `tools`, ...; `model` is set per provider.
+    #[serde(default)]
     pub params: Map<String, Value>,
+    #[serde(default)]
     pub headers: Vec<(String, String)>,
+    #[serde(default, deserialize_with = "crate::request::host_millis")]
     pub timeout_ms: Option<u64>,
+    #[serde(default)]
     pub traceparent: Option<String>,
     /// Who the call is made for, kept in the audit record only.
+    #[serde(default)]
     pub principal: Option<String>,
 }
 
 impl ChatRequest {
     pub fn new(messages: Value) -> Self {
         ChatRequest { messages, ..Default::default() }
+    }
+
+    /// A chat call a host sent as one JSON object; a field that does not fit is a `ConfigError`
+    /// naming it (`request.params: invalid type ...`). The messages themselves are checked
+    /// when the call is made ([`ChatRequest::body`]).
+    pub fn from_host(text: &[u8]) -> Result<ChatRequest, HarnessError> {
+        crate::request::from_host_json("request", text)
     }
 
     /// The request body, checked: messages are a non-empty list of objects with a `role`.
@@ -254,6 +270,25 @@ mod tests {
     use super::*;
     use crate::routing::config::{Params, TemperatureParam};
     use serde_json::json;
+
+    #[test]
+    fn a_host_chat_call_keeps_its_order_and_a_bad_field_is_named() {
+        let text = br#"{"messages":[{"role":"user","content":"hi"}],"params":{"z":1,"a":0.5},"headers":[["x","y"]],"timeout_ms":900}"#;
+        let chat = ChatRequest::from_host(text).unwrap();
+        assert_eq!(chat.messages[0]["content"], "hi");
+        assert_eq!(chat.params.keys().collect::<Vec<_>>(), ["z", "a"]);
+        assert_eq!((chat.headers.len(), chat.timeout_ms), (1, Some(900)));
+        for (text, want) in [
+            (&br#"{"messages":[],"params":[1]}"#[..], "request.params: invalid type: sequence, expected a map"),
+            (br#"{"messages":[],"timeout_ms":-3}"#, "request.timeout_ms: expected an integer >= 0, got -3"),
+            (br#"{"params":{}}"#, "request: missing field `messages`"),
+        ] {
+            let e = ChatRequest::from_host(text).unwrap_err();
+            assert!(e.message.starts_with(want), "{} (wanted {want})", e.message);
+        }
+        let deep = format!(r#"{{"messages":{}{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
+        assert!(ChatRequest::from_host(deep.as_bytes()).unwrap_err().message.contains("nested deeper than 512"));
+    }
 
     fn provider(range: Option<[f64; 2]>, mode: RangeMode, field: Option<&str>) -> ProviderConfig {
         ProviderConfig {

@@ -337,6 +337,15 @@ impl CircuitBreaker {
     }
 
     fn transition(&self, s: &mut Inner, to: BreakerState, cfg: &BreakerConfig) {
+        let from = Self::enter(s, to);
+        if to == BreakerState::Open {
+            s.open_until = Instant::now() + Duration::from_millis(cfg.open_ms);
+        }
+        (self.on_transition)(from, to);
+    }
+
+    /// Moves to `to` with every count of the old state cleared; returns the old state.
+    fn enter(s: &mut Inner, to: BreakerState) -> BreakerState {
         let from = s.state;
         s.state = to;
         s.generation += 1;
@@ -346,10 +355,7 @@ impl CircuitBreaker {
         s.probe_failures = 0;
         s.ramp = None;
         s.window.clear();
-        if to == BreakerState::Open {
-            s.open_until = Instant::now() + Duration::from_millis(cfg.open_ms);
-        }
-        (self.on_transition)(from, to);
+        from
     }
 
     /// The probes passed: ramp back through `cfg`'s fractions, or close when there are none.
@@ -378,15 +384,7 @@ impl CircuitBreaker {
 
     fn set_by_hand(&self, to: BreakerState, open_until: Instant) {
         let mut s = self.inner.lock();
-        let from = s.state;
-        s.state = to;
-        s.generation += 1;
-        s.consecutive_failures = 0;
-        s.probes_in_flight = 0;
-        s.probe_successes = 0;
-        s.probe_failures = 0;
-        s.ramp = None;
-        s.window.clear();
+        let from = Self::enter(&mut s, to);
         s.open_until = open_until;
         if from != to {
             (self.on_transition)(from, to);

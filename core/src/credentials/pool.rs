@@ -153,12 +153,8 @@ impl KeyPool {
     /// Whether another key than `idx` could serve now.
     pub fn has_other(&self, idx: usize) -> bool {
         let now = Instant::now();
-        self.status
-            .lock()
-            .keys
-            .iter()
-            .enumerate()
-            .any(|(i, s)| i != idx && !s.quarantined && s.cool_until.is_none_or(|u| u <= now))
+        let usable = |s: &KeyState| !s.quarantined && s.cool_until.is_none_or(|u| u <= now);
+        self.status.lock().keys.iter().enumerate().any(|(i, s)| i != idx && usable(s))
     }
 
     pub fn status(&self) -> Vec<KeyStatus> {

@@ -1,7 +1,5 @@
 package dev.harness
 
-import dev.harness.ffi.NativeChatRequest
-import dev.harness.ffi.NativeEntry
 
 /**
  * One chat call on a route with `adapter: openai-compatible` ([HarnessClient.chat],
@@ -40,18 +38,15 @@ data class ChatRequest @JvmOverloads constructor(
         "ChatRequest(route=$route, messages=${messages.size}, params=${params.keys}, headers=${headers.keys})"
 }
 
-internal fun ChatRequest.toNative(): NativeChatRequest {
-    requireUnicode("route" to route, "traceparent" to traceparent, "request.principal" to principal)
-    for ((k, v) in headers) requireUnicode("request.headers" to k, "request.headers.$k" to v)
-    val headerEntries = headers.map { (k, v) -> NativeEntry(k, v) }
-    return NativeChatRequest(
-        route = route,
-        messages = Json.encode(messages, "messages"),
-        params = if (params.isEmpty()) null else Json.encode(params, "params"),
-        headers = headerEntries,
-        timeoutMs = timeoutMs,
-        traceparent = HostTrace.resolve(traceparent, headerEntries),
-        principal = principal,
-    )
+/** The chat call as the engine reads it ([RequestPath.chat]): the route, then the call as the core's `ChatRequest` JSON. */
+internal fun ChatRequest.encode(): java.nio.ByteBuffer {
+    requireUnicode("route" to route)
+    val call = Json.Head(512)
+        .json("messages", Json.encode(messages, "messages"))
+        .json("params", if (params.isEmpty()) null else Json.encode(params, "params"))
+        .pairs("headers", headers).long("timeout_ms", timeoutMs)
+        .string("traceparent", HostTrace.resolve(traceparent, headers), "traceparent").string("principal", principal)
+        .bytes()
+    return RequestPath.chat(route.toByteArray(Charsets.UTF_8), call)
 }
 

@@ -12,7 +12,6 @@ import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.emitAll
 import kotlinx.coroutines.flow.flow
 import kotlinx.coroutines.suspendCancellableCoroutine
-import java.nio.charset.CharacterCodingException
 import java.nio.file.Path
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.Executor
@@ -213,7 +212,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
 
     /** [chat] with a [ChatRequest]. */
     suspend fun chat(request: ChatRequest): ChatResponse {
-        val encoded = RequestPath.encode(request.toNative())
+        val encoded = request.encode()
         var call: RequestPath.Call<*>? = null
         try {
             return suspendCancellableCoroutine { cont ->
@@ -267,7 +266,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      * that throw here); read its [ChatStream.chunks] and close it. [chatStream] does both.
      */
     suspend fun openChatStream(request: ChatRequest): ChatStream {
-        val encoded = RequestPath.encode(request.toNative())
+        val encoded = request.encode()
         var call: RequestPath.Call<*>? = null
         try {
             val head = suspendCancellableCoroutine { cont ->
@@ -288,7 +287,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      */
     fun chatAsync(request: ChatRequest): CompletableFuture<ChatResponse> {
         val encoded = try {
-            RequestPath.encode(request.toNative())
+            request.encode()
         } catch (e: Exception) {
             return CompletableFuture<ChatResponse>().apply { completeExceptionally(e) }
         }
@@ -305,7 +304,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      */
     fun chatStreamAsync(request: ChatRequest): CompletableFuture<ChatStream> {
         val encoded = try {
-            RequestPath.encode(request.toNative())
+            request.encode()
         } catch (e: Exception) {
             return CompletableFuture<ChatStream>().apply { completeExceptionally(e) }
         }
@@ -598,38 +597,23 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
 }
 
 /**
- * The request in the engine's encoding. A string that is not valid Unicode (a lone surrogate)
- * cannot become UTF-8: UniFFI's encoder refuses it, and only then are the fields searched,
- * so the hot path pays nothing for the check.
+ * The request as the engine reads it ([RequestPath.request]): its head as the core's `Request`
+ * JSON, whose field names and rules are the core's, and the body beside it. A string that is
+ * not valid Unicode (a lone surrogate) is refused here, naming its field.
  */
 private fun HarnessRequest.encode(): java.nio.ByteBuffer {
-    val native = toNative()
-    return try {
-        RequestPath.encode(native)
-    } catch (e: CharacterCodingException) {
-        throw loneSurrogateIn(native)
-    }
-}
-
-private fun HarnessRequest.toNative(): NativeRequest {
     if (json != null && body != null) throw HarnessException.config("body: give either json or body, not both")
-    val headerEntries = ArrayList<NativeEntry>(headers.size + headerList.size)
-    for ((k, v) in headers) headerEntries.add(NativeEntry(k, v))
-    for ((k, v) in headerList) headerEntries.add(NativeEntry(k, v))
-    return NativeRequest(
-        service = service,
-        method = method,
-        path = path,
-        endpoint = endpoint,
-        query = query.map { (k, v) -> NativeEntry(k, v) },
-        headers = headerEntries,
-        json = json?.let { Json.encode(it, "json") },
-        body = body,
-        idempotencyKey = idempotencyKey,
-        timeoutMs = timeoutMs,
-        traceparent = HostTrace.resolve(traceparent, headerEntries),
-        principal = principal,
-    )
+    val head = Json.Head()
+        .string("service", service).string("method", method).string("path", path).string("endpoint", endpoint)
+        .pairs("query", query).pairs("headers", headers, headerList)
+        .string("idempotency_key", idempotencyKey).long("timeout_ms", timeoutMs)
+        .string("traceparent", HostTrace.resolve(traceparent, headers, headerList)).string("principal", principal)
+        .bytes()
+    return when {
+        json != null -> RequestPath.request(RequestPath.BODY_JSON, head, Json.encode(json, "json").toByteArray(Charsets.UTF_8))
+        body != null -> RequestPath.request(RequestPath.BODY_BYTES, head, body)
+        else -> RequestPath.request(RequestPath.BODY_NONE, head, null)
+    }
 }
 
 /** A suspended caller: resumed from the engine's thread (the continuation dispatches to its own dispatcher). */

@@ -1,6 +1,5 @@
 package dev.harness
 
-import dev.harness.ffi.NativeEntry
 import io.opentelemetry.api.trace.Span
 
 /**
@@ -35,10 +34,12 @@ internal object HostTrace {
 
     /**
      * The traceparent to send: the caller's explicit one (the option, or a `traceparent` among
-     * [headers], which the engine also honours) always wins over the host's span.
+     * [headers] or [list], which the engine also honours) always wins over the host's span.
      */
-    fun resolve(explicit: String?, headers: List<NativeEntry>): String? =
-        explicit ?: if (headers.any { it.name.equals("traceparent", ignoreCase = true) }) null else traceparent()
+    fun resolve(explicit: String?, headers: Map<String, String>, list: List<Pair<String, String>> = emptyList()): String? =
+        explicit ?: if (headers.keys.any(::isTraceparent) || list.any { isTraceparent(it.first) }) null else traceparent()
+
+    private fun isTraceparent(name: String) = name.equals("traceparent", ignoreCase = true)
 }
 
 private object OtelSpan {

@@ -129,6 +129,64 @@ internal object Json {
 
     private val HEX = "0123456789abcdef".toCharArray()
 
+    /**
+     * One flat JSON object written field by field: a request's head or a chat call, the form the
+     * core reads them in (`Request::from_host`, `ChatRequest::from_host`, which own the field
+     * names and every rule). A null is left out; a string that is not valid Unicode is a
+     * ConfigError naming its field as the core names request fields (`request.headers.x-id`).
+     */
+    class Head(capacity: Int = 256) {
+        private val out = StringBuilder(capacity).append('{')
+
+        private fun key(name: String) {
+            if (out.length > 1) out.append(',')
+            out.append('"').append(name).append("\":")
+        }
+
+        fun string(name: String, value: String?, field: String = "request.$name"): Head {
+            if (value != null) {
+                key(name)
+                string(out, value, field, NO_FRAMES)
+            }
+            return this
+        }
+
+        fun long(name: String, value: Long?): Head {
+            if (value != null) key(name).also { out.append(value) }
+            return this
+        }
+
+        /** JSON text [encode] already wrote (and checked). */
+        fun json(name: String, text: String?): Head {
+            if (text != null) key(name).also { out.append(text) }
+            return this
+        }
+
+        /** Name-value pairs as `[[name, value], ...]`: [map]'s, then [list]'s, in order, repeats kept. */
+        fun pairs(name: String, map: Map<String, String>, list: List<Pair<String, String>> = emptyList()): Head {
+            key(name)
+            out.append('[')
+            for ((k, v) in map) pair("request.$name", k, v)
+            for ((k, v) in list) pair("request.$name", k, v)
+            out.append(']')
+            return this
+        }
+
+        private fun pair(field: String, name: String, value: String) {
+            if (out[out.length - 1] != '[') out.append(',')
+            out.append('[')
+            string(out, name, field, NO_FRAMES)
+            out.append(',')
+            // A bad name is not printed (it cannot be); a bad value is named by its (printable) name.
+            string(out, value, "$field.$name", NO_FRAMES)
+            out.append(']')
+        }
+
+        fun bytes(): ByteArray = out.append('}').toString().toByteArray(Charsets.UTF_8)
+    }
+
+    private val NO_FRAMES = emptyList<Frame>()
+
     /** Where the walk is, for an error: `json.items[2].price` (built only when something is refused). */
     private fun path(field: String, stack: List<Frame>): String {
         val p = StringBuilder(field)

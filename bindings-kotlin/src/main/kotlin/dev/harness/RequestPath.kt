@@ -4,18 +4,14 @@ import com.sun.jna.Callback
 import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
 import com.sun.jna.Pointer
-import dev.harness.ffi.FfiConverterTypeNativeChatRequest
 import dev.harness.ffi.FfiConverterTypeNativeChatStreamHead
 import dev.harness.ffi.FfiConverterTypeNativeError
 import dev.harness.ffi.FfiConverterTypeNativeLease
 import dev.harness.ffi.FfiConverterTypeNativeReceiverCall
-import dev.harness.ffi.FfiConverterTypeNativeRequest
 import dev.harness.ffi.FfiConverterTypeNativeResponse
 import dev.harness.ffi.FfiConverterTypeNativeStreamHead
-import dev.harness.ffi.NativeChatRequest
 import dev.harness.ffi.NativeClient
 import dev.harness.ffi.NativeReceiverCall
-import dev.harness.ffi.NativeRequest
 import dev.harness.ffi.NativeResponse
 import dev.harness.ffi.NativeStreamHead
 import java.lang.ref.Reference
@@ -34,8 +30,9 @@ import java.util.concurrent.atomic.AtomicLong
  * Nothing crosses as an address. The JVM names each waiting caller by a *ticket*, its key in
  * [calls]; Rust objects (the client, a running task, an open stream) are named by
  * generation-checked *handles* that stop matching once the object is gone. Only integers
- * and one byte array cross, in UniFFI's own encoding of the records, which keeps JNA from
- * allocating (and later cleaning) structures on every request.
+ * and one byte array cross (a request's head and a chat call as the core's JSON, a receiver's
+ * step in UniFFI's encoding), which keeps JNA from allocating (and later cleaning)
+ * structures on every request.
  */
 internal object RequestPath {
     private const val NO_TASK = 0L
@@ -138,19 +135,21 @@ internal object RequestPath {
         harness_kotlin_set_completion(completion)
     }
 
-    /** The request in UniFFI's encoding; throws before anything reaches the engine. */
-    fun encode(request: NativeRequest): ByteBuffer {
-        val buf = ByteBuffer.allocate(FfiConverterTypeNativeRequest.allocationSize(request).toInt())
-        FfiConverterTypeNativeRequest.write(request, buf)
-        return buf
-    }
+    // A request frame's first byte: what its body is (`request_path.rs`).
+    const val BODY_NONE = 0
+    const val BODY_JSON = 1
+    const val BODY_BYTES = 2
 
-    /** The chat request in UniFFI's encoding. */
-    fun encode(request: NativeChatRequest): ByteBuffer {
-        val buf = ByteBuffer.allocate(FfiConverterTypeNativeChatRequest.allocationSize(request).toInt())
-        FfiConverterTypeNativeChatRequest.write(request, buf)
-        return buf
-    }
+    /**
+     * A request as the engine reads it: the body's kind, the head's length (4 bytes,
+     * big-endian), the head (the core's `Request` as JSON, [Json.Head]), then the body.
+     */
+    fun request(kind: Int, head: ByteArray, body: ByteArray?): ByteBuffer =
+        ByteBuffer.allocate(5 + head.size + (body?.size ?: 0)).put(kind.toByte()).putInt(head.size).put(head).also { if (body != null) it.put(body) }
+
+    /** A chat call as the engine reads it: the route's length (4 bytes, big-endian), the route, then the call as JSON. */
+    fun chat(route: ByteArray, call: ByteArray): ByteBuffer =
+        ByteBuffer.allocate(4 + route.size + call.size).putInt(route.size).put(route).put(call)
 
     /** A receiver's step in UniFFI's encoding. */
     fun encode(call: NativeReceiverCall): ByteBuffer {
