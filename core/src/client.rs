@@ -212,9 +212,7 @@ impl Client {
     /// earlier one clears a dead credential's state on the next refresh).
     pub fn set_token_provider(&self, service: &str, provider: Arc<dyn crate::host::TokenProvider>) -> Result<(), HarnessError> {
         let snapshot = self.engine.snapshot();
-        let Some(svc) = snapshot.services.get(service) else {
-            return Err(HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))));
-        };
+        let svc = snapshot.services.get(service).ok_or_else(|| unknown_service(service))?;
         if !matches!(svc.config.auth, Some(crate::credentials::AuthConfig::Callback(_))) {
             return Err(HarnessError::config(format!("services.{service}.auth.type: a token provider needs `type: callback`")));
         }
@@ -316,22 +314,18 @@ impl Client {
 
     /// A service's bulkhead limit now (it moves when `bulkhead.adaptive` is set).
     pub fn bulkhead_limit(&self, service: &str) -> Result<u32, HarnessError> {
-        self.engine
-            .snapshot()
-            .services
-            .get(service)
-            .map(|s| s.shared.bulkhead.max())
-            .ok_or_else(|| HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))))
+        self.bulkhead(service, |b| b.max())
     }
 
     /// Bulkhead permits currently held on a service.
     pub fn bulkhead_in_use(&self, service: &str) -> Result<usize, HarnessError> {
-        self.engine
-            .snapshot()
-            .services
-            .get(service)
-            .map(|s| s.shared.bulkhead.in_use())
-            .ok_or_else(|| HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service))))
+        self.bulkhead(service, |b| b.in_use())
+    }
+
+    fn bulkhead<T>(&self, service: &str, read: impl FnOnce(&crate::bulkhead::Bulkhead) -> T) -> Result<T, HarnessError> {
+        let snapshot = self.engine.snapshot();
+        let svc = snapshot.services.get(service).ok_or_else(|| unknown_service(service))?;
+        Ok(read(&svc.shared.bulkhead))
     }
 
     /// How many endpoint states this client holds (bounded by `limits.max_endpoints` per service).
@@ -396,4 +390,8 @@ impl Client {
     pub fn is_closed(&self) -> bool {
         self.engine.is_closed()
     }
+}
+
+fn unknown_service(service: &str) -> HarnessError {
+    HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service)))
 }

@@ -1,15 +1,9 @@
 package dev.harness
 
-import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.flow
-import kotlinx.coroutines.suspendCancellableCoroutine
 import java.lang.ref.Cleaner
-import java.util.concurrent.CompletableFuture
-import java.util.concurrent.ExecutionException
 import java.util.concurrent.atomic.AtomicReference
-import kotlin.coroutines.resume
-import kotlin.coroutines.resumeWithException
 
 /**
  * An open streamed chat answer ([HarnessClient.openChatStream], Java
@@ -28,7 +22,7 @@ class ChatStream internal constructor(head: ChatStreamHead) : AutoCloseable {
     val route: String = head.route
     val traceId: String = head.traceId
 
-    private val reader = Reader(head.stream)
+    private val reader = StreamReader<ChatChunk>(head.stream)
     private val cleanable = cleaner.register(this, reader)
     private val takenBy = AtomicReference<String?>(null)
 
@@ -49,7 +43,10 @@ class ChatStream internal constructor(head: ChatStreamHead) : AutoCloseable {
      */
     fun read(): ChatChunk? {
         if (takenBy.get() != "read()") take("read()")
-        return reader.nextBlocking()
+        return reader.nextBlocking(
+            { HarnessException.of(HarnessErrorInfo("CancelledError", "CancelledError: interrupted while reading the chat stream; it is cancelled")) },
+            { it as? Exception ?: RuntimeException(it) },
+        )
     }
 
     /** Cancels the answer in the engine if it is still open (idempotent). */
@@ -60,52 +57,6 @@ class ChatStream internal constructor(head: ChatStreamHead) : AutoCloseable {
     private fun take(how: String) {
         val was = takenBy.compareAndExchange(null, how)
         check(was == null) { "a chat stream can be read once (already read through $was, again through $how)" }
-    }
-
-    /** What reads and closes the engine's stream; holds no reference to the [ChatStream] (its cleaner action). */
-    private class Reader(private val stream: Long) : Runnable {
-        override fun run() = RequestPath.close(stream)
-
-        suspend fun next(): ChatChunk? = suspendCancellableCoroutine { cont ->
-            val call = NextCall(cont)
-            RequestPath.next(stream, call)
-            cont.invokeOnCancellation {
-                RequestPath.cancel(call)
-                RequestPath.close(stream)
-            }
-        }
-
-        /** The blocking reader saw the end: later reads give null again. */
-        @Volatile
-        private var ended = false
-
-        fun nextBlocking(): ChatChunk? {
-            if (ended) return null
-            val f = CompletableFuture<ChatChunk?>()
-            val call = object : RequestPath.Call<ChatChunk>() {
-                // Only the reader's own thread waits on `f`: nothing else runs on the engine's thread.
-                override fun complete(value: ChatChunk?, error: HarnessException?) {
-                    if (error == null) f.complete(value) else f.completeExceptionally(error)
-                }
-            }
-            RequestPath.next(stream, call)
-            return try {
-                f.get().also { if (it == null) ended = true }
-            } catch (e: InterruptedException) {
-                RequestPath.cancel(call)
-                RequestPath.close(stream)
-                Thread.currentThread().interrupt()
-                throw HarnessException.of(HarnessErrorInfo("CancelledError", "CancelledError: interrupted while reading the chat stream; it is cancelled"))
-            } catch (e: ExecutionException) {
-                throw e.cause ?: e
-            }
-        }
-    }
-
-    private class NextCall(private val cont: CancellableContinuation<ChatChunk?>) : RequestPath.Call<ChatChunk>() {
-        override fun complete(value: ChatChunk?, error: HarnessException?) {
-            if (error == null) cont.resume(value) else cont.resumeWithException(error)
-        }
     }
 
     private companion object {

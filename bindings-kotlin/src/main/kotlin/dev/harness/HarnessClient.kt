@@ -4,20 +4,13 @@ import dev.harness.ffi.NativeClient
 import dev.harness.ffi.NativeEntry
 import dev.harness.ffi.NativeException
 import dev.harness.ffi.NativeMockResponse
-import dev.harness.ffi.NativeRequest
-import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.Dispatchers
-import kotlinx.coroutines.asExecutor
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.emitAll
 import kotlinx.coroutines.flow.flow
-import kotlinx.coroutines.suspendCancellableCoroutine
 import java.nio.file.Path
 import java.util.concurrent.CompletableFuture
-import java.util.concurrent.Executor
 import java.util.function.Consumer
-import kotlin.coroutines.resume
-import kotlin.coroutines.resumeWithException
 
 /**
  * A Harness client: one per process (or per config), shared by every caller; thread-safe.
@@ -50,17 +43,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     /** Runs one request through the engine's pipeline. */
     suspend fun request(request: HarnessRequest): HarnessResponse {
         val encoded = request.encode()
-        var call: RequestPath.Call<*>? = null
-        try {
-            return suspendCancellableCoroutine { cont ->
-                val c = ContinuationCall(cont)
-                call = c
-                RequestPath.start(native, handle, encoded, c)
-                cont.invokeOnCancellation { RequestPath.cancel(c) }
-            }
-        } finally {
-            call?.release()
-        }
+        return RequestPath.await { RequestPath.start(native, handle, encoded, it) }
     }
 
     /**
@@ -71,18 +54,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      */
     suspend fun stream(request: HarnessRequest): HarnessStream {
         val encoded = request.encode()
-        var call: RequestPath.Call<*>? = null
-        try {
-            val head = suspendCancellableCoroutine { cont ->
-                val c = OpenCall(cont)
-                call = c
-                RequestPath.open(native, handle, encoded, c)
-                cont.invokeOnCancellation { RequestPath.cancel(c) }
-            }
-            return HarnessStream(head)
-        } finally {
-            call?.release()
-        }
+        return HarnessStream(RequestPath.await({ RequestPath.close(it.stream) }) { RequestPath.open(native, handle, encoded, it) })
     }
 
     /** [stream] with the arguments of [request]. */
@@ -213,17 +185,7 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     /** [chat] with a [ChatRequest]. */
     suspend fun chat(request: ChatRequest): ChatResponse {
         val encoded = request.encode()
-        var call: RequestPath.Call<*>? = null
-        try {
-            return suspendCancellableCoroutine { cont ->
-                val c = ContinuationCall(cont)
-                call = c
-                RequestPath.chat(native, handle, encoded, c)
-                cont.invokeOnCancellation { RequestPath.cancel(c) }
-            }
-        } finally {
-            call?.release()
-        }
+        return RequestPath.await { RequestPath.chat(native, handle, encoded, it) }
     }
 
     /**
@@ -267,87 +229,39 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
      */
     suspend fun openChatStream(request: ChatRequest): ChatStream {
         val encoded = request.encode()
-        var call: RequestPath.Call<*>? = null
-        try {
-            val head = suspendCancellableCoroutine { cont ->
-                val c = ChatOpenCall(cont)
-                call = c
-                RequestPath.openChat(native, handle, encoded, c)
-                cont.invokeOnCancellation { RequestPath.cancel(c) }
-            }
-            return ChatStream(head)
-        } finally {
-            call?.release()
-        }
+        return ChatStream(RequestPath.await({ RequestPath.close(it.stream) }) { RequestPath.openChat(native, handle, encoded, it) })
     }
 
     /**
      * For Java: [chat] as a [CompletableFuture]; it completes exceptionally with the
      * [HarnessException], and `cancel(true)` cancels the call in the engine.
      */
-    fun chatAsync(request: ChatRequest): CompletableFuture<ChatResponse> {
-        val encoded = try {
-            request.encode()
-        } catch (e: Exception) {
-            return CompletableFuture<ChatResponse>().apply { completeExceptionally(e) }
-        }
-        val call = FutureCall<ChatResponse>()
-        RequestPath.chat(native, handle, encoded, call)
-        call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
-        return call.future
-    }
+    fun chatAsync(request: ChatRequest): CompletableFuture<ChatResponse> =
+        RequestPath.future(request::encode, same(), null) { e, c -> RequestPath.chat(native, handle, e, c) }
 
     /**
      * For Java: [openChatStream] as a [CompletableFuture]; read the chunks with
      * [ChatStream.read] (null after the `done` chunk) and close the stream (try-with-resources).
      * `cancel(true)` before a provider answers cancels the call in the engine.
      */
-    fun chatStreamAsync(request: ChatRequest): CompletableFuture<ChatStream> {
-        val encoded = try {
-            request.encode()
-        } catch (e: Exception) {
-            return CompletableFuture<ChatStream>().apply { completeExceptionally(e) }
-        }
-        val call = FutureChatOpenCall()
-        RequestPath.openChat(native, handle, encoded, call)
-        call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
-        return call.future
-    }
+    fun chatStreamAsync(request: ChatRequest): CompletableFuture<ChatStream> =
+        RequestPath.future(request::encode, ::ChatStream, ChatStream::close) { e, c -> RequestPath.openChat(native, handle, e, c) }
 
     /**
      * For Java: the same call as a [CompletableFuture]. It completes exceptionally with a
      * [HarnessException] (wrapped in a `CompletionException` by `join()`); `cancel(true)`
      * cancels the request in the engine.
      */
-    fun requestAsync(request: HarnessRequest): CompletableFuture<HarnessResponse> {
-        val encoded = try {
-            request.encode()
-        } catch (e: Exception) {
-            return CompletableFuture<HarnessResponse>().apply { completeExceptionally(e) }
-        }
-        val call = FutureCall<HarnessResponse>()
-        RequestPath.start(native, handle, encoded, call)
-        // Any completion not ours (cancel(true), complete(x)) gives the request up; after ours it is a no-op.
-        call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
-        return call.future
-    }
+    fun requestAsync(request: HarnessRequest): CompletableFuture<HarnessResponse> =
+        RequestPath.future(request::encode, same(), null) { e, c -> RequestPath.start(native, handle, e, c) }
 
     /**
      * For Java: [stream] as a [CompletableFuture]; read the body with
      * [HarnessStream.inputStream] and close the stream (try-with-resources) when done.
      * `cancel(true)` before the head arrives cancels the request in the engine.
      */
-    fun streamAsync(request: HarnessRequest): CompletableFuture<HarnessStream> {
-        val encoded = try {
-            request.encode()
-        } catch (e: Exception) {
-            return CompletableFuture<HarnessStream>().apply { completeExceptionally(e) }
-        }
-        val call = FutureOpenCall()
-        RequestPath.open(native, handle, encoded, call)
-        call.future.whenComplete { _, _ -> RequestPath.cancel(call) }
-        return call.future
-    }
+    fun streamAsync(request: HarnessRequest): CompletableFuture<HarnessStream> =
+        RequestPath.future(request::encode, ::HarnessStream, HarnessStream::close) { e, c -> RequestPath.open(native, handle, e, c) }
 
     fun getAsync(service: String, path: String): CompletableFuture<HarnessResponse> =
         requestAsync(HarnessRequest(service, "GET", path))
@@ -616,78 +530,8 @@ private fun HarnessRequest.encode(): java.nio.ByteBuffer {
     }
 }
 
-/** A suspended caller: resumed from the engine's thread (the continuation dispatches to its own dispatcher). */
-private class ContinuationCall<T : Any>(private val cont: CancellableContinuation<T>) : RequestPath.Call<T>() {
-    override fun complete(value: T?, error: HarnessException?) {
-        if (error == null) cont.resume(value!!) else cont.resumeWithException(error)
-    }
-}
+/** The identity, for a future whose value is the outcome itself (one object, no allocation per call). */
+@Suppress("UNCHECKED_CAST")
+private fun <T> same(): (T) -> T = SAME as (T) -> T
 
-/** A suspended [HarnessClient.openChatStream]: a stream that opens for a caller cancelled meanwhile is closed. */
-private class ChatOpenCall(private val cont: CancellableContinuation<ChatStreamHead>) : RequestPath.Call<ChatStreamHead>() {
-    override fun complete(value: ChatStreamHead?, error: HarnessException?) {
-        if (error != null) {
-            cont.resumeWithException(error)
-        } else {
-            cont.resume(value!!) { _, head, _ -> RequestPath.close(head.stream) }
-        }
-    }
-}
-
-/** A suspended [HarnessClient.stream]: a head that arrives for a caller cancelled meanwhile is closed. */
-private class OpenCall(private val cont: CancellableContinuation<StreamHead>) : RequestPath.Call<StreamHead>() {
-    override fun complete(value: StreamHead?, error: HarnessException?) {
-        if (error != null) {
-            cont.resumeWithException(error)
-        } else {
-            cont.resume(value!!) { _, head, _ -> RequestPath.close(head.stream) }
-        }
-    }
-}
-
-// Futures for Java callers complete off the engine's threads, so dependent stages never run on them.
-private val futureExecutor: Executor = Dispatchers.Default.asExecutor()
-
-private class FutureCall<T> : RequestPath.Call<T>() {
-    val future = CompletableFuture<T>()
-
-    override fun complete(value: T?, error: HarnessException?) {
-        futureExecutor.execute {
-            release()
-            if (error == null) future.complete(value) else future.completeExceptionally(error)
-        }
-    }
-}
-
-private class FutureOpenCall : RequestPath.Call<StreamHead>() {
-    val future = CompletableFuture<HarnessStream>()
-
-    override fun complete(value: StreamHead?, error: HarnessException?) {
-        futureExecutor.execute {
-            release()
-            if (error != null) {
-                future.completeExceptionally(error)
-            } else {
-                val stream = HarnessStream(value!!)
-                // Cancelled meanwhile: nobody will read it.
-                if (!future.complete(stream)) stream.close()
-            }
-        }
-    }
-}
-
-private class FutureChatOpenCall : RequestPath.Call<ChatStreamHead>() {
-    val future = CompletableFuture<ChatStream>()
-
-    override fun complete(value: ChatStreamHead?, error: HarnessException?) {
-        futureExecutor.execute {
-            release()
-            if (error != null) {
-                future.completeExceptionally(error)
-            } else {
-                val stream = ChatStream(value!!)
-                if (!future.complete(stream)) stream.close()
-            }
-        }
-    }
-}
+private val SAME: (Any?) -> Any? = { it }

@@ -1,19 +1,13 @@
 package dev.harness
 
-import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.flow
-import kotlinx.coroutines.suspendCancellableCoroutine
 import java.io.IOException
 import java.io.InputStream
 import java.io.InterruptedIOException
 import java.lang.ref.Cleaner
 import java.util.Objects
-import java.util.concurrent.CompletableFuture
-import java.util.concurrent.ExecutionException
 import java.util.concurrent.atomic.AtomicBoolean
-import kotlin.coroutines.resume
-import kotlin.coroutines.resumeWithException
 
 /**
  * A streamed response ([HarnessClient.stream], Java [HarnessClient.streamAsync]): the head is
@@ -42,7 +36,7 @@ class HarnessStream internal constructor(head: StreamHead) : AutoCloseable {
     val attempts: Int = head.attempts
     val traceId: String = head.traceId
 
-    private val reader = Reader(head.stream)
+    private val reader = StreamReader<ByteArray>(head.stream)
     private val cleanable = cleaner.register(this, reader)
     private val taken = AtomicBoolean()
 
@@ -81,48 +75,6 @@ class HarnessStream internal constructor(head: StreamHead) : AutoCloseable {
         check(taken.compareAndSet(false, true)) { "the body of a stream can be read once (again through $how)" }
     }
 
-    /** What reads and closes the engine's stream; holds no reference to the [HarnessStream] (its cleaner action). */
-    private class Reader(private val stream: Long) : Runnable {
-        override fun run() = RequestPath.close(stream)
-
-        suspend fun next(): ByteArray? = suspendCancellableCoroutine { cont ->
-            val call = ChunkCall(cont)
-            RequestPath.next(stream, call)
-            cont.invokeOnCancellation {
-                RequestPath.cancel(call)
-                RequestPath.close(stream)
-            }
-        }
-
-        fun nextBlocking(): ByteArray? {
-            val f = CompletableFuture<ByteArray?>()
-            val call = object : RequestPath.Call<ByteArray>() {
-                // Only the reader's own thread waits on `f`: nothing else runs on the engine's thread.
-                override fun complete(value: ByteArray?, error: HarnessException?) {
-                    if (error == null) f.complete(value) else f.completeExceptionally(error)
-                }
-            }
-            RequestPath.next(stream, call)
-            return try {
-                f.get()
-            } catch (e: InterruptedException) {
-                RequestPath.cancel(call)
-                RequestPath.close(stream)
-                Thread.currentThread().interrupt()
-                throw InterruptedIOException("interrupted while reading the stream; it is cancelled")
-            } catch (e: ExecutionException) {
-                val cause = e.cause ?: e
-                throw IOException(cause.message, cause)
-            }
-        }
-    }
-
-    private class ChunkCall(private val cont: CancellableContinuation<ByteArray?>) : RequestPath.Call<ByteArray>() {
-        override fun complete(value: ByteArray?, error: HarnessException?) {
-            if (error == null) cont.resume(value) else cont.resumeWithException(error)
-        }
-    }
-
     private inner class ChunkInputStream : InputStream() {
         private var chunk = ByteArray(0)
         private var pos = 0
@@ -139,7 +91,10 @@ class HarnessStream internal constructor(head: StreamHead) : AutoCloseable {
             while (pos == chunk.size) {
                 if (ended) return -1
                 val next = try {
-                    reader.nextBlocking()
+                    reader.nextBlocking(
+                        { InterruptedIOException("interrupted while reading the stream; it is cancelled") },
+                        { IOException(it.message, it) },
+                    )
                 } catch (e: IOException) {
                     ended = true
                     throw e

@@ -4,20 +4,16 @@ import dev.harness.ffi.NativeException
 import dev.harness.ffi.NativeIdempotency
 import dev.harness.ffi.NativeLease
 import dev.harness.ffi.NativeReceiverCall
-import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.future.await
 import kotlinx.coroutines.future.future
-import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.coroutines.withContext
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.atomic.AtomicBoolean
 import java.util.function.Supplier
-import kotlin.coroutines.resume
-import kotlin.coroutines.resumeWithException
 
 /**
  * The idempotent receiver, for webhooks and event consumers: a handler runs at most once per
@@ -188,17 +184,7 @@ class Idempotency private constructor(private val native: NativeIdempotency) : A
     private suspend fun step(call: NativeReceiverCall): Any? {
         if (closed.get()) throw closedError()
         val encoded = RequestPath.encode(call)
-        var started: RequestPath.Call<*>? = null
-        try {
-            return suspendCancellableCoroutine { cont ->
-                val c = StepCall(cont)
-                started = c
-                RequestPath.receive(native, handle, encoded, c)
-                cont.invokeOnCancellation { RequestPath.cancel(c) }
-            }
-        } finally {
-            started?.release()
-        }
+        return RequestPath.await<Any?> { RequestPath.receive(native, handle, encoded, it) }
     }
 
     private inline fun <T> live(f: () -> T): T {
@@ -253,11 +239,4 @@ interface ResultCodec<T> {
     fun encode(value: T): String
 
     fun decode(json: String): T
-}
-
-/** A suspended receiver step: resumed from the engine's thread. */
-private class StepCall(private val cont: CancellableContinuation<Any?>) : RequestPath.Call<Any?>() {
-    override fun complete(value: Any?, error: HarnessException?) {
-        if (error == null) cont.resume(value) else cont.resumeWithException(error)
-    }
 }

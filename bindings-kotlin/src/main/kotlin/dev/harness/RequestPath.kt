@@ -14,11 +14,18 @@ import dev.harness.ffi.NativeClient
 import dev.harness.ffi.NativeReceiverCall
 import dev.harness.ffi.NativeResponse
 import dev.harness.ffi.NativeStreamHead
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.asExecutor
+import kotlinx.coroutines.suspendCancellableCoroutine
 import java.lang.ref.Reference
 import java.nio.ByteBuffer
 import java.nio.ByteOrder
+import java.util.concurrent.CompletableFuture
 import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.Executor
 import java.util.concurrent.atomic.AtomicLong
+import kotlin.coroutines.resume
+import kotlin.coroutines.resumeWithException
 
 /**
  * The request path (Rust side: `src/request_path.rs`; the pattern is in the README, "How
@@ -76,6 +83,77 @@ internal object RequestPath {
             return false
         }
     }
+
+    /**
+     * Suspends until the call [begin] starts has its outcome. Cancelling the coroutine cancels
+     * the call in the engine; its task is released either way. An outcome that arrives for a
+     * caller cancelled meanwhile goes to [discard] (an opened stream is closed).
+     */
+    suspend inline fun <T> await(noinline discard: ((T) -> Unit)? = null, crossinline begin: (Call<T>) -> Unit): T {
+        var call: Call<T>? = null
+        try {
+            return suspendCancellableCoroutine { cont ->
+                val c = object : Call<T>() {
+                    override fun complete(value: T?, error: HarnessException?) {
+                        @Suppress("UNCHECKED_CAST")
+                        when {
+                            error != null -> cont.resumeWithException(error)
+                            discard == null -> cont.resume(value as T)
+                            else -> cont.resume(value as T) { _, v, _ -> discard(v) }
+                        }
+                    }
+                }
+                call = c
+                begin(c)
+                cont.invokeOnCancellation { cancel(c) }
+            }
+        } finally {
+            call?.release()
+        }
+    }
+
+    /**
+     * For Java: the call [begin] starts (with what [encode] wrote) as a [CompletableFuture] of
+     * [wrap] of its outcome, completed off the engine's threads so dependent stages never run
+     * on them. A failure to encode completes it exceptionally; any completion not ours
+     * (`cancel(true)`, `complete(x)`) gives the call up; a wrapped value nobody will read
+     * (cancelled meanwhile) goes to [discard].
+     */
+    inline fun <T, R> future(
+        encode: () -> ByteBuffer,
+        noinline wrap: (T) -> R,
+        noinline discard: ((R) -> Unit)?,
+        begin: (ByteBuffer, Call<T>) -> Unit,
+    ): CompletableFuture<R> {
+        val encoded = try {
+            encode()
+        } catch (e: Exception) {
+            return CompletableFuture<R>().apply { completeExceptionally(e) }
+        }
+        val call = FutureCall(wrap, discard)
+        begin(encoded, call)
+        call.future.whenComplete { _, _ -> cancel(call) }
+        return call.future
+    }
+
+    class FutureCall<T, R>(private val wrap: (T) -> R, private val discard: ((R) -> Unit)?) : Call<T>() {
+        val future = CompletableFuture<R>()
+
+        override fun complete(value: T?, error: HarnessException?) {
+            futureExecutor.execute {
+                release()
+                if (error != null) {
+                    future.completeExceptionally(error)
+                } else {
+                    @Suppress("UNCHECKED_CAST")
+                    val r = wrap(value as T)
+                    if (!future.complete(r)) discard?.invoke(r)
+                }
+            }
+        }
+    }
+
+    private val futureExecutor: Executor = Dispatchers.Default.asExecutor()
 
     private val tickets = AtomicLong()
     private val calls = ConcurrentHashMap<Long, Call<*>>()
