@@ -385,6 +385,8 @@ class ResponseHeaders {
 
 // StreamResponse's internal methods (the completion queue and signal watches call them).
 const READ = Symbol('read')
+const CHUNKS = Symbol('chunks')
+const LAST = Symbol('last')
 const SETTLE = Symbol('settle')
 const ABORT = Symbol('abort')
 
@@ -394,53 +396,37 @@ const ABORT = Symbol('abort')
  * small buffer ahead). Breaking out of `for await`, `cancel()` or the call's AbortSignal releases
  * the connection and the bulkhead permit at once.
  */
-class StreamResponse {
+// What a streamed response and a streamed chat answer share: the native stream, the caller's
+// AbortSignal, and one read at a time through the completion queue. `service` and `method`
+// fill an error that lacks them; `[LAST](chunk)` says a chunk ends the stream without another read.
+class NativeReader {
   #stream
+  #signal
   #service
   #method
-  #signal
-  #body = undefined
+  #chunks = undefined
   // 'open', 'ended' (end, error or cancel()), or 'aborted' (the signal fired).
   #state = 'open'
 
-  constructor(status, rawHeaders, attempts, traceId, stream, service, method, signal) {
-    /** The HTTP status code. */
-    this.status = status
-    /** Attempts made before the head arrived. */
-    this.attempts = attempts
-    /** The W3C trace id of the call. */
-    this.traceId = traceId
-    this._rawHeaders = rawHeaders
-    this._headers = undefined
+  constructor(stream, signal, service, method) {
     this.#stream = stream
+    this.#signal = signal
     this.#service = service
     this.#method = method
-    this.#signal = signal
     if (signal !== null) watchSignal(signal, this)
   }
 
-  /** Response headers, as on `Response` (`get`, `getAll`, `getSetCookie`). */
-  get headers() {
-    if (this._headers === undefined) this._headers = new ResponseHeaders(this._rawHeaders)
-    return this._headers
-  }
-
-  /** True for a 2xx status. */
-  get ok() {
-    return this.status >= 200 && this.status < 300
-  }
-
-  /** The body: an async iterable of Buffer chunks (read it once). */
-  get body() {
-    if (this.#body === undefined) this.#body = bodyChunks(this)
-    return this.#body
-  }
-
-  /** Stops reading: the connection and permit are released now; the body iteration ends. */
+  /** Stops reading: the connection and permits are released now; the iteration ends. */
   cancel() {
     if (this.#state !== 'open') return
     this.#end('ended')
     this.#stream.cancel()
+  }
+
+  // The chunks as an async iterable (read once); leaving the loop early cancels the stream.
+  [CHUNKS]() {
+    if (this.#chunks === undefined) this.#chunks = chunksOf(this)
+    return this.#chunks
   }
 
   // Called by the signal's watch when it aborts: reads reject with CancelledError from now on.
@@ -455,6 +441,10 @@ class StreamResponse {
     if (this.#signal !== null) unwatchSignal(this.#signal, this)
   }
 
+  [LAST](chunk) {
+    return chunk === null
+  }
+
   // The next chunk, or null at the end.
   [READ]() {
     if (this.#state === 'ended') return Promise.resolve(null)
@@ -467,7 +457,7 @@ class StreamResponse {
   // A read's outcome (from the completion queue).
   [SETTLE](read, chunk, error) {
     if (error === undefined) {
-      if (chunk === null && this.#state === 'open') this.#end('ended')
+      if (this[LAST](chunk) && this.#state === 'open') this.#end('ended')
       read.resolve(chunk)
       return
     }
@@ -483,16 +473,46 @@ class StreamResponse {
   }
 }
 
-// The body's async iterator: leaving the loop early (break, return, throw) cancels the stream.
-async function* bodyChunks(response) {
+// A reader's async iterator: leaving the loop early (break, return, throw) cancels the stream.
+async function* chunksOf(reader) {
   try {
     for (;;) {
-      const chunk = await response[READ]()
+      const chunk = await reader[READ]()
       if (chunk === null) return
       yield chunk
     }
   } finally {
-    response.cancel()
+    reader.cancel()
+  }
+}
+
+class StreamResponse extends NativeReader {
+  constructor(status, rawHeaders, attempts, traceId, stream, service, method, signal) {
+    super(stream, signal, service, method)
+    /** The HTTP status code. */
+    this.status = status
+    /** Attempts made before the head arrived. */
+    this.attempts = attempts
+    /** The W3C trace id of the call. */
+    this.traceId = traceId
+    this._rawHeaders = rawHeaders
+    this._headers = undefined
+  }
+
+  /** Response headers, as on `Response` (`get`, `getAll`, `getSetCookie`). */
+  get headers() {
+    if (this._headers === undefined) this._headers = new ResponseHeaders(this._rawHeaders)
+    return this._headers
+  }
+
+  /** True for a 2xx status. */
+  get ok() {
+    return this.status >= 200 && this.status < 300
+  }
+
+  /** The body: an async iterable of Buffer chunks (read it once). */
+  get body() {
+    return this[CHUNKS]()
   }
 }
 
@@ -557,87 +577,27 @@ class ChatResponse {
  * or `done` (the last: finish reason, usage, cost). Breaking out of `for await`, `cancel()` or
  * the call's AbortSignal stops the answer and releases its connection and permits at once.
  */
-class ChatStream {
-  #stream
-  #signal
-  #chunks = undefined
-  // 'open', 'ended' (done, error or cancel()), or 'aborted' (the signal fired).
-  #state = 'open'
-
+class ChatStream extends NativeReader {
   constructor(stream, signal) {
+    super(stream, signal, stream.route, 'POST')
     /** The route called. */
     this.route = stream.route
     /** The W3C trace id of the call. */
     this.traceId = stream.traceId
-    this.#stream = stream
-    this.#signal = signal
-    if (signal !== null) watchSignal(signal, this)
   }
 
   /** The chunks (iterate once); leaving the loop early cancels the answer. */
   [Symbol.asyncIterator]() {
-    if (this.#chunks === undefined) this.#chunks = chatChunks(this)
-    return this.#chunks
-  }
-
-  /** Stops the answer: the connection and permits are released now; the iteration ends. */
-  cancel() {
-    if (this.#state !== 'open') return
-    this.#end('ended')
-    this.#stream.cancel()
+    return this[CHUNKS]()
   }
 
   toString() {
     return `[ChatStream ${this.route}]`
   }
 
-  [ABORT]() {
-    if (this.#state !== 'open') return
-    this.#end('aborted')
-    this.#stream.cancel()
-  }
-
-  #end(state) {
-    this.#state = state
-    if (this.#signal !== null) unwatchSignal(this.#signal, this)
-  }
-
-  // The next chunk, or null after `done`.
-  [READ]() {
-    if (this.#state === 'ended') return Promise.resolve(null)
-    if (this.#state === 'aborted') return Promise.reject(cancelledError(this.route, 'POST', this.#signal.reason))
-    const id = nextId()
-    this.#stream.read(queue, id)
-    return new Promise((resolve, reject) => track(id, new PendingRead(this, resolve, reject)))
-  }
-
-  [SETTLE](read, chunk, error) {
-    if (error === undefined) {
-      // `done` is the last chunk: the iteration ends after it without another read.
-      if ((chunk === null || chunk.kind === 'done') && this.#state === 'open') this.#end('ended')
-      read.resolve(chunk)
-      return
-    }
-    const state = this.#state
-    if (state === 'open') this.#end('ended')
-    if (state === 'ended' && error.kind === 'CancelledError') {
-      read.resolve(null)
-      return
-    }
-    const cause = state === 'aborted' && error.kind === 'CancelledError' ? this.#signal.reason : undefined
-    read.reject(errorFrom({ ...error, service: error.service ?? this.route, method: error.method ?? 'POST' }, cause))
-  }
-}
-
-async function* chatChunks(stream) {
-  try {
-    for (;;) {
-      const chunk = await stream[READ]()
-      if (chunk === null) return
-      yield chunk
-    }
-  } finally {
-    stream.cancel()
+  // `done` is the last chunk: the iteration ends after it without another read.
+  [LAST](chunk) {
+    return chunk === null || chunk.kind === 'done'
   }
 }
 
