@@ -1,6 +1,6 @@
 //! The native objects a completion hands to Python (an open stream, a chat stream, a
 //! receiver's lease): their types only. Their methods live with the feature that reads
-//! them (`stream.rs`, `chat.rs`, `idempotency.rs`), so this module imports no feature and
+//! them (`stream.rs`, `idempotency.rs`), so this module imports no feature and
 //! the conversion module (`convert.rs`) can build them without an import cycle.
 
 use harness_core::{ChatStreamHandle, ErrorKind, HarnessError, Lease, StreamHandle};

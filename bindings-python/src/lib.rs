@@ -7,7 +7,6 @@
 #![allow(clippy::result_large_err)]
 
 mod callbacks;
-mod chat;
 mod client;
 mod completion;
 mod convert;

@@ -1,5 +1,7 @@
-//! A streamed response, read chunk by chunk: each read is an `Operation::Read` on the one
-//! completion path, on this thread (GIL released, Ctrl-C checked) or on the runtime.
+//! Streamed answers, read chunk by chunk: a response body (`NativeStream`, each read an
+//! `Operation::Read`) and a chat answer (`NativeChatStream`, each read an
+//! `Operation::ChatRead`), both on the one completion path, on this thread (GIL released,
+//! Ctrl-C checked) or on the runtime. One macro writes the reading methods of both.
 
 use harness_core::Operation;
 use pyo3::prelude::*;
@@ -7,10 +9,40 @@ use pyo3::types::PyList;
 
 use crate::completion::{self, Bridge};
 use crate::errors::to_py;
-use crate::handles::{check_process, NativeStream};
+use crate::handles::{check_process, NativeChatStream, NativeStream};
 
-#[pymethods]
-impl NativeStream {
+/// The `#[pymethods]` of a stream class: its own getters (`$head`), then `next` (blocking
+/// this thread, not the GIL; Ctrl-C interrupts the wait and the Python side cancels),
+/// `next_async` (on the runtime, resolving `future` through `bridge`; an asyncio cancel calls
+/// `cancel()`, which ends the read at once) and `cancel` (the connection and permits are
+/// released at once; a read in progress ends with `CancelledError`).
+macro_rules! stream_methods {
+    ($class:ident, $what:literal, $read:path, { $($head:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            $($head)*
+
+            /// The next chunk (`None` at the end), blocking this thread (not the GIL).
+            fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                check_process($what, self.pid).map_err(|e| to_py(py, e))?;
+                completion::drive(py, $read(self.handle.clone()))
+            }
+
+            /// Reads the next chunk on the runtime and resolves `future` with it through `bridge`.
+            fn next_async(&self, py: Python<'_>, bridge: &Bound<'_, Bridge>, future: &Bound<'_, PyAny>) -> PyResult<()> {
+                check_process($what, self.pid).map_err(|e| to_py(py, e))?;
+                completion::submit_detached(py, bridge, future, $read(self.handle.clone()))
+            }
+
+            /// Stops reading: connection and permits are released at once. No effect once ended.
+            fn cancel(&self) {
+                self.handle.cancel()
+            }
+        }
+    };
+}
+
+stream_methods!(NativeStream, "stream", Operation::Read, {
     /// The response status.
     #[getter]
     fn status(&self) -> u16 {
@@ -38,24 +70,19 @@ impl NativeStream {
     fn trace_id(&self) -> &str {
         self.handle.trace_id()
     }
+});
 
-    /// The next chunk (`bytes`, `None` at the end), blocking this thread (not the GIL);
-    /// Ctrl-C interrupts the wait (the Python side then cancels the stream).
-    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        check_process("stream", self.pid).map_err(|e| to_py(py, e))?;
-        completion::drive(py, Operation::Read(self.handle.clone()))
+// A chunk is a dict of the `ChatChunk` view; the read after `done` gives `None`.
+stream_methods!(NativeChatStream, "chat stream", Operation::ChatRead, {
+    /// The route the answer comes through.
+    #[getter]
+    fn route(&self) -> &str {
+        self.handle.route()
     }
 
-    /// Reads the next chunk on the runtime and resolves `future` with it through `bridge`.
-    /// An asyncio cancel calls `cancel()`, which ends this read at once.
-    fn next_async(&self, py: Python<'_>, bridge: &Bound<'_, Bridge>, future: &Bound<'_, PyAny>) -> PyResult<()> {
-        check_process("stream", self.pid).map_err(|e| to_py(py, e))?;
-        completion::submit_detached(py, bridge, future, Operation::Read(self.handle.clone()))
+    /// The W3C trace id of this call.
+    #[getter]
+    fn trace_id(&self) -> &str {
+        self.handle.trace_id()
     }
-
-    /// Stops reading: the connection and the bulkhead permit are released at once, and a
-    /// read in progress ends with `CancelledError`. No effect once the body has ended.
-    fn cancel(&self) {
-        self.handle.cancel()
-    }
-}
+});
