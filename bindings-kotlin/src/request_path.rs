@@ -99,67 +99,53 @@ pub extern "C" fn harness_kotlin_set_completion(completion: Option<Completion>) 
     *COMPLETION.write().unwrap_or_else(|p| p.into_inner()) = completion;
 }
 
-/// Starts `request` (a request frame, `len` bytes: `request_frame`) on the client `client`
-/// (`NativeClient::handle`). The outcome (`RESPONSE` or `ERROR`) is delivered with `ticket`;
-/// the return value is the task to drop, or 0 if the outcome was already delivered.
-///
-/// # Safety
-/// `request` must point to `len` readable bytes (or `len` be 0).
-#[no_mangle]
-pub unsafe extern "C" fn harness_kotlin_start(client: u64, ticket: i64, request: *const u8, len: u64) -> u64 {
-    // SAFETY: the caller's contract above.
-    let bytes = unsafe { bytes(request, len) };
-    guarded(ticket, || start(client, ticket, bytes, Mode::Buffered))
+/// One starting entry point: `$name(owner, ticket, bytes, len)` reads its `len` bytes, runs
+/// `$start(owner, ticket, bytes)` guarded against panics, and returns the task to drop with
+/// `harness_kotlin_drop` (0 when the outcome was already delivered).
+macro_rules! entry {
+    ($(#[doc = $doc:literal])* $name:ident => $start:expr) => {
+        $(#[doc = $doc])*
+        ///
+        /// # Safety
+        /// `bytes` must point to `len` readable bytes (or `len` be 0).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(owner: u64, ticket: i64, bytes: *const u8, len: u64) -> u64 {
+            // SAFETY: the caller's contract above.
+            let bytes = unsafe { self::bytes(bytes, len) };
+            guarded(ticket, || $start(owner, ticket, bytes))
+        }
+    };
 }
 
-/// Opens `request` as a stream: like `harness_kotlin_start`, but the outcome is `STREAM`
-/// (the head and the stream's handle) or `ERROR` (an error status fails here, before the body).
-///
-/// # Safety
-/// `request` must point to `len` readable bytes (or `len` be 0).
-#[no_mangle]
-pub unsafe extern "C" fn harness_kotlin_open(client: u64, ticket: i64, request: *const u8, len: u64) -> u64 {
-    // SAFETY: the caller's contract above.
-    let bytes = unsafe { bytes(request, len) };
-    guarded(ticket, || start(client, ticket, bytes, Mode::Stream))
+entry! {
+    /// Starts a request (a request frame: `request_frame`) on the client `owner`
+    /// (`NativeClient::handle`); the outcome (`RESPONSE` or `ERROR`) is delivered with `ticket`.
+    harness_kotlin_start => |c, t, b| start(c, t, b, Mode::Buffered)
 }
 
-/// Starts a chat call (a chat frame: `chat_frame`) on `client`: the outcome is `CHAT`
-/// (`NativeChatResponse`) or `ERROR`, with `ticket`; returns the task as `harness_kotlin_start` does.
-///
-/// # Safety
-/// `request` must point to `len` readable bytes (or `len` be 0).
-#[no_mangle]
-pub unsafe extern "C" fn harness_kotlin_chat(client: u64, ticket: i64, request: *const u8, len: u64) -> u64 {
-    // SAFETY: the caller's contract above.
-    let bytes = unsafe { bytes(request, len) };
-    guarded(ticket, || start_chat(client, ticket, bytes, Mode::Buffered))
+entry! {
+    /// Opens a request as a stream: the outcome is `STREAM` (the head and the stream's handle)
+    /// or `ERROR` (an error status fails here, before the body).
+    harness_kotlin_open => |c, t, b| start(c, t, b, Mode::Stream)
 }
 
-/// Opens a chat stream: the outcome is `CHAT_STREAM` (the stream's handle, route and trace
-/// id) once a provider answered, or `ERROR`; its chunks are read with `harness_kotlin_next`.
-///
-/// # Safety
-/// `request` must point to `len` readable bytes (or `len` be 0).
-#[no_mangle]
-pub unsafe extern "C" fn harness_kotlin_chat_open(client: u64, ticket: i64, request: *const u8, len: u64) -> u64 {
-    // SAFETY: the caller's contract above.
-    let bytes = unsafe { bytes(request, len) };
-    guarded(ticket, || start_chat(client, ticket, bytes, Mode::Stream))
+entry! {
+    /// Starts a chat call (a chat frame: `chat_frame`) on `owner`: the outcome is `CHAT` or `ERROR`.
+    harness_kotlin_chat => |c, t, b| start_chat(c, t, b, Mode::Buffered)
 }
 
-/// Runs one step of a delivery (serialised `NativeReceiverCall`) on the receiver `receiver`
-/// (`NativeIdempotency::handle`). A claim's outcome is `LEASE` (run the handler), `STORED`
-/// (already processed: the stored result) or `ERROR` (`DuplicateInFlightError`, ...);
-/// `complete` and `fail` end with `END` or `ERROR`. Returns the task as `harness_kotlin_start` does.
-///
-/// # Safety
-/// `call` must point to `len` readable bytes (or `len` be 0).
-#[no_mangle]
-pub unsafe extern "C" fn harness_kotlin_receive(receiver: u64, ticket: i64, call: *const u8, len: u64) -> u64 {
-    // SAFETY: the caller's contract above.
-    let bytes = unsafe { bytes(call, len) };
-    guarded(ticket, || receive(receiver, ticket, bytes))
+entry! {
+    /// Opens a chat stream: the outcome is `CHAT_STREAM` (the stream's handle, route and trace
+    /// id) once a provider answered, or `ERROR`; its chunks are read with `harness_kotlin_next`.
+    harness_kotlin_chat_open => |c, t, b| start_chat(c, t, b, Mode::Stream)
+}
+
+entry! {
+    /// Runs one step of a delivery (serialised `NativeReceiverCall`) on the receiver `owner`
+    /// (`NativeIdempotency::handle`). A claim's outcome is `LEASE` (run the handler), `STORED`
+    /// (already processed: the stored result) or `ERROR` (`DuplicateInFlightError`, ...);
+    /// `complete` and `fail` end with `END` or `ERROR`.
+    harness_kotlin_receive => receive
 }
 
 /// Drops a task from `harness_kotlin_start` or `harness_kotlin_open`: aborts it if still
