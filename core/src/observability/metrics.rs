@@ -221,6 +221,16 @@ pub struct Metrics {
     pub breaker_admit_ratio: Family<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
+/// Registers each metric under its name and help text, and hands it back for the struct.
+struct Registering<'a>(&'a mut Registry);
+
+impl Registering<'_> {
+    fn add<M: prometheus_client::registry::Metric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        self.0.register(name, help, metric.clone());
+        metric
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -230,74 +240,39 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("harness");
-        let requests = Family::<RequestLabels, Counter>::default();
-        let errors = Family::<ErrorLabels, Counter>::default();
-        let latency = Family::<EndpointLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
-        let retries = Family::<EndpointLabels, Counter>::default();
-        let breaker_transitions = Family::<TransitionLabels, Counter>::default();
-        let bulkhead_in_use = Family::<ServiceLabels, Gauge>::default();
-        let config_reloads = Family::<ReloadLabels, Counter>::default();
-        let events_dropped = Counter::default();
-        let audit_dropped = Counter::default();
-        let pool_keys = Family::<KeyLabels, Counter>::default();
-        registry.register("requests", "Requests completed, by final status", requests.clone());
-        registry.register("errors", "Requests that ended in an error, by error kind", errors.clone());
-        registry.register(
-            "request_duration_seconds",
-            "Wall time of a request, retries and backoff included",
-            latency.clone(),
-        );
-        registry.register("retries", "Attempts made after the first", retries.clone());
-        registry.register("breaker_transitions", "Circuit breaker state changes", breaker_transitions.clone());
-        registry.register("bulkhead_permits_in_use", "Bulkhead permits currently held", bulkhead_in_use.clone());
-        registry.register("config_reloads", "Config reloads, by result (applied or rejected)", config_reloads.clone());
-        registry.register("events_dropped", "Events dropped because a listener fell behind", events_dropped.clone());
-        registry.register("audit_dropped", "Audit records dropped because the writer fell behind", audit_dropped.clone());
-        registry.register("auth_pool_keys", "Key-pool use by key (name or index) and outcome", pool_keys.clone());
-        let route_attempts = Family::<RouteAttemptLabels, Counter>::default();
-        let cost = Family::<CostLabels, CostCounter>::default();
-        let failed_cost = Family::<CostLabels, CostCounter>::default();
-        let failovers = Family::<FailoverLabels, Counter>::default();
-        let fallbacks = Family::<FallbackLabels, Counter>::default();
-        registry.register("route_attempts", "Attempts per route and provider, by outcome", route_attempts.clone());
-        registry.register("cost", "Cost of the answers served, from the configured prices", cost.clone());
-        registry.register("failed_attempt_cost", "Cost reported by attempts that did not become the answer", failed_cost.clone());
-        registry.register("route_failovers", "Moves from one provider to another within a request", failovers.clone());
-        registry.register("route_fallbacks", "Requests served a degraded answer (cache or static)", fallbacks.clone());
-        let token_refreshes = Family::<OutcomeLabels, Counter>::default();
-        let budget_exhausted = Family::<ServiceLabels, Counter>::default();
-        let breaker_state = Family::<EndpointLabels, Gauge>::default();
-        let provider_health = Family::<ProviderLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        registry.register("token_refreshes", "Credential refreshes by outcome", token_refreshes.clone());
-        registry.register("retry_budget_exhausted", "Retries refused because the retry budget was spent", budget_exhausted.clone());
-        registry.register("breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open", breaker_state.clone());
-        registry.register("provider_health", "A route provider's health score, 0 to 1", provider_health.clone());
-        let schema_violations = Family::<SchemaLabels, Counter>::default();
-        registry.register("schema_violations", "2xx bodies that did not match the endpoint's JSON Schema (enforced or warned)", schema_violations.clone());
-        let faults_injected = Family::<FaultLabels, Counter>::default();
-        registry.register("faults_injected", "Faults injected by `faults:` rules, by service and kind", faults_injected.clone());
-        let attempts = Family::<AttemptLabels, Counter>::default();
-        let attempt_latency = Family::<AttemptLatencyLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
-        registry.register("attempts", "Attempts by attempt number and outcome (the retry heatmap)", attempts.clone());
-        registry.register("attempt_duration_seconds", "Time of one attempt, to its answer, by attempt number", attempt_latency.clone());
-        let rate_limited = Family::<ServiceLabels, Counter>::default();
-        let rate_limit_wait = Family::<ServiceLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
-        let rate_limit_paused = Family::<ServiceLabels, Gauge>::default();
-        registry.register("rate_limited", "Requests refused by a client-side rate limit (nothing was sent)", rate_limited.clone());
-        registry.register("rate_limit_wait_seconds", "Time requests waited for rate-limit capacity or a pause", rate_limit_wait.clone());
-        registry.register("rate_limit_paused_ms", "Milliseconds left of a 429 pause, per service (0: not paused)", rate_limit_paused.clone());
-        let hedges_sent = Family::<ServiceLabels, Counter>::default();
-        let hedges_won = Family::<ServiceLabels, Counter>::default();
-        let bulkhead_limit = Family::<ServiceLabels, Gauge>::default();
-        let breaker_failure_rate = Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        let breaker_slow_call_rate = Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        let breaker_admit_ratio = Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        registry.register("hedges_sent", "Hedged attempts started (a second attempt on a slow idempotent request)", hedges_sent.clone());
-        registry.register("hedges_won", "Hedged attempts whose answer was used", hedges_won.clone());
-        registry.register("bulkhead_limit", "The bulkhead's current limit (moves when adaptive)", bulkhead_limit.clone());
-        registry.register("breaker_failure_rate", "Failure rate over a sliding-window breaker's window", breaker_failure_rate.clone());
-        registry.register("breaker_slow_call_rate", "Slow-call rate over a sliding-window breaker's window", breaker_slow_call_rate.clone());
-        registry.register("breaker_admit_ratio", "Share of calls a breaker lets through: 1 closed, 0 open, the ramp step while recovering", breaker_admit_ratio.clone());
+        let mut r = Registering(&mut registry);
+        let requests = r.add("requests", "Requests completed, by final status", Default::default());
+        let errors = r.add("errors", "Requests that ended in an error, by error kind", Default::default());
+        let latency = r.add("request_duration_seconds", "Wall time of a request, retries and backoff included", Family::<EndpointLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram));
+        let retries = r.add("retries", "Attempts made after the first", Default::default());
+        let breaker_transitions = r.add("breaker_transitions", "Circuit breaker state changes", Default::default());
+        let bulkhead_in_use = r.add("bulkhead_permits_in_use", "Bulkhead permits currently held", Default::default());
+        let config_reloads = r.add("config_reloads", "Config reloads, by result (applied or rejected)", Default::default());
+        let events_dropped = r.add("events_dropped", "Events dropped because a listener fell behind", Default::default());
+        let audit_dropped = r.add("audit_dropped", "Audit records dropped because the writer fell behind", Default::default());
+        let pool_keys = r.add("auth_pool_keys", "Key-pool use by key (name or index) and outcome", Default::default());
+        let route_attempts = r.add("route_attempts", "Attempts per route and provider, by outcome", Default::default());
+        let cost = r.add("cost", "Cost of the answers served, from the configured prices", Default::default());
+        let failed_cost = r.add("failed_attempt_cost", "Cost reported by attempts that did not become the answer", Default::default());
+        let failovers = r.add("route_failovers", "Moves from one provider to another within a request", Default::default());
+        let fallbacks = r.add("route_fallbacks", "Requests served a degraded answer (cache or static)", Default::default());
+        let token_refreshes = r.add("token_refreshes", "Credential refreshes by outcome", Default::default());
+        let budget_exhausted = r.add("retry_budget_exhausted", "Retries refused because the retry budget was spent", Default::default());
+        let breaker_state = r.add("breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open", Default::default());
+        let provider_health = r.add("provider_health", "A route provider's health score, 0 to 1", Default::default());
+        let schema_violations = r.add("schema_violations", "2xx bodies that did not match the endpoint's JSON Schema (enforced or warned)", Default::default());
+        let faults_injected = r.add("faults_injected", "Faults injected by `faults:` rules, by service and kind", Default::default());
+        let attempts = r.add("attempts", "Attempts by attempt number and outcome (the retry heatmap)", Default::default());
+        let attempt_latency = r.add("attempt_duration_seconds", "Time of one attempt, to its answer, by attempt number", Family::<AttemptLatencyLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram));
+        let rate_limited = r.add("rate_limited", "Requests refused by a client-side rate limit (nothing was sent)", Default::default());
+        let rate_limit_wait = r.add("rate_limit_wait_seconds", "Time requests waited for rate-limit capacity or a pause", Family::<ServiceLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram));
+        let rate_limit_paused = r.add("rate_limit_paused_ms", "Milliseconds left of a 429 pause, per service (0: not paused)", Default::default());
+        let hedges_sent = r.add("hedges_sent", "Hedged attempts started (a second attempt on a slow idempotent request)", Default::default());
+        let hedges_won = r.add("hedges_won", "Hedged attempts whose answer was used", Default::default());
+        let bulkhead_limit = r.add("bulkhead_limit", "The bulkhead's current limit (moves when adaptive)", Default::default());
+        let breaker_failure_rate = r.add("breaker_failure_rate", "Failure rate over a sliding-window breaker's window", Default::default());
+        let breaker_slow_call_rate = r.add("breaker_slow_call_rate", "Slow-call rate over a sliding-window breaker's window", Default::default());
+        let breaker_admit_ratio = r.add("breaker_admit_ratio", "Share of calls a breaker lets through: 1 closed, 0 open, the ramp step while recovering", Default::default());
         Metrics {
             hedges_sent,
             hedges_won,
