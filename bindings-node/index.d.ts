@@ -1,6 +1,7 @@
 // Type declarations for harness-sdk (CommonJS and ESM entry points share them). The config,
 // the views and the events are the core's own types, generated into ./types.d.ts from its
-// schema (`cargo run -p harness-cli -- types`); this file declares the JS API around them.
+// schema (`cargo run -p harness-cli -- types`), and the error classes into ./errors.d.ts;
+// this file declares the JS API around them.
 
 import { EventEmitter } from 'node:events'
 import type {
@@ -19,6 +20,8 @@ import type {
 } from './types'
 
 export * from './types'
+// The error classes (one per kind of the core, its ErrorView as their fields), generated too.
+export * from './errors'
 
 /** A config object: the same shape as the YAML/JSON/TOML file (snake_case keys, durations in `_ms`). */
 export type HarnessConfig = Config
@@ -380,91 +383,6 @@ export declare class Client extends EventEmitter {
   removeListener<K extends keyof HarnessEventListeners>(name: K, listener: HarnessEventListeners[K]): this
   removeListener(name: string | symbol, listener: (...args: any[]) => void): this
 }
-
-/** Fields every Harness error carries (all optional except `attempts`). */
-export interface HarnessErrorFields {
-  service?: string
-  endpoint?: string
-  method?: string
-  attempts?: number
-  status?: number
-  errorCode?: string
-  retryAfterMs?: number
-  traceId?: string
-  phase?: 'connect' | 'response' | 'idle' | 'ttft' | 'total'
-  body?: Buffer
-  provider?: string
-  providerErrors?: ProviderError[]
-  cause?: unknown
-}
-
-/** Base class of every Harness error. */
-export declare class HarnessError extends Error {
-  constructor(message: string, fields?: HarnessErrorFields)
-  /** The error kind: the class name, e.g. `TimeoutError`. */
-  readonly code: string
-  /** The service of the call. */
-  readonly service?: string
-  /** The endpoint label (template) of the call. */
-  readonly endpoint?: string
-  /** The HTTP method of the call. */
-  readonly method?: string
-  /** Attempts made before giving up. */
-  readonly attempts: number
-  /** The upstream's HTTP status, when it answered. */
-  readonly status?: number
-  /** The normalised downstream error code (`code`, `errCode` or `error.code` of the body). */
-  readonly errorCode?: string
-  /** The upstream's Retry-After, in milliseconds. */
-  readonly retryAfterMs?: number
-  /** The W3C trace id of the call. */
-  readonly traceId?: string
-  /**
-   * For `TimeoutError`: which timeout expired (`idle`: a streamed body went silent for
-   * `timeouts.idle_ms`; `ttft`: a chat stream's first chunk did not come within the route's `ttft_ms`).
-   */
-  readonly phase?: 'connect' | 'response' | 'idle' | 'ttft' | 'total'
-  /** Routed calls: the provider whose answer this error is. */
-  readonly provider?: string
-  /**
-   * `NoHealthyProviderError` (and a chat stream's failure no other provider could take over): each
-   * provider of the route, in config order, and its last error or why it was not tried; empty otherwise.
-   */
-  readonly providerErrors: ProviderError[]
-  /** The raw downstream body (not enumerable, never in the message). */
-  readonly body?: Buffer
-}
-/** A timeout expired; `phase` is `connect`, `response`, `idle`, `ttft` or `total`. */
-export declare class TimeoutError extends HarnessError {}
-/** The circuit breaker for (service, endpoint, method) is open. */
-export declare class CircuitOpenError extends HarnessError {}
-/** The service's bulkhead had no free permit. */
-export declare class BulkheadFullError extends HarnessError {}
-/**
- * Rate limited; see `retryAfterMs`. By the client's own `rate_limit` (`errorCode`
- * `client_rate_limited`, no `status`: nothing was sent) or by the upstream (a 429).
- */
-export declare class RateLimitedError extends HarnessError {}
-/** The upstream answered with an error status; see `status`, `errorCode` and `body`. */
-export declare class HttpStatusError extends HarnessError {}
-/** Authentication failed. */
-export declare class AuthError extends HarnessError {}
-/** The response did not match its schema. */
-export declare class SchemaError extends HarnessError {}
-/** The connection could not be made (refused, reset). */
-export declare class ConnectError extends HarnessError {}
-/** The request was cancelled (its AbortSignal fired); `cause` is the signal's reason. */
-export declare class CancelledError extends HarnessError {}
-/** No provider of a route could answer; `providerErrors` lists each one and its last error. */
-export declare class NoHealthyProviderError extends HarnessError {}
-/** Bad config or bad input; the message starts with the field path. */
-export declare class ConfigError extends HarnessError {}
-/** The server answered, but not with valid HTTP (bad status line, too many headers, conflicting lengths, a final 101). */
-export declare class ProtocolError extends HarnessError {}
-/** The response was larger than the service's `limits.max_response_bytes`. */
-export declare class ResponseTooLargeError extends HarnessError {}
-/** The receiver: another delivery of this message is being processed; `retryAfterMs` is its lease left. */
-export declare class DuplicateInFlightError extends HarnessError {}
 
 /** Every error class name, base first. */
 export declare const ERROR_NAMES: readonly string[]

@@ -99,7 +99,8 @@ def check_node(version: str) -> None:
     need(not any(k in scripts for k in ("preinstall", "install", "postinstall")), f"{main.name}: an install script ({scripts})")
     need(pkg.get("optionalDependencies", {}).get("@harness-sdk/linux-x64-gnu") == version, f"{main.name}: optionalDependencies {pkg.get('optionalDependencies')}")
     need(not blobs, f"{main.name}: carries a native module")
-    need({"package/index.js", "package/index.mjs", "package/index.d.ts", "package/index.d.mts"} <= files, f"{main.name}: JS files missing")
+    js = {"package/index.js", "package/index.mjs", "package/index.d.ts", "package/index.d.mts", "package/types.d.ts", "package/errors.js", "package/errors.d.ts"}
+    need(js <= files, f"{main.name}: JS files missing: {sorted(js - files)}")
     need(len(readme) > 500, f"{main.name}: README missing")
     pkg, files, readme, blobs = npm_json(plat)
     need(pkg["name"] == "@harness-sdk/linux-x64-gnu" and pkg["version"] == version, f"{plat.name}: {pkg['name']}@{pkg['version']}")

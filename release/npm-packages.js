@@ -50,7 +50,7 @@ fs.writeFileSync(
     `${version} for ${platform}. Install \`harness-sdk\`, which depends on it; this package has no API of its own.\n`,
 )
 
-const files = ['index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'types.d.ts', 'README.md']
+const files = ['index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'types.d.ts', 'errors.js', 'errors.d.ts', 'README.md']
 for (const f of files) fs.copyFileSync(path.join(src, f), path.join(mainDir, f))
 const mainPkg = {
   name: pkg.name,

@@ -86,7 +86,7 @@ fn emit_views(out: &mut String, model: &Model) {
     writeln!(out, "}}").unwrap();
 }
 
-fn kdoc(out: &mut String, indent: &str, doc: Option<&str>) {
+pub(crate) fn kdoc(out: &mut String, indent: &str, doc: Option<&str>) {
     let Some(doc) = doc else { return };
     let lines = doc_lines(doc);
     if lines.len() == 1 {
@@ -100,7 +100,7 @@ fn kdoc(out: &mut String, indent: &str, doc: Option<&str>) {
     writeln!(out, "{indent} */").unwrap();
 }
 
-fn prop(name: &str) -> String {
+pub(crate) fn prop(name: &str) -> String {
     let c = camel(name);
     if KEYWORDS.contains(&c.as_str()) {
         format!("`{c}`")
@@ -110,7 +110,7 @@ fn prop(name: &str) -> String {
 }
 
 /// The Kotlin type, and the tuple shapes it needs serializers for.
-fn kt(ty: &Ty, tuples: &mut BTreeSet<Vec<String>>) -> String {
+pub(crate) fn kt(ty: &Ty, tuples: &mut BTreeSet<Vec<String>>) -> String {
     match ty {
         Ty::String => "String".into(),
         // 32 bits and less (`uint32`, `int32`, `uint`: counts, weights, indexes) are Int as

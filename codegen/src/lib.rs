@@ -1,11 +1,13 @@
 //! Host-language types from JSON Schema (draft 2020-12, as `schemars` writes it): the
 //! config and views of harness-core for the bindings (`harness types`), one model read
-//! once and written as TypeScript declarations, a Python module and Kotlin classes.
+//! once and written as TypeScript declarations, a Python module and Kotlin classes; and
+//! each host's error classes, from the core's error kinds and its error view (`errors`).
 //!
 //! Guarantees: the output is deterministic (the schema's order, no timestamps), so it can
 //! be checked in and compared (`harness types --check`); a schema the model cannot
 //! express fails with its JSON pointer, never silently.
 
+pub mod errors;
 pub mod kotlin;
 pub mod model;
 pub mod names;
@@ -47,6 +49,8 @@ pub struct Options {
     pub variant_names: BTreeMap<String, String>,
     /// Kotlin: the package.
     pub kotlin_package: String,
+    /// The error classes (`errors::*::emit`).
+    pub errors: errors::ErrorOptions,
 }
 
 /// The named types a definition refers to.

@@ -84,11 +84,23 @@ pub struct View {
     pub doc: String,
 }
 
-/// Every named type of a schema document (`$defs`), in order, and the client's views.
+/// The error classes every host has (`errors` in the document): the core's kinds, base
+/// first, and the view type an error crosses as (its fields are every class's context).
+#[derive(Debug, Clone)]
+pub struct Errors {
+    /// A `$defs` object type (`ErrorView`).
+    pub view: String,
+    /// (name, one-line doc), the base kind first (`HarnessError`).
+    pub kinds: Vec<(String, String)>,
+}
+
+/// Every named type of a schema document (`$defs`), in order, the client's views, and the
+/// error kinds.
 #[derive(Debug, Clone)]
 pub struct Model {
     pub types: Vec<TypeDef>,
     pub views: Vec<View>,
+    pub errors: Option<Errors>,
 }
 
 impl Model {
@@ -102,8 +114,38 @@ impl Model {
         let types: Vec<TypeDef> = defs.iter().map(|(name, s)| type_def(name, s, &format!("/$defs/{name}"))).collect::<Result<_, _>>()?;
         let views = doc.get("views").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         let views = views.iter().enumerate().map(|(i, v)| view(v, &format!("/views/{i}"), &types)).collect::<Result<_, _>>()?;
-        Ok(Model { types, views })
+        let errors = doc.get("errors").map(|e| errors(e, "/errors", &types)).transpose()?;
+        Ok(Model { types, views, errors })
     }
+
+    /// The fields of the error view, or why there are none.
+    pub fn error_fields(&self) -> Result<(&Errors, &[Field]), String> {
+        let errors = self.errors.as_ref().ok_or("the document has no errors")?;
+        match self.get(&errors.view).map(|t| &t.def) {
+            Some(Def::Object { fields, .. }) => Ok((errors, fields)),
+            _ => Err(format!("/errors/view: `{}` is not an object type of $defs", errors.view)),
+        }
+    }
+}
+
+fn errors(e: &Value, at: &str, types: &[TypeDef]) -> Result<Errors, String> {
+    let view = e.get("view").and_then(Value::as_str).ok_or_else(|| format!("{at}/view: expected a string"))?;
+    if !types.iter().any(|t| t.name == view && matches!(t.def, Def::Object { .. })) {
+        return Err(format!("{at}/view: `{view}` is not an object type of $defs"));
+    }
+    let raw = e.get("kinds").and_then(Value::as_array).ok_or_else(|| format!("{at}/kinds: expected an array"))?;
+    let kinds = raw
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let text = |f: &str| k.get(f).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("{at}/kinds/{i}/{f}: expected a string"));
+            Ok((text("name")?, text("doc")?))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if kinds.is_empty() {
+        return Err(format!("{at}/kinds: no kinds (the first is the base class)"));
+    }
+    Ok(Errors { view: view.to_string(), kinds })
 }
 
 fn view(v: &Value, at: &str, types: &[TypeDef]) -> Result<View, String> {

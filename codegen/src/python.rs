@@ -107,7 +107,7 @@ fn dependency_order<'m>(model: &'m Model, opts: &Options) -> Vec<&'m TypeDef> {
     out
 }
 
-fn py(ty: &Ty) -> String {
+pub(crate) fn py(ty: &Ty) -> String {
     match ty {
         Ty::String => "str".into(),
         Ty::Int { .. } => "int".into(),

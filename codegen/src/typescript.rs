@@ -42,7 +42,7 @@ struct Ctx<'a> {
     opts: &'a Options,
 }
 
-fn doc(out: &mut String, indent: &str, doc: Option<&str>, default: Option<&serde_json::Value>) {
+pub(crate) fn doc(out: &mut String, indent: &str, doc: Option<&str>, default: Option<&serde_json::Value>) {
     let mut lines: Vec<String> = doc.map(|d| doc_lines(d).into_iter().map(str::to_string).collect()).unwrap_or_default();
     if let Some(d) = default.filter(|d| !d.is_null() && !(d.is_object() && d.as_object().is_some_and(|o| !o.is_empty()))) {
         lines.push(format!("Default: `{d}`."));
@@ -61,7 +61,7 @@ fn doc(out: &mut String, indent: &str, doc: Option<&str>, default: Option<&serde
     writeln!(out, "{indent} */").unwrap();
 }
 
-fn ts(ty: &Ty) -> String {
+pub(crate) fn ts(ty: &Ty) -> String {
     match ty {
         Ty::String => "string".into(),
         Ty::Int { .. } | Ty::Number => "number".into(),

@@ -37,7 +37,8 @@ impl TimeoutPhase {
     }
 }
 
-/// The stable kinds, named as the exception classes are in every language.
+/// The stable kinds, named as the exception classes are in every language; each kind's
+/// name and one-line doc are in `ErrorKind::KINDS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -52,14 +53,9 @@ pub enum ErrorKind {
     Cancelled,
     NoHealthyProvider,
     Config,
-    /// The server answered, but not with valid HTTP (bad status line, conflicting
-    /// lengths, too many headers, a final 1xx).
     Protocol,
-    /// The response body is larger than `limits.max_response_bytes`.
     ResponseTooLarge,
-    /// The idempotent receiver: another delivery of this message is being processed.
     DuplicateInFlight,
-    /// Anything else (a used-after-fork runtime, a closed client, a broken body).
     Harness,
 }
 
@@ -84,24 +80,62 @@ impl ErrorKind {
         }
     }
 
-    /// Every kind name, base first; bindings build their class trees from this.
-    pub const NAMES: [&'static str; 15] = [
-        "HarnessError",
-        "TimeoutError",
-        "CircuitOpenError",
-        "BulkheadFullError",
-        "RateLimitedError",
-        "HttpStatusError",
-        "AuthError",
-        "SchemaError",
-        "ConnectError",
-        "CancelledError",
-        "NoHealthyProviderError",
-        "ConfigError",
-        "ProtocolError",
-        "ResponseTooLargeError",
-        "DuplicateInFlightError",
+    /// What this kind means, in one line (its entry of `KINDS`).
+    pub fn doc(self) -> &'static str {
+        let name = self.name();
+        Self::KINDS.iter().find(|(n, _)| *n == name).map(|(_, d)| *d).unwrap_or_default()
+    }
+
+    /// Every kind's name and one-line doc, base first: each binding's exception classes are
+    /// generated from it (`harness types`). In a doc, `snake_case` names a field of
+    /// `ErrorView` (or the raw `body` beside it) and `...Error` a kind; each language writes
+    /// them its own way.
+    pub const KINDS: [(&'static str, &'static str); 15] = [
+        (
+            "HarnessError",
+            "A failure of no other kind: a closed client, a runtime used after fork, a broken body, or the idempotent receiver's store down, lease lost or failed delivery (`code` says which).",
+        ),
+        (
+            "TimeoutError",
+            "A timeout expired; `phase` says which: `connect`, `response`, `idle` (no body bytes for `timeouts.idle_ms` while streaming), `ttft` (no first chunk of a streamed chat answer within the route's `ttft_ms`) or `total`.",
+        ),
+        ("CircuitOpenError", "The circuit breaker for this service, endpoint and method is open: the call was not sent."),
+        ("BulkheadFullError", "The service's bulkhead has no free permit: the call was not sent."),
+        (
+            "RateLimitedError",
+            "Rate limited; `retry_after_ms` says when to try again, if known. Either the client's own limit (`rate_limit` in the config: `code` is `client_rate_limited` and there is no `status`, nothing was sent) or the downstream's 429.",
+        ),
+        ("HttpStatusError", "The upstream answered with an error status; `status`, `code` and `body` describe it."),
+        ("AuthError", "Credentials were refused (a 401 or 403) or could not be obtained (a token provider failed)."),
+        ("SchemaError", "The response did not match its JSON Schema; the message says what did not match."),
+        ("ConnectError", "The connection could not be made (refused, reset or a DNS failure)."),
+        ("CancelledError", "The request was cancelled before it finished."),
+        (
+            "NoHealthyProviderError",
+            "No provider of a route could answer; `provider_errors` lists each provider, in config order, with its last error or why it was not tried.",
+        ),
+        ("ConfigError", "Bad config or bad input; the message starts with the field path (e.g. `services.orders.retry.max_retries`)."),
+        (
+            "ProtocolError",
+            "The server answered, but not with valid HTTP (bad status line, conflicting lengths, too many headers, a final 1xx); not retried.",
+        ),
+        ("ResponseTooLargeError", "The response body is larger than the service's `limits.max_response_bytes` (64 MiB by default)."),
+        (
+            "DuplicateInFlightError",
+            "Another delivery of this message is being processed now (the idempotent receiver): the handler did not run. `retry_after_ms` is what is left of that delivery's lease; redeliver after it (the sender's retry usually does).",
+        ),
     ];
+
+    /// Every kind name, base first; bindings build their class trees from this.
+    pub const NAMES: [&'static str; 15] = {
+        let mut names = [""; 15];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = Self::KINDS[i].0;
+            i += 1;
+        }
+        names
+    };
 }
 
 /// An error with the context a caller needs to act on it.
@@ -303,6 +337,30 @@ mod tests {
         let e = HarnessError::new(ErrorKind::HttpStatus, "a\r\nX-Injected: 1");
         assert_eq!(e.message, "a\\r\\nX-Injected: 1");
         assert!(!e.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn every_kind_has_a_name_and_a_doc_in_kinds() {
+        use ErrorKind::*;
+        let all = [
+            Harness,
+            Timeout(TimeoutPhase::Total),
+            CircuitOpen,
+            BulkheadFull,
+            RateLimited,
+            HttpStatus,
+            Auth,
+            Schema,
+            Connect,
+            Cancelled,
+            NoHealthyProvider,
+            Config,
+            Protocol,
+            ResponseTooLarge,
+            DuplicateInFlight,
+        ];
+        assert_eq!(all.map(|k| k.name()), ErrorKind::NAMES);
+        assert!(all.iter().all(|k| !k.doc().is_empty() && !k.doc().contains('\n')));
     }
 
     #[test]

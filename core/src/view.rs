@@ -13,32 +13,51 @@ use crate::error::HarnessError;
 
 /// An error as every binding shows it: the kind (the exception class), the message, the
 /// context, and `text`, the message with its context but without the kind name (what a
-/// host exception's message is, since its class already names the kind).
+/// host exception's message is, since its class already names the kind). Each binding's
+/// exception classes are generated from its fields and `ErrorKind::KINDS`, in this order: a
+/// new field goes last (Java sees the Kotlin error's constructor by position).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ErrorView {
     /// `TimeoutError`, `HttpStatusError`, ... (`ErrorKind::NAMES`).
-    #[schemars(extend("enum" = ["HarnessError", "TimeoutError", "CircuitOpenError", "BulkheadFullError", "RateLimitedError", "HttpStatusError", "AuthError", "SchemaError", "ConnectError", "CancelledError", "NoHealthyProviderError", "ConfigError", "ProtocolError", "ResponseTooLargeError", "DuplicateInFlightError"]))]
+    #[schemars(schema_with = "kind_schema")]
     pub kind: &'static str,
-    /// The engine's message alone.
+    /// The engine's message alone, without the kind name or the context; for a `ConfigError`
+    /// it starts with the field path.
     pub message: String,
     /// The message and its context (service, endpoint, status, attempts, trace id).
     pub text: String,
-    /// `TimeoutError`: `connect`, `response`, `idle`, `ttft` or `total`.
+    /// The service of the call.
+    pub service: Option<String>,
+    /// The endpoint label (template) of the call.
+    pub endpoint: Option<String>,
+    /// The HTTP method of the call.
+    pub method: Option<String>,
+    /// Attempts made before giving up.
+    pub attempts: u32,
+    /// The upstream's HTTP status, when it answered.
+    pub status: Option<u16>,
+    /// The downstream's normalised error code, read from its body (`errCode`, `error.code` or a
+    /// top-level one).
+    pub code: Option<String>,
+    /// When to try again, in milliseconds: a 429's Retry-After, the client's own rate limit, or
+    /// what is left of a duplicate delivery's lease.
+    pub retry_after_ms: Option<u64>,
+    /// The W3C trace id of the call (32 hex digits).
+    pub trace_id: Option<String>,
+    /// Which timeout expired (`TimeoutError`): `connect`, `response`, `idle`, `ttft` or `total`.
     #[schemars(extend("enum" = ["connect", "response", "idle", "ttft", "total", null]))]
     pub phase: Option<&'static str>,
-    pub service: Option<String>,
-    pub endpoint: Option<String>,
-    pub method: Option<String>,
-    pub attempts: u32,
-    pub status: Option<u16>,
-    /// The downstream's normalised error code.
-    pub code: Option<String>,
-    pub retry_after_ms: Option<u64>,
-    pub trace_id: Option<String>,
     /// Routed requests: the provider whose answer this error is.
     pub provider: Option<String>,
-    /// `NoHealthyProviderError`: each provider and its last error (or why it was not tried).
+    /// `NoHealthyProviderError` (and a chat stream no other provider could take over): each
+    /// provider of the route, in config order, and its last error or why it was not tried;
+    /// empty otherwise.
     pub provider_errors: Vec<ProviderError>,
+}
+
+/// `ErrorView::kind`: one of the kind names.
+fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": crate::error::ErrorKind::NAMES})
 }
 
 /// One provider's last error in a `NoHealthyProviderError`.
@@ -223,7 +242,10 @@ pub fn host_schema() -> Value {
     }
     let defs: serde_json::Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let views: Vec<Value> = VIEWS.iter().map(|v| serde_json::json!({"name": v.name, "args": v.args, "returns": v.returns, "doc": v.doc})).collect();
-    serde_json::json!({"roots": roots, "$defs": defs, "views": views, "errors": crate::error::ErrorKind::NAMES})
+    // The error classes every host has: the kinds (name, doc) and the view they cross as.
+    let kinds: Vec<Value> = crate::error::ErrorKind::KINDS.iter().map(|(name, doc)| serde_json::json!({"name": name, "doc": doc})).collect();
+    let errors = serde_json::json!({"view": "ErrorView", "kinds": kinds});
+    serde_json::json!({"roots": roots, "$defs": defs, "views": views, "errors": errors})
 }
 
 #[cfg(test)]
