@@ -69,8 +69,8 @@ class ResponseTooLargeError extends HarnessError {}
 /** Another delivery of this message is being processed now (the idempotent receiver): the handler did not run. `retryAfterMs` is what is left of that delivery's lease; redeliver after it (the sender's retry usually does). */
 class DuplicateInFlightError extends HarnessError {}
 
-/** Every class by its kind name, base first. */
-const errorClasses = {
+// Every class by its kind name, base first (plain names, which the ESM loader reads).
+module.exports = {
   HarnessError,
   TimeoutError,
   CircuitOpenError,
@@ -87,6 +87,7 @@ const errorClasses = {
   ResponseTooLargeError,
   DuplicateInFlightError,
 }
+const errorClasses = module.exports
 
 /**
  * The core's error view (camelCased, with what crosses beside it) as its class; the message is
@@ -111,4 +112,5 @@ function errorFrom(view, cause) {
   })
 }
 
-module.exports = { errorClasses, errorFrom }
+// Not enumerable: index.js spreads this module into its exports, which hold only the classes.
+Object.defineProperty(errorClasses, 'errorFrom', { value: errorFrom })

@@ -99,8 +99,7 @@ function callTraceparent(explicit, headers) {
 
 // The classes (one per kind of the core) and `errorFrom` (the core's error view as its class)
 // are generated from the core's kinds and ErrorView into errors.js (`harness types`).
-const { errorClasses, errorFrom } = require('./errors')
-const { ConfigError, CancelledError, HarnessError } = errorClasses
+const { errorFrom, ConfigError, CancelledError, HarnessError } = require('./errors')
 
 // A synchronous native call's error (`{ view, body }`) as the error view `errorFrom` takes.
 function errorView(e) {
@@ -163,30 +162,42 @@ function viewMethod(spec) {
 
 // ---------------------------------------------------------------- responses
 
-/** A buffered response. */
-class Response {
-  constructor(status, rawHeaders, body, elapsedMs, attempts, traceId, routed) {
+// What a buffered and a streamed response share: status, headers, attempts and trace id.
+class ResponseHead {
+  constructor(status, rawHeaders, attempts, traceId) {
     /** The HTTP status code. */
     this.status = status
-    /** The response body. */
-    this.body = body
-    /** Wall time of the whole call (all attempts), in milliseconds. */
-    this.elapsedMs = elapsedMs
-    /** Attempts made. */
+    /** Attempts made (for a stream: before the head arrived). */
     this.attempts = attempts
     /** The W3C trace id of the call. */
     this.traceId = traceId
     // Header text as sent by the native side (`name\0value\0...`), split on first use.
     this._rawHeaders = rawHeaders
     this._headers = undefined
-    // What routing did (the core's `Routed` view), when the request named a route; read through the getters.
-    this._routed = routed
   }
 
-  /** Response headers by lower-case name, repeated ones joined with ", "; `getAll(name)` lists each value. */
+  /** Response headers by lower-case name, repeated ones joined with ", "; `getAll(name)` and `getSetCookie()` keep every value. */
   get headers() {
     if (this._headers === undefined) this._headers = new ResponseHeaders(this._rawHeaders)
     return this._headers
+  }
+
+  /** True for a 2xx status. */
+  get ok() {
+    return this.status >= 200 && this.status < 300
+  }
+}
+
+/** A buffered response. */
+class Response extends ResponseHead {
+  constructor(status, rawHeaders, body, elapsedMs, attempts, traceId, routed) {
+    super(status, rawHeaders, attempts, traceId)
+    /** The response body. */
+    this.body = body
+    /** Wall time of the whole call (all attempts), in milliseconds. */
+    this.elapsedMs = elapsedMs
+    // What routing did (the core's `Routed` view), when the request named a route; read through the getters.
+    this._routed = routed
   }
 
   /** The route the request named, or null. */
@@ -228,11 +239,6 @@ class Response {
   /** `{ promptTokens, completionTokens, totalTokens }` as the provider reported them, or null. */
   get usage() {
     return this._routed?.usage ?? null
-  }
-
-  /** True for a 2xx status. */
-  get ok() {
-    return this.status >= 200 && this.status < 300
   }
 
   /** The body decoded as UTF-8. */
@@ -289,8 +295,6 @@ class ResponseHeaders {
 
 // StreamResponse's internal methods (the completion queue and signal watches call them).
 const READ = Symbol('read')
-const CHUNKS = Symbol('chunks')
-const LAST = Symbol('last')
 const SETTLE = Symbol('settle')
 const ABORT = Symbol('abort')
 
@@ -300,9 +304,9 @@ const ABORT = Symbol('abort')
  * small buffer ahead). Breaking out of `for await`, `cancel()` or the call's AbortSignal releases
  * the connection and the bulkhead permit at once.
  */
-// What a streamed response and a streamed chat answer share: the native stream, the caller's
+// What a streamed response and a streamed chat answer hold: the native stream, the caller's
 // AbortSignal, and one read at a time through the completion queue. `service` and `method`
-// fill an error that lacks them; `[LAST](chunk)` says a chunk ends the stream without another read.
+// fill an error that lacks them; `last(chunk)` says a chunk ends the stream without another read.
 class NativeReader {
   #stream
   #signal
@@ -312,7 +316,10 @@ class NativeReader {
   // 'open', 'ended' (end, error or cancel()), or 'aborted' (the signal fired).
   #state = 'open'
 
-  constructor(stream, signal, service, method) {
+  #last
+
+  constructor(stream, signal, service, method, last) {
+    this.#last = last
     this.#stream = stream
     this.#signal = signal
     this.#service = service
@@ -320,7 +327,7 @@ class NativeReader {
     if (signal !== null) watchSignal(signal, this)
   }
 
-  /** Stops reading: the connection and permits are released now; the iteration ends. */
+  // Stops reading: the connection and permits are released now; the iteration ends.
   cancel() {
     if (this.#state !== 'open') return
     this.#end('ended')
@@ -328,7 +335,7 @@ class NativeReader {
   }
 
   // The chunks as an async iterable (read once); leaving the loop early cancels the stream.
-  [CHUNKS]() {
+  chunks() {
     if (this.#chunks === undefined) this.#chunks = chunksOf(this)
     return this.#chunks
   }
@@ -345,10 +352,6 @@ class NativeReader {
     if (this.#signal !== null) unwatchSignal(this.#signal, this)
   }
 
-  [LAST](chunk) {
-    return chunk === null
-  }
-
   // The next chunk, or null at the end.
   [READ]() {
     if (this.#state === 'ended') return Promise.resolve(null)
@@ -361,7 +364,7 @@ class NativeReader {
   // A read's outcome (from the completion queue).
   [SETTLE](read, chunk, error) {
     if (error === undefined) {
-      if (this[LAST](chunk) && this.#state === 'open') this.#end('ended')
+      if (this.#last(chunk) && this.#state === 'open') this.#end('ended')
       read.resolve(chunk)
       return
     }
@@ -390,33 +393,24 @@ async function* chunksOf(reader) {
   }
 }
 
-class StreamResponse extends NativeReader {
+const endsAtNull = (chunk) => chunk === null
+
+class StreamResponse extends ResponseHead {
+  #reader
+
   constructor(status, rawHeaders, attempts, traceId, stream, service, method, signal) {
-    super(stream, signal, service, method)
-    /** The HTTP status code. */
-    this.status = status
-    /** Attempts made before the head arrived. */
-    this.attempts = attempts
-    /** The W3C trace id of the call. */
-    this.traceId = traceId
-    this._rawHeaders = rawHeaders
-    this._headers = undefined
-  }
-
-  /** Response headers, as on `Response` (`get`, `getAll`, `getSetCookie`). */
-  get headers() {
-    if (this._headers === undefined) this._headers = new ResponseHeaders(this._rawHeaders)
-    return this._headers
-  }
-
-  /** True for a 2xx status. */
-  get ok() {
-    return this.status >= 200 && this.status < 300
+    super(status, rawHeaders, attempts, traceId)
+    this.#reader = new NativeReader(stream, signal, service, method, endsAtNull)
   }
 
   /** The body: an async iterable of Buffer chunks (read it once). */
   get body() {
-    return this[CHUNKS]()
+    return this.#reader.chunks()
+  }
+
+  /** Stops reading: the connection and permit are released now; the body iteration ends. */
+  cancel() {
+    this.#reader.cancel()
   }
 }
 
@@ -481,27 +475,32 @@ class ChatResponse {
  * or `done` (the last: finish reason, usage, cost). Breaking out of `for await`, `cancel()` or
  * the call's AbortSignal stops the answer and releases its connection and permits at once.
  */
-class ChatStream extends NativeReader {
+// `done` is the last chunk of an answer: the iteration ends after it without another read.
+const endsAtDone = (chunk) => chunk === null || chunk.kind === 'done'
+
+class ChatStream {
+  #reader
+
   constructor(stream, signal) {
-    super(stream, signal, stream.route, 'POST')
     /** The route called. */
     this.route = stream.route
     /** The W3C trace id of the call. */
     this.traceId = stream.traceId
+    this.#reader = new NativeReader(stream, signal, stream.route, 'POST', endsAtDone)
   }
 
   /** The chunks (iterate once); leaving the loop early cancels the answer. */
   [Symbol.asyncIterator]() {
-    return this[CHUNKS]()
+    return this.#reader.chunks()
+  }
+
+  /** Stops the answer: the connection and permits are released now; the iteration ends. */
+  cancel() {
+    this.#reader.cancel()
   }
 
   toString() {
     return `[ChatStream ${this.route}]`
-  }
-
-  // `done` is the last chunk: the iteration ends after it without another read.
-  [LAST](chunk) {
-    return chunk === null || chunk.kind === 'done'
   }
 }
 
@@ -651,7 +650,7 @@ const NO_OPTIONS = Object.freeze({})
 // Response, or with `streaming` of a StreamResponse). `opts` carries every field but service,
 // method and path (already taken from it or the shortcut).
 function send(nativeClient, streaming, service, method, path, opts) {
-  let endpoint, query, headers, idempotencyKey, traceparent, principal, json, body, timeoutMs
+  let endpoint, query, headers, idempotencyKey, traceparent, principal, json, body, timeoutMs, token
   try {
     service = reqString(service, 'service')
     method = reqString(method, 'method')
@@ -664,22 +663,10 @@ function send(nativeClient, streaming, service, method, path, opts) {
     principal = optString(opts.principal, 'principal')
     if (opts.json !== undefined) json = jsonText(opts.json, 'json')
     if (opts.body !== undefined && opts.body !== null) body = bodyBytes(opts.body)
-    timeoutMs = opts.timeoutMs
-    if (timeoutMs === null) timeoutMs = undefined
-    if (timeoutMs !== undefined && typeof timeoutMs !== 'number') {
-      throw configError(`request.timeoutMs: expected a number, got ${typeof timeoutMs}`)
-    }
+    timeoutMs = optMillis(opts.timeoutMs)
+    token = cancelToken(opts.signal, service, method)
   } catch (e) {
     return Promise.reject(e)
-  }
-  const signal = opts.signal
-  let token = null
-  if (signal !== undefined && signal !== null) {
-    if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
-      return Promise.reject(configError('request.signal: expected an AbortSignal'))
-    }
-    if (signal.aborted) return Promise.reject(cancelledError(service, method, signal.reason))
-    token = new native.CancelToken()
   }
   const id = nextId()
   let error
@@ -691,6 +678,30 @@ function send(nativeClient, streaming, service, method, path, opts) {
     // A napi conversion failure; the checks above make this unreachable for typed input.
     return Promise.reject(configError(`request: ${e.message}`))
   }
+  return settleLater(id, error, service, method, opts.signal, token)
+}
+
+// `timeoutMs` as given (its value is the core's rule, `request.timeout_ms`); null is absent.
+function optMillis(v) {
+  if (v === null || v === undefined) return undefined
+  if (typeof v !== 'number') throw configError(`request.timeoutMs: expected a number, got ${typeof v}`)
+  return v
+}
+
+// The call's cancel token when it has an AbortSignal (null without one); a signal that is not
+// one, or has already fired, throws.
+function cancelToken(signal, service, method) {
+  if (signal === undefined || signal === null) return null
+  if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
+    throw configError('request.signal: expected an AbortSignal')
+  }
+  if (signal.aborted) throw cancelledError(service, method, signal.reason)
+  return new native.CancelToken()
+}
+
+// The promise of a call staged natively under `id` (or refused at once with `error`), settled
+// from the completion queue; its signal, if any, cancels it through `token`.
+function settleLater(id, error, service, method, signal, token) {
   if (error) return Promise.reject(nativeError(error))
   return new Promise((resolve, reject) => {
     if (token !== null) watchSignal(signal, token)
@@ -707,7 +718,7 @@ function routeName(route) {
 // Checks and translates one chat call (`request` is `{ messages, ...params }`), stages it
 // natively and returns its promise (of a ChatResponse, or with `streaming` of a ChatStream).
 function sendChat(nativeClient, streaming, route, request, opts) {
-  let messages, params, headers, traceparent, principal, timeoutMs
+  let messages, params, headers, traceparent, principal, timeoutMs, token
   try {
     route = routeName(route)
     if (request === null || typeof request !== 'object' || Array.isArray(request)) {
@@ -721,22 +732,10 @@ function sendChat(nativeClient, streaming, route, request, opts) {
     headers = flatPairs(opts.headers, 'headers')
     traceparent = callTraceparent(optString(opts.traceparent, 'traceparent'), headers)
     principal = optString(opts.principal, 'principal')
-    timeoutMs = opts.timeoutMs
-    if (timeoutMs === null) timeoutMs = undefined
-    if (timeoutMs !== undefined && typeof timeoutMs !== 'number') {
-      throw configError(`request.timeoutMs: expected a number, got ${typeof timeoutMs}`)
-    }
+    timeoutMs = optMillis(opts.timeoutMs)
+    token = cancelToken(opts.signal, route, 'POST')
   } catch (e) {
     return Promise.reject(e)
-  }
-  const signal = opts.signal
-  let token = null
-  if (signal !== undefined && signal !== null) {
-    if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
-      return Promise.reject(configError('request.signal: expected an AbortSignal'))
-    }
-    if (signal.aborted) return Promise.reject(cancelledError(route, 'POST', signal.reason))
-    token = new native.CancelToken()
   }
   const id = nextId()
   let error
@@ -745,11 +744,7 @@ function sendChat(nativeClient, streaming, route, request, opts) {
   } catch (e) {
     return Promise.reject(configError(`chat: ${e.message}`))
   }
-  if (error) return Promise.reject(nativeError(error))
-  return new Promise((resolve, reject) => {
-    if (token !== null) watchSignal(signal, token)
-    track(id, new PendingCall(resolve, reject, route, 'POST', signal ?? null, token))
-  })
+  return settleLater(id, error, route, 'POST', opts.signal, token)
 }
 
 // One 'abort' listener per signal, however many calls share it (a fan-out would otherwise
@@ -1663,6 +1658,11 @@ class PendingReceipt {
   }
 }
 
+/** Every error class name, base first. */
+const ERROR_NAMES = native.errorNames()
+
+// Plain names and one `...require()` spread: the forms Node's ESM loader reads a CommonJS
+// module's exports from, so `index.mjs` re-exports them all without listing them.
 module.exports = {
   Client,
   Response,
@@ -1671,7 +1671,6 @@ module.exports = {
   ChatStream,
   Idempotency,
   Lease,
-  ...errorClasses,
-  /** Every error class name, base first. */
-  ERROR_NAMES: native.errorNames(),
+  ERROR_NAMES,
+  ...require('./errors'),
 }

@@ -180,6 +180,10 @@ test('ESM and CommonJS entry points share one class tree', async () => {
   assert.equal(esm.Client, Client)
   assert.equal(esm.HarnessError, HarnessError)
   assert.equal(esm.default.ConfigError, ConfigError)
+  // Every CommonJS export is a named ESM export, the same object, and nothing else is.
+  const cjs = require('../index.js')
+  assert.deepEqual(Object.keys(esm).filter((k) => k !== 'default').sort(), Object.keys(cjs).sort())
+  for (const k of Object.keys(cjs)) assert.equal(esm[k], cjs[k], k)
 })
 
 test('bad config gives a ConfigError that names the field', () => {

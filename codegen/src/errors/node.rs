@@ -1,6 +1,7 @@
 //! Node: a CommonJS module of one `Error` class per kind under the base kind's class (`code`
 //! is the class name, `cause` is kept, an extra such as the raw body is not enumerable), the
-//! table of classes by kind, and `errorFrom(view, cause)`, which builds the class of a view
+//! table of classes by kind (the module's exports), and `errorFrom(view, cause)` (internal:
+//! not enumerable), which builds the class of a view
 //! the core handed over (camelCased); and its TypeScript declarations.
 
 use std::collections::BTreeSet;
@@ -91,12 +92,15 @@ pub fn emit_js(model: &Model, opts: &Options) -> Result<String, String> {
         writeln!(out, "class {kind} extends {base} {{}}").unwrap();
     }
     writeln!(out).unwrap();
-    writeln!(out, "/** Every class by its kind name, base first. */").unwrap();
-    writeln!(out, "const errorClasses = {{").unwrap();
+    // Plain names: the form Node's ESM loader reads a CommonJS module's exports from, so
+    // `index.mjs` re-exports every class through index.js's `...require('./errors')`.
+    writeln!(out, "// Every class by its kind name, base first (plain names, which the ESM loader reads).").unwrap();
+    writeln!(out, "module.exports = {{").unwrap();
     for (kind, _) in l.kinds {
         writeln!(out, "  {kind},").unwrap();
     }
     writeln!(out, "}}").unwrap();
+    writeln!(out, "const errorClasses = module.exports").unwrap();
     writeln!(out).unwrap();
     writeln!(out, "/**").unwrap();
     writeln!(out, " * The core's error view (camelCased, with what crosses beside it) as its class; the message is").unwrap();
@@ -116,7 +120,9 @@ pub fn emit_js(model: &Model, opts: &Options) -> Result<String, String> {
     writeln!(out, "  }})").unwrap();
     writeln!(out, "}}").unwrap();
     writeln!(out).unwrap();
-    writeln!(out, "module.exports = {{ errorClasses, errorFrom }}").unwrap();
+    // Through the alias: the ESM loader's reader sees only `module.exports`, so this stays internal.
+    writeln!(out, "// Not enumerable: index.js spreads this module into its exports, which hold only the classes.").unwrap();
+    writeln!(out, "Object.defineProperty(errorClasses, 'errorFrom', {{ value: errorFrom }})").unwrap();
     Ok(out)
 }
 
