@@ -1,8 +1,10 @@
 //! `harness`: `demo` drives traffic through injected failures against the embedded
 //! test upstream and narrates what the pipeline did; `chaos` drives a config's own faults
-//! against it and prints a summary; `check-config FILE` validates a config.
+//! against it and prints a summary; `check-config FILE` validates a config; `types` and
+//! `codegen` write generated host files.
 
 mod chaos;
+mod codegen;
 mod types;
 
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use harness_core::{Client, Config, Event, EventSink, Request};
 use serde_json::json;
 
-const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR] | harness types [--check] [--schema]";
+const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR] | harness types [--check] [--schema] | harness codegen --spec FILE --lang python --out DIR [--service NAME] [--package NAME] [--check]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,6 +22,7 @@ fn main() {
         Some("chaos") => chaos::run(&args[1..]),
         Some("serve") => serve(&args[1..]),
         Some("types") => types::run(&args[1..]),
+        Some("codegen") => codegen::run(&args[1..]),
         Some("check-config") => match args.get(1) {
             Some(path) => match Config::from_path(path) {
                 Ok(c) => {

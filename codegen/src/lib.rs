@@ -11,6 +11,7 @@ pub mod errors;
 pub mod kotlin;
 pub mod model;
 pub mod names;
+pub mod openapi;
 pub mod python;
 pub mod typescript;
 

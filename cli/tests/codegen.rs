@@ -1,0 +1,84 @@
+//! `harness codegen`: the checked-in clients of examples/openapi are what the generator writes
+//! today (the golden files), and `--check` fails on a changed, missing or stray file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn harness(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_harness")).args(args).output().expect("the harness binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/openapi")
+}
+
+#[test]
+fn the_examples_clients_are_what_the_generator_writes() {
+    for service in ["orders", "users", "payments"] {
+        let spec = examples().join(format!("{service}.yaml"));
+        let out = examples().join("python");
+        let o = harness(&["codegen", "--spec", spec.to_str().unwrap(), "--lang", "python", "--out", out.to_str().unwrap(), "--check"]);
+        assert!(
+            o.status.success(),
+            "examples/openapi/python/{service} is stale: run `cargo run -p harness-cli -- codegen --spec examples/openapi/{service}.yaml --lang python --out examples/openapi/python`\n{}",
+            text(&o)
+        );
+    }
+}
+
+#[test]
+fn check_fails_on_a_changed_missing_or_stray_file() {
+    let dir = std::env::temp_dir().join(format!("harness-codegen-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spec = examples().join("users.yaml");
+    let (spec, out) = (spec.to_str().unwrap(), dir.to_str().unwrap());
+    let gen = |extra: &[&str]| harness(&[&["codegen", "--spec", spec, "--lang", "python", "--out", out, "--package", "accounts"], extra].concat());
+
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("accounts/models.py is missing"), "{}", text(&o));
+
+    let o = gen(&[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("generated 5 operations, refused 0"), "{}", text(&o));
+    assert!(gen(&["--check"]).status.success());
+
+    let models = dir.join("accounts/models.py");
+    let original = std::fs::read_to_string(&models).unwrap();
+    std::fs::write(&models, original.replace("class User:", "class Usr:")).unwrap();
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("accounts/models.py differs from what the spec generates"), "{}", text(&o));
+    std::fs::write(&models, &original).unwrap();
+
+    std::fs::write(dir.join("accounts/old.py"), "").unwrap();
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("accounts/old.py is not generated from the spec"), "{}", text(&o));
+    std::fs::remove_file(dir.join("accounts/old.py")).unwrap();
+    // Caches beside the files are not the generator's business.
+    std::fs::create_dir_all(dir.join("accounts/__pycache__")).unwrap();
+    assert!(gen(&["--check"]).status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_arguments_and_specs_are_errors() {
+    let spec = examples().join("orders.yaml");
+    let spec = spec.to_str().unwrap();
+    let o = harness(&["codegen", "--spec", spec, "--lang", "python"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("--out is required"), "{}", text(&o));
+    let o = harness(&["codegen", "--spec", spec, "--lang", "cobol", "--out", "/nonexistent"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("--lang cobol: expected python"), "{}", text(&o));
+    let o = harness(&["codegen", "--spec", spec, "--lang", "python", "--out", "/nonexistent", "--package", "my-orders"]);
+    assert!(text(&o).contains("--package `my-orders`: not a Python identifier"), "{}", text(&o));
+    let o = harness(&["codegen", "--spec", "/nonexistent/api.yaml", "--lang", "python", "--out", "/nonexistent"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("/nonexistent/api.yaml: No such file"), "{}", text(&o));
+}
