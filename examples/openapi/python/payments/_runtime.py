@@ -160,7 +160,8 @@ def literal(values: Tuple[Any, ...]) -> Parse[Any]:
         for x in values:
             if v == x and type(v) is type(x):
                 return v
-        raise drift(at, "one of " + ", ".join(repr(x) for x in values), v)
+        got = repr(v)[:40] if isinstance(v, (str, int)) else _shown(v)
+        raise SchemaError(f"{at or '/'}: expected one of {', '.join(repr(x) for x in values)}, got {got}")
 
     return parse
 
