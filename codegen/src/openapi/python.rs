@@ -280,28 +280,33 @@ impl<'a> Py<'a> {
         taken.extend(TYPE_RESERVED.iter().map(|s| s.to_string()));
         taken.insert(self.client.clone());
         taken.insert(format!("Async{}", self.client));
-        // Each status key's bodies across the operations: one class per (status, body type).
-        let mut by_status: BTreeMap<Status, Vec<Content>> = BTreeMap::new();
+        // Each status key's bodies across the operations: one class per (status, body type);
+        // the body most operations declare has the plain name (`BadRequestError`).
+        let mut by_status: BTreeMap<Status, Vec<(Content, usize)>> = BTreeMap::new();
         for op in &self.api.operations {
             for r in error_responses(op) {
                 let list = by_status.entry(r.status).or_default();
-                if !list.contains(&r.content) {
-                    list.push(r.content.clone());
+                match list.iter_mut().find(|(c, _)| *c == r.content) {
+                    Some((_, n)) => *n += 1,
+                    None => list.push((r.content.clone(), 1)),
                 }
             }
         }
-        for (status, contents) in by_status {
+        for (status, mut contents) in by_status {
             let base = match status {
                 Status::Code(c) => reason(c).map(str::to_string).unwrap_or_else(|| format!("Status{c}")),
                 Status::Range(d) => format!("Status{d}XX"),
                 Status::Default => "Default".into(),
             };
-            let several = contents.len() > 1;
-            for (k, content) in contents.into_iter().enumerate() {
-                let qualifier = match (&content, several) {
-                    (_, false) => String::new(),
-                    (Content::Json(Ty::Named(i)), true) => self.api.types[*i].name.clone(),
-                    (_, true) => format!("{}", k + 1),
+            contents.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+            for (k, (content, _)) in contents.into_iter().enumerate() {
+                let qualifier = match (&content, k) {
+                    (_, 0) => String::new(),
+                    (Content::Json(Ty::Named(i)), _) => {
+                        let n = &self.api.types[*i].name;
+                        n.strip_suffix("Error").filter(|s| !s.is_empty()).unwrap_or(n).to_string()
+                    }
+                    (_, _) => format!("{}", k + 1),
                 };
                 let wanted = format!("{base}{qualifier}Error");
                 let mut name = wanted.clone();
