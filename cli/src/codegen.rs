@@ -56,8 +56,15 @@ fn check_package(p: &str) -> Result<(), String> {
     }
 }
 
-/// The files for `args`, relative to `--out`, and the summary lines.
-fn generate(args: &Args) -> Result<(Vec<(PathBuf, String)>, Vec<String>), String> {
+/// What one run generates.
+struct Generated {
+    /// Each file, relative to `--out`.
+    files: Vec<(PathBuf, String)>,
+    /// How many operations were generated, and each refusal.
+    summary: Vec<String>,
+}
+
+fn generate(args: &Args) -> Result<Generated, String> {
     let service = args.service.clone().unwrap_or_else(|| default_service(&args.spec));
     let package = args.package.clone().unwrap_or_else(|| openapi::python::snake(&service));
     check_package(&package)?;
@@ -73,7 +80,7 @@ fn generate(args: &Args) -> Result<(Vec<(PathBuf, String)>, Vec<String>), String
         let id = r.id.as_ref().map(|i| format!(" ({i})")).unwrap_or_default();
         summary.push(format!("refused {} {}{id}: {}", r.method, r.path, r.reason));
     }
-    Ok((files, summary))
+    Ok(Generated { files, summary })
 }
 
 pub fn run(args: &[String]) -> i32 {
@@ -85,7 +92,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     let started = Instant::now();
-    let (files, summary) = match generate(&args) {
+    let Generated { files, summary } = match generate(&args) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("harness codegen: {e}");

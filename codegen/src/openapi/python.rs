@@ -909,13 +909,8 @@ impl<'a> Py<'a> {
     fn method(&self, out: &mut String, op: &Operation, sig: &Sig, name: &str, is_async: bool) {
         let mut params: Vec<String> = vec!["self".into(), "*".into()];
         for a in &sig.args {
-            if a.required {
-                params.push(format!("{}: {}", a.name, a.ty));
-            } else if a.ty.starts_with("Optional[") || a.ty == "Any" {
-                params.push(format!("{}: {} = None", a.name, a.ty));
-            } else {
-                params.push(format!("{}: Optional[{}] = None", a.name, a.ty));
-            }
+            let default = if a.required { "" } else { " = None" };
+            params.push(format!("{}: {}{default}", a.name, a.declared()));
         }
         params.push("timeout_ms: Optional[float] = None".into());
         writeln!(out).unwrap();
@@ -949,19 +944,7 @@ impl<'a> Py<'a> {
 
     /// The module-level builder of an operation's request, its reader and its error table.
     fn call_fn(&self, out: &mut String, op: &Operation, sig: &Sig, name: &str) {
-        let params: Vec<String> = sig
-            .args
-            .iter()
-            .map(|a| {
-                if a.required {
-                    format!("{}: {}", a.name, a.ty)
-                } else if a.ty.starts_with("Optional[") || a.ty == "Any" {
-                    format!("{}: {}", a.name, a.ty)
-                } else {
-                    format!("{}: Optional[{}]", a.name, a.ty)
-                }
-            })
-            .collect();
+        let params: Vec<String> = sig.args.iter().map(|a| format!("{}: {}", a.name, a.declared())).collect();
         let sig_params = if params.is_empty() { String::new() } else { format!("*, {}", params.join(", ")) };
         writeln!(out, "\n").unwrap();
         writeln!(out, "def _{name}({sig_params}) -> _rt.Call[{}]:", sig.ret).unwrap();
@@ -1137,6 +1120,17 @@ struct Arg {
     required: bool,
     doc: Option<String>,
     what: What,
+}
+
+impl Arg {
+    /// The argument's declared type: `Optional[...]` unless it is required (or holds None).
+    fn declared(&self) -> String {
+        if self.required || self.ty.starts_with("Optional[") || self.ty == "Any" {
+            self.ty.clone()
+        } else {
+            format!("Optional[{}]", self.ty)
+        }
+    }
 }
 
 fn error_responses(op: &Operation) -> impl Iterator<Item = &super::model::Response> {

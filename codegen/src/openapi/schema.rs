@@ -509,7 +509,7 @@ impl<'d> Reader<'d> {
                 continue;
             }
             let member_hint = match followed.get("title").and_then(Value::as_str) {
-                Some(t) if !m.get("$ref").is_some() => format!("{hint}{}", pascal(&ident_chars(t))),
+                Some(t) if m.get("$ref").is_none() => format!("{hint}{}", pascal(&ident_chars(t))),
                 _ => format!("{hint}Option{}", i + 1),
             };
             let ty = self.ty(m, &loc, &member_hint)?;
