@@ -92,6 +92,11 @@ paths:
       operationId: unknownKeyword
       responses:
         "200": {description: ok, content: {application/json: {schema: {type: string, nullabel: true}}}}
+  /loop:
+    get:
+      operationId: aliasLoop
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {$ref: "#/components/schemas/A"}}}}
   /remote:
     get:
       operationId: remoteRef
@@ -103,6 +108,8 @@ components:
       type: object
       properties:
         x: {not: {type: string}}
+    A: {$ref: "#/components/schemas/B"}
+    B: {oneOf: [{$ref: "#/components/schemas/A"}, {type: string}]}
 "##;
 
 #[test]
@@ -119,6 +126,7 @@ fn unsupported_constructs_refuse_their_operation_naming_the_pointer() {
         ("missingRef", "#/paths/~1missing/get/responses/200/content/application~1json/schema/$ref: `$ref: #/components/schemas/Nope`: nothing is there"),
         ("tuple", "#/paths/~1tuple/get/responses/200/content/application~1json/schema/prefixItems: `prefixItems` (tuples) is not supported"),
         ("unknownKeyword", "#/paths/~1unknown/get/responses/200/content/application~1json/schema/nullabel: `nullabel` is not a schema keyword this generator knows"),
+        ("aliasLoop", "#/components/schemas/A: `A` refers to itself with no type between"),
         (
             "remoteRef",
             "#/paths/~1remote/get/responses/200/content/application~1json/schema/$ref: `$ref: https://example.com/s.json#/X`: only local and file-relative references are supported",
@@ -127,7 +135,7 @@ fn unsupported_constructs_refuse_their_operation_naming_the_pointer() {
     assert_eq!(refused, expect.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>());
     // The refused operations are listed in the package, and none of their types is written.
     let py = python_of(&api);
-    assert!(py.contains("Operations: 1 generated, 8 refused."), "{py}");
+    assert!(py.contains("Operations: 1 generated, 9 refused."), "{py}");
     assert!(py.contains("- POST /not (usesNot): #/components/schemas/Bad/properties/x/not: `not` is not supported"), "{py}");
     assert!(!py.contains("class Bad"), "{py}");
 }

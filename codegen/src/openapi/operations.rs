@@ -42,21 +42,26 @@ pub fn read(docs: &Docs) -> Result<Api, String> {
             let at = item_loc.key(method);
             let id = op.get("operationId").and_then(Value::as_str).map(str::to_string);
             let refuse = |reason: String| Refusal { method: method.to_uppercase(), path: path.clone(), id: id.clone(), reason };
+            let n = operations.len() + refused.len();
             match operation(&mut reader, path, method, item, &item_loc, op, &at) {
-                Ok(o) => operations.push(o),
-                Err(reason) => refused.push(refuse(reason)),
+                Ok(o) => operations.push((n, o)),
+                Err(reason) => refused.push((n, refuse(reason))),
             }
         }
     }
+    alias_cycles(&mut reader);
     // A type read while an operation was read may have failed later (a recursive type whose
     // other property is unsupported): an operation that uses it is refused after all.
     let mut kept = Vec::new();
-    for op in operations {
+    for (n, op) in operations {
         match failed_type(&reader, &op) {
-            Some(reason) => refused.push(Refusal { method: op.method.clone(), path: op.path.clone(), id: Some(op.id.clone()), reason }),
+            Some(reason) => refused.push((n, Refusal { method: op.method.clone(), path: op.path.clone(), id: Some(op.id.clone()), reason })),
             None => kept.push(op),
         }
     }
+    // In document order.
+    refused.sort_by_key(|(n, _)| *n);
+    let refused: Vec<Refusal> = refused.into_iter().map(|(_, r)| r).collect();
     let mut ids = std::collections::BTreeSet::new();
     for op in &kept {
         if !ids.insert(op.id.clone()) {
@@ -64,6 +69,40 @@ pub fn read(docs: &Docs) -> Result<Api, String> {
         }
     }
     Ok(Api { version, title: text("title"), api_version: text("version"), doc: info.and_then(doc), operations: kept, refused, types: reader.types })
+}
+
+/// Named types that are each other with nothing between (`A: {$ref: B}`, `B: {$ref: A}`, or a
+/// union that is a member of itself) describe no value: they fail, naming where.
+fn alias_cycles(reader: &mut Reader<'_>) {
+    let direct = |def: &Def| -> Vec<usize> {
+        let strip = |t: &Ty| match t {
+            Ty::Nullable(inner) => match **inner {
+                Ty::Named(j) => Some(j),
+                _ => None,
+            },
+            Ty::Named(j) => Some(*j),
+            _ => None,
+        };
+        match def {
+            Def::Alias(t) => strip(t).into_iter().collect(),
+            Def::Union { members, .. } => members.iter().filter_map(strip).collect(),
+            Def::Object { .. } => Vec::new(),
+        }
+    };
+    for start in 0..reader.types.len() {
+        let mut todo = direct(&reader.types[start].def);
+        let mut seen = vec![false; reader.types.len()];
+        while let Some(j) = todo.pop() {
+            if j == start {
+                let t = &reader.types[start];
+                reader.failed[start] = Some(format!("{}: `{}` refers to itself with no type between", t.pointer, t.name));
+                break;
+            }
+            if !std::mem::replace(&mut seen[j], true) {
+                todo.extend(direct(&reader.types[j].def));
+            }
+        }
+    }
 }
 
 fn failed_type(reader: &Reader<'_>, op: &Operation) -> Option<String> {
