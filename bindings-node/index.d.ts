@@ -12,10 +12,10 @@ import type {
   Config,
   Event,
   FaultRule,
+  IdempotencyConfig,
   KeyStatus,
   ProviderConfig,
   ProviderError,
-  SecretRef,
   Usage,
 } from './types'
 
@@ -386,24 +386,6 @@ export declare class Client extends EventEmitter {
 
 /** Every error class name, base first. */
 export declare const ERROR_NAMES: readonly string[]
-
-/** The receiver's config (its own object, apart from a client's); every key is optional. */
-export interface IdempotencyConfig {
-  /** Prepended to every key (default `harness:idem:`). */
-  prefix?: string
-  /** How long a processed (or failed) key is remembered (default 24 h); cover the sender's retry window. */
-  ttl_ms?: number
-  /** How long a claim holds before another delivery may take the key over (default 30 s). */
-  lease_ms?: number
-  /** A failed key may be claimed again (default true). */
-  retry_failed?: boolean
-  /** The Redis store shared by a fleet; without it, state is in this process's memory. */
-  redis_url?: string
-  /** When the store cannot answer: `reject` (default: an error, the sender retries) or `process` (run without dedup). */
-  on_store_down?: 'reject' | 'process'
-  /** Signed deliveries: HMAC-SHA256 of `${timestamp}.${body}` with this secret, within `max_skew_ms` (default 5 min). */
-  signature?: { secret: SecretRef; max_skew_ms?: number }
-}
 
 /** A claim of an already processed key: its stored result (JSON, parsed); do not run the handler. */
 export interface ProcessedClaim {

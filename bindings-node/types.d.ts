@@ -1188,6 +1188,37 @@ export interface RouteSummary {
   providers: string[]
 }
 
+/** The idempotent receiver's config (its own object, apart from a client's); every key is optional. */
+export interface IdempotencyConfig {
+  /** Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}` (default `harness:idem:`). */
+  prefix?: string
+  /** How long a processed (or failed) key is remembered (default 24 h); cover the sender's retry window. */
+  ttl_ms?: number
+  /** How long a claim holds before another delivery may take the key over (default 30 s). */
+  lease_ms?: number
+  /** A failed key may be claimed again (default true). */
+  retry_failed?: boolean
+  /** The Redis store shared by a fleet; without it, state is in this process's memory. */
+  redis_url?: string | null
+  /** When the store cannot answer (default `reject`). */
+  on_store_down?: OnStoreDown
+  /** Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret, within `max_skew_ms`. */
+  signature?: SignatureConfig | null
+}
+
+/**
+ * - `reject`: The caller gets an error; the sender retries later.
+ * - `process`: The handler runs without dedup (counted in `harness_idempotency_total`).
+ */
+export type OnStoreDown = 'reject' | 'process'
+
+/** A signed delivery's check: the shared secret and how far its timestamp may be from now. */
+export interface SignatureConfig {
+  secret: SecretRef
+  /** How far the delivery's timestamp may be from now (default 5 min). */
+  max_skew_ms?: number
+}
+
 /** The client's read-only views, each asked of the core by name (generated from its VIEWS). */
 export interface ClientViews {
   /** The state of a route: its strategy and, per provider in config order, the configured and effective weight, health and success rate (0 to 1), latency EWMA, breaker, requests in flight, cooling left of a 429's Retry-After and last error. A ConfigError for an unknown route. */

@@ -49,7 +49,7 @@ impl EventSink for PySink {
 impl PySink {
     fn call(&self, py: Python<'_>, event: &Event) -> PyResult<()> {
         let class = EVENT_CLASS.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("harness._events")?.getattr("Event")?.unbind()) })?;
-        let fields = crate::convert::json_to_py(py, &event.to_value())?;
+        let fields = crate::views::json_to_py(py, &event.to_value())?;
         let event = class.bind(py).call1((fields,))?;
         self.callable.bind(py).call1((event,))?;
         Ok(())

@@ -133,7 +133,7 @@ impl NativeClient {
         }
         let args = texts;
         let value = self.inner.view(&name, &args).map_err(|e| to_py(py, e))?;
-        convert::json_to_py(py, &value)
+        crate::views::json_to_py(py, &value)
     }
 
     /// Delivers this client's queued log records and events now.

@@ -38,21 +38,16 @@ fn build(py: Python<'_>, e: &HarnessError) -> PyResult<PyErr> {
         Some(c) => c,
         None => classes.get_item("HarnessError")?.expect("HarnessError is in NAMES"),
     };
-    let kw = PyDict::new(py);
-    kw.set_item("message", &v.message)?;
-    kw.set_item("service", v.service.as_deref())?;
-    kw.set_item("endpoint", v.endpoint.as_deref())?;
-    kw.set_item("method", v.method.as_deref())?;
-    kw.set_item("attempts", v.attempts)?;
-    kw.set_item("status", v.status)?;
-    kw.set_item("code", v.code.as_deref())?;
-    kw.set_item("retry_after_ms", v.retry_after_ms)?;
-    kw.set_item("trace_id", v.trace_id.as_deref())?;
-    kw.set_item("phase", v.phase)?;
-    kw.set_item("body", e.body.as_ref().map(|b| PyBytes::new(py, b)))?;
-    kw.set_item("provider", v.provider.as_deref())?;
+    // Every field of the view by its wire name, as the generated constructor takes them; the
+    // class already names the kind, and `text` is the message.
+    let kw = crate::views::view(py, &v)?;
+    kw.del_item("kind")?;
+    kw.del_item("text")?;
+    // Pairs, as the constructor keeps them (the view's are objects).
     let provider_errors: Vec<(&str, &str)> = v.provider_errors.iter().map(|p| (p.provider.as_str(), p.error.as_str())).collect();
     kw.set_item("provider_errors", provider_errors)?;
+    // The downstream's raw body crosses beside the view, never inside it.
+    kw.set_item("body", e.body.as_ref().map(|b| PyBytes::new(py, b)))?;
     let instance = cls.call((v.text,), Some(&kw))?;
     Ok(PyErr::from_value(instance))
 }

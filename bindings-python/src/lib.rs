@@ -15,6 +15,7 @@ mod errors;
 mod handles;
 mod idempotency;
 mod stream;
+mod views;
 
 use pyo3::prelude::*;
 

@@ -239,6 +239,7 @@ pub fn host_schema() -> Value {
         "BreakerInfo" => crate::breaker::BreakerInfo,
         "Routed" => crate::response::Routed,
         "Description" => Description,
+        "IdempotencyConfig" => crate::idempotency::IdempotencyConfig,
     }
     let defs: serde_json::Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let views: Vec<Value> = VIEWS.iter().map(|v| serde_json::json!({"name": v.name, "args": v.args, "returns": v.returns, "doc": v.doc})).collect();

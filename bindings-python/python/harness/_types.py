@@ -1059,6 +1059,38 @@ class Description(TypedDict):
     routes: List["RouteSummary"]
 
 
+OnStoreDown = Literal["reject", "process"]
+
+
+class SignatureConfig(TypedDict):
+    """A signed delivery's check: the shared secret and how far its timestamp may be from now.
+
+    ``max_skew_ms``: How far the delivery's timestamp may be from now (default 5 min).
+    """
+    secret: "SecretRef"
+    max_skew_ms: int
+
+
+class IdempotencyConfig(TypedDict):
+    """The idempotent receiver's config (its own object, apart from a client's); every key is optional.
+
+    ``prefix``: Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}` (default `harness:idem:`).
+    ``ttl_ms``: How long a processed (or failed) key is remembered (default 24 h); cover the sender's retry window.
+    ``lease_ms``: How long a claim holds before another delivery may take the key over (default 30 s).
+    ``retry_failed``: A failed key may be claimed again (default true).
+    ``redis_url``: The Redis store shared by a fleet; without it, state is in this process's memory.
+    ``on_store_down``: When the store cannot answer (default `reject`).
+    ``signature``: Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret, within `max_skew_ms`.
+    """
+    prefix: str
+    ttl_ms: int
+    lease_ms: int
+    retry_failed: bool
+    redis_url: Optional[str]
+    on_store_down: "OnStoreDown"
+    signature: Optional["SignatureConfig"]
+
+
 class ClientViews:
     """The client's read-only views, each asked of the core by name (generated from its VIEWS)."""
 
@@ -1178,5 +1210,8 @@ __all__ = [
     "Description",
     "ServiceSummary",
     "RouteSummary",
+    "IdempotencyConfig",
+    "OnStoreDown",
+    "SignatureConfig",
     "ClientViews",
 ]

@@ -16,21 +16,23 @@ pub enum OnStoreDown {
     Process,
 }
 
+/// The idempotent receiver's config (its own object, apart from a client's); every key is optional.
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct IdempotencyConfig {
-    /// Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}`.
+    /// Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}` (default `harness:idem:`).
     pub prefix: String,
-    /// How long a processed (or failed) key is remembered; cover the sender's retry window.
+    /// How long a processed (or failed) key is remembered (default 24 h); cover the sender's retry window.
     pub ttl_ms: u64,
-    /// How long a claim holds before another delivery may take the key over.
+    /// How long a claim holds before another delivery may take the key over (default 30 s).
     pub lease_ms: u64,
-    /// A failed key may be claimed again.
+    /// A failed key may be claimed again (default true).
     pub retry_failed: bool,
-    /// The Redis backend (a fleet); without it, state is in this process's memory.
+    /// The Redis store shared by a fleet; without it, state is in this process's memory.
     pub redis_url: Option<String>,
+    /// When the store cannot answer (default `reject`).
     pub on_store_down: OnStoreDown,
-    /// Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret.
+    /// Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret, within `max_skew_ms`.
     pub signature: Option<SignatureConfig>,
 }
 
@@ -48,10 +50,12 @@ impl Default for IdempotencyConfig {
     }
 }
 
+/// A signed delivery's check: the shared secret and how far its timestamp may be from now.
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignatureConfig {
     pub secret: SecretRef,
+    /// How far the delivery's timestamp may be from now (default 5 min).
     #[serde(default = "default_skew")]
     pub max_skew_ms: u64,
 }

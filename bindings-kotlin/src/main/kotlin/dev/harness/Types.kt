@@ -1201,6 +1201,44 @@ data class RouteSummary(
     @SerialName("providers") val providers: List<String>,
 )
 
+/** The idempotent receiver's config (its own object, apart from a client's); every key is optional. */
+@Serializable
+data class IdempotencyConfig(
+    /** Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}` (default `harness:idem:`). */
+    @SerialName("prefix") val prefix: String? = null,
+    /** How long a processed (or failed) key is remembered (default 24 h); cover the sender's retry window. */
+    @SerialName("ttl_ms") val ttlMs: Long? = null,
+    /** How long a claim holds before another delivery may take the key over (default 30 s). */
+    @SerialName("lease_ms") val leaseMs: Long? = null,
+    /** A failed key may be claimed again (default true). */
+    @SerialName("retry_failed") val retryFailed: Boolean? = null,
+    /** The Redis store shared by a fleet; without it, state is in this process's memory. */
+    @SerialName("redis_url") val redisUrl: String? = null,
+    /** When the store cannot answer (default `reject`). */
+    @SerialName("on_store_down") val onStoreDown: OnStoreDown? = null,
+    /** Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret, within `max_skew_ms`. */
+    @SerialName("signature") val signature: SignatureConfig? = null,
+)
+
+@Serializable
+enum class OnStoreDown(val value: String) {
+    /** The caller gets an error; the sender retries later. */
+    @SerialName("reject") REJECT("reject"),
+    /** The handler runs without dedup (counted in `harness_idempotency_total`). */
+    @SerialName("process") PROCESS("process"),
+    ;
+
+    override fun toString(): String = value
+}
+
+/** A signed delivery's check: the shared secret and how far its timestamp may be from now. */
+@Serializable
+data class SignatureConfig(
+    @SerialName("secret") val secret: SecretRef,
+    /** How far the delivery's timestamp may be from now (default 5 min). */
+    @SerialName("max_skew_ms") val maxSkewMs: Long? = null,
+)
+
 /** A `[String, Int]` array on the wire, a `Pair` here. */
 object StringIntSerializer : KSerializer<Pair<String, Int>> {
     override val descriptor: SerialDescriptor = listSerialDescriptor<JsonElement>()
