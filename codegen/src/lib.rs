@@ -2,6 +2,7 @@
 //! config and views of harness-core for the bindings (`harness types`), one model read
 //! once and written as TypeScript declarations, a Python module and Kotlin classes; and
 //! each host's error classes, from the core's error kinds and its error view (`errors`).
+//! Typed service clients from OpenAPI documents are `openapi` (`harness codegen`).
 //!
 //! Guarantees: the output is deterministic (the schema's order, no timestamps), so it can
 //! be checked in and compared (`harness types --check`); a schema the model cannot

@@ -349,3 +349,36 @@ fn output_is_the_same_every_time() {
         assert_eq!(python::emit(&openapi::load(&path).unwrap(), &opts), first);
     }
 }
+
+#[test]
+fn python_names_never_shadow_keywords_imports_or_modules() {
+    let doc = r##"
+openapi: 3.1.0
+info: {title: T, version: "1"}
+paths:
+  /a:
+    get:
+      operationId: rt
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {$ref: "#/components/schemas/List"}}}}
+  /b:
+    get:
+      operationId: class
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {$ref: "#/components/schemas/None"}}}}
+components:
+  schemas:
+    List: {type: object, properties: {from: {type: string}, self: {type: integer}, str: {type: string}, to_json: {type: string}}}
+    None: {type: string, enum: [a]}
+"##;
+    let api = load("names", &[("api.yaml", doc)]);
+    let files = python::emit(&api, &python::Options { service: "svc".into(), package: "svc".into(), source: "api.yaml".into() });
+    let client = file(&files, "client.py");
+    assert!(client.contains("    def rt(self, *, timeout_ms: Optional[float] = None) -> _m.List_:"), "{client}");
+    assert!(client.contains("        return self._call(_call_rt(), timeout_ms)"), "{client}");
+    assert!(client.contains("    def class_(self, *, timeout_ms: Optional[float] = None) -> _m.None_:"), "{client}");
+    let models = file(&files, "models.py");
+    assert!(models.contains("class List_:\n"), "{models}");
+    assert!(models.contains("    from_: Optional[str] = None\n    self_: Optional[int] = None\n    str_: Optional[str] = None\n    to_json_: Optional[str] = None\n"), "{models}");
+    assert!(models.contains("None_ = Literal[\"a\"]"), "{models}");
+}

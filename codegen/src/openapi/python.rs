@@ -937,7 +937,7 @@ impl<'a> Py<'a> {
         let docs: Vec<(String, String)> = sig.args.iter().filter_map(|a| a.doc.as_ref().map(|d| (a.name.clone(), d.replace('\n', " ")))).collect();
         docstring(out, "        ", Some(&doc), &docs);
         let args: Vec<String> = sig.args.iter().map(|a| format!("{0}={0}", a.name)).collect();
-        let call = format!("_{name}({})", args.join(", "));
+        let call = format!("_call_{name}({})", args.join(", "));
         let wait = if is_async { "await " } else { "" };
         writeln!(out, "        return {wait}self._call({call}, timeout_ms)").unwrap();
     }
@@ -947,7 +947,7 @@ impl<'a> Py<'a> {
         let params: Vec<String> = sig.args.iter().map(|a| format!("{}: {}", a.name, a.declared())).collect();
         let sig_params = if params.is_empty() { String::new() } else { format!("*, {}", params.join(", ")) };
         writeln!(out, "\n").unwrap();
-        writeln!(out, "def _{name}({sig_params}) -> _rt.Call[{}]:", sig.ret).unwrap();
+        writeln!(out, "def _call_{name}({sig_params}) -> _rt.Call[{}]:", sig.ret).unwrap();
         let arg_of = |p: &Param| {
             sig.args
                 .iter()

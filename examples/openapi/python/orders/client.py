@@ -40,7 +40,7 @@ class OrdersClient(_rt.SyncService):
         ``cursor``: Where the previous page ended (its `next_cursor`).
         ``limit``: At most this many items.
         """
-        return self._call(_list_orders(x_tenant=x_tenant, status=status, tags=tags, created_after=created_after, cursor=cursor, limit=limit), timeout_ms)
+        return self._call(_call_list_orders(x_tenant=x_tenant, status=status, tags=tags, created_after=created_after, cursor=cursor, limit=limit), timeout_ms)
 
     def create_order(self, *, body: _m.OrderInput, idempotency_key: Optional[str] = None, timeout_ms: Optional[float] = None) -> _m.Order:
         """Place an order.
@@ -49,11 +49,11 @@ class OrdersClient(_rt.SyncService):
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return self._call(_create_order(body=body, idempotency_key=idempotency_key), timeout_ms)
+        return self._call(_call_create_order(body=body, idempotency_key=idempotency_key), timeout_ms)
 
     def get_order(self, *, order_id: _uuid.UUID, timeout_ms: Optional[float] = None) -> _m.Order:
         """``GET /orders/{order_id}`` (endpoint ``getOrder``). Raises ``NotFoundError`` (404)."""
-        return self._call(_get_order(order_id=order_id), timeout_ms)
+        return self._call(_call_get_order(order_id=order_id), timeout_ms)
 
     def cancel_order(self, *, order_id: _uuid.UUID, idempotency_key: Optional[str] = None, timeout_ms: Optional[float] = None) -> _m.Order:
         """Cancel an order that has not shipped.
@@ -62,7 +62,7 @@ class OrdersClient(_rt.SyncService):
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return self._call(_cancel_order(order_id=order_id, idempotency_key=idempotency_key), timeout_ms)
+        return self._call(_call_cancel_order(order_id=order_id, idempotency_key=idempotency_key), timeout_ms)
 
 
 class AsyncOrdersClient(_rt.AsyncService):
@@ -88,7 +88,7 @@ class AsyncOrdersClient(_rt.AsyncService):
         ``cursor``: Where the previous page ended (its `next_cursor`).
         ``limit``: At most this many items.
         """
-        return await self._call(_list_orders(x_tenant=x_tenant, status=status, tags=tags, created_after=created_after, cursor=cursor, limit=limit), timeout_ms)
+        return await self._call(_call_list_orders(x_tenant=x_tenant, status=status, tags=tags, created_after=created_after, cursor=cursor, limit=limit), timeout_ms)
 
     async def create_order(self, *, body: _m.OrderInput, idempotency_key: Optional[str] = None, timeout_ms: Optional[float] = None) -> _m.Order:
         """Place an order.
@@ -97,11 +97,11 @@ class AsyncOrdersClient(_rt.AsyncService):
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return await self._call(_create_order(body=body, idempotency_key=idempotency_key), timeout_ms)
+        return await self._call(_call_create_order(body=body, idempotency_key=idempotency_key), timeout_ms)
 
     async def get_order(self, *, order_id: _uuid.UUID, timeout_ms: Optional[float] = None) -> _m.Order:
         """``GET /orders/{order_id}`` (endpoint ``getOrder``). Raises ``NotFoundError`` (404)."""
-        return await self._call(_get_order(order_id=order_id), timeout_ms)
+        return await self._call(_call_get_order(order_id=order_id), timeout_ms)
 
     async def cancel_order(self, *, order_id: _uuid.UUID, idempotency_key: Optional[str] = None, timeout_ms: Optional[float] = None) -> _m.Order:
         """Cancel an order that has not shipped.
@@ -110,10 +110,10 @@ class AsyncOrdersClient(_rt.AsyncService):
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return await self._call(_cancel_order(order_id=order_id, idempotency_key=idempotency_key), timeout_ms)
+        return await self._call(_call_cancel_order(order_id=order_id, idempotency_key=idempotency_key), timeout_ms)
 
 
-def _list_orders(*, x_tenant: str, status: Optional[Sequence[_m.OrderStatus]], tags: Optional[Sequence[str]], created_after: Optional[_dt.datetime], cursor: Optional[str], limit: Optional[int]) -> _rt.Call[_m.OrderPage]:
+def _call_list_orders(*, x_tenant: str, status: Optional[Sequence[_m.OrderStatus]], tags: Optional[Sequence[str]], created_after: Optional[_dt.datetime], cursor: Optional[str], limit: Optional[int]) -> _rt.Call[_m.OrderPage]:
     params: List[Tuple[str, str]] = []
     _rt.query(params, "status", status, None)
     _rt.query(params, "tags", tags, ",")
@@ -129,7 +129,7 @@ def _decode_list_orders(resp: Response) -> _m.OrderPage:
     return _m.OrderPage.from_json(_rt.json_body(resp), "")
 
 
-def _create_order(*, body: _m.OrderInput, idempotency_key: Optional[str]) -> _rt.Call[_m.Order]:
+def _call_create_order(*, body: _m.OrderInput, idempotency_key: Optional[str]) -> _rt.Call[_m.Order]:
     return _rt.Call("POST", "/orders", "createOrder", _decode_create_order, {"409": _e.ConflictError._from}, json=_rt.dump(body), idempotency_key=idempotency_key)
 
 
@@ -137,7 +137,7 @@ def _decode_create_order(resp: Response) -> _m.Order:
     return _m.Order.from_json(_rt.json_body(resp), "")
 
 
-def _get_order(*, order_id: _uuid.UUID) -> _rt.Call[_m.Order]:
+def _call_get_order(*, order_id: _uuid.UUID) -> _rt.Call[_m.Order]:
     return _rt.Call("GET", "/orders/" + _rt.path(order_id), "getOrder", _decode_get_order, {"404": _e.NotFoundError._from})
 
 
@@ -145,7 +145,7 @@ def _decode_get_order(resp: Response) -> _m.Order:
     return _m.Order.from_json(_rt.json_body(resp), "")
 
 
-def _cancel_order(*, order_id: _uuid.UUID, idempotency_key: Optional[str]) -> _rt.Call[_m.Order]:
+def _call_cancel_order(*, order_id: _uuid.UUID, idempotency_key: Optional[str]) -> _rt.Call[_m.Order]:
     return _rt.Call("POST", "/orders/" + _rt.path(order_id) + "/cancel", "cancelOrder", _decode_cancel_order, {"404": _e.NotFoundError._from, "409": _e.ConflictError._from}, idempotency_key=idempotency_key)
 
 

@@ -36,18 +36,18 @@ class PaymentsClient(_rt.SyncService):
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return self._call(_create_payment(body=body, idempotency_key=idempotency_key), timeout_ms)
+        return self._call(_call_create_payment(body=body, idempotency_key=idempotency_key), timeout_ms)
 
     def get_payment(self, *, payment_id: str, timeout_ms: Optional[float] = None) -> _m.Payment:
         """``GET /payments/{payment_id}`` (endpoint ``getPayment``). Raises ``NotFoundError`` (404), ``DefaultError`` (default)."""
-        return self._call(_get_payment(payment_id=payment_id), timeout_ms)
+        return self._call(_call_get_payment(payment_id=payment_id), timeout_ms)
 
     def refund_payment(self, *, body: _m.RefundPaymentRequest, payment_id: str, idempotency_key: Optional[str] = None, timeout_ms: Optional[float] = None) -> _m.Refund:
         """``POST /payments/{payment_id}/refunds`` (endpoint ``refundPayment``). Raises ``NotFoundError`` (404), ``ConflictError`` (409).
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return self._call(_refund_payment(body=body, payment_id=payment_id, idempotency_key=idempotency_key), timeout_ms)
+        return self._call(_call_refund_payment(body=body, payment_id=payment_id, idempotency_key=idempotency_key), timeout_ms)
 
 
 class AsyncPaymentsClient(_rt.AsyncService):
@@ -69,21 +69,21 @@ class AsyncPaymentsClient(_rt.AsyncService):
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return await self._call(_create_payment(body=body, idempotency_key=idempotency_key), timeout_ms)
+        return await self._call(_call_create_payment(body=body, idempotency_key=idempotency_key), timeout_ms)
 
     async def get_payment(self, *, payment_id: str, timeout_ms: Optional[float] = None) -> _m.Payment:
         """``GET /payments/{payment_id}`` (endpoint ``getPayment``). Raises ``NotFoundError`` (404), ``DefaultError`` (default)."""
-        return await self._call(_get_payment(payment_id=payment_id), timeout_ms)
+        return await self._call(_call_get_payment(payment_id=payment_id), timeout_ms)
 
     async def refund_payment(self, *, body: _m.RefundPaymentRequest, payment_id: str, idempotency_key: Optional[str] = None, timeout_ms: Optional[float] = None) -> _m.Refund:
         """``POST /payments/{payment_id}/refunds`` (endpoint ``refundPayment``). Raises ``NotFoundError`` (404), ``ConflictError`` (409).
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return await self._call(_refund_payment(body=body, payment_id=payment_id, idempotency_key=idempotency_key), timeout_ms)
+        return await self._call(_call_refund_payment(body=body, payment_id=payment_id, idempotency_key=idempotency_key), timeout_ms)
 
 
-def _create_payment(*, body: _m.PaymentRequestInput, idempotency_key: Optional[str]) -> _rt.Call[_m.Payment]:
+def _call_create_payment(*, body: _m.PaymentRequestInput, idempotency_key: Optional[str]) -> _rt.Call[_m.Payment]:
     return _rt.Call("POST", "/payments", "createPayment", _decode_create_payment, {"409": _e.ConflictError._from, "422": _e.UnprocessableEntityError._from}, json=_rt.dump(body), idempotency_key=idempotency_key)
 
 
@@ -91,7 +91,7 @@ def _decode_create_payment(resp: Response) -> _m.Payment:
     return _m.Payment.from_json(_rt.json_body(resp), "")
 
 
-def _get_payment(*, payment_id: str) -> _rt.Call[_m.Payment]:
+def _call_get_payment(*, payment_id: str) -> _rt.Call[_m.Payment]:
     return _rt.Call("GET", "/payments/" + _rt.path(payment_id), "getPayment", _decode_get_payment, {"404": _e.NotFoundError._from, "default": _e.DefaultError._from})
 
 
@@ -99,7 +99,7 @@ def _decode_get_payment(resp: Response) -> _m.Payment:
     return _m.Payment.from_json(_rt.json_body(resp), "")
 
 
-def _refund_payment(*, body: _m.RefundPaymentRequest, payment_id: str, idempotency_key: Optional[str]) -> _rt.Call[_m.Refund]:
+def _call_refund_payment(*, body: _m.RefundPaymentRequest, payment_id: str, idempotency_key: Optional[str]) -> _rt.Call[_m.Refund]:
     return _rt.Call("POST", "/payments/" + _rt.path(payment_id) + "/refunds", "refundPayment", _decode_refund_payment, {"404": _e.NotFoundError._from, "409": _e.ConflictError._from}, json=_rt.dump(body), idempotency_key=idempotency_key)
 
 

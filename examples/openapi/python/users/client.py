@@ -36,29 +36,29 @@ class UsersClient(_rt.SyncService):
 
         ``role``: Only users with one of these roles (`role=admin|staff`).
         """
-        return self._call(_list_users(role=role, email=email, page=page, per_page=per_page), timeout_ms)
+        return self._call(_call_list_users(role=role, email=email, page=page, per_page=per_page), timeout_ms)
 
     def create_user(self, *, body: _m.UserInput, idempotency_key: Optional[str] = None, timeout_ms: Optional[float] = None) -> _m.User:
         """``POST /users`` (endpoint ``createUser``). Raises ``ConflictError`` (409).
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return self._call(_create_user(body=body, idempotency_key=idempotency_key), timeout_ms)
+        return self._call(_call_create_user(body=body, idempotency_key=idempotency_key), timeout_ms)
 
     def get_user(self, *, user_id: int, timeout_ms: Optional[float] = None) -> _m.User:
         """``GET /users/{user_id}`` (endpoint ``getUser``). Raises ``NotFoundError`` (404)."""
-        return self._call(_get_user(user_id=user_id), timeout_ms)
+        return self._call(_call_get_user(user_id=user_id), timeout_ms)
 
     def delete_user(self, *, user_id: int, timeout_ms: Optional[float] = None) -> None:
         """``DELETE /users/{user_id}`` (endpoint ``deleteUser``). Raises ``NotFoundError`` (404)."""
-        return self._call(_delete_user(user_id=user_id), timeout_ms)
+        return self._call(_call_delete_user(user_id=user_id), timeout_ms)
 
     def update_user(self, *, body: _m.UserPatch, user_id: int, timeout_ms: Optional[float] = None) -> _m.User:
         """Change some of a user's fields (absent ones are kept).
 
         ``PATCH /users/{user_id}`` (endpoint ``updateUser``). Raises ``NotFoundError`` (404).
         """
-        return self._call(_update_user(body=body, user_id=user_id), timeout_ms)
+        return self._call(_call_update_user(body=body, user_id=user_id), timeout_ms)
 
 
 class AsyncUsersClient(_rt.AsyncService):
@@ -80,32 +80,32 @@ class AsyncUsersClient(_rt.AsyncService):
 
         ``role``: Only users with one of these roles (`role=admin|staff`).
         """
-        return await self._call(_list_users(role=role, email=email, page=page, per_page=per_page), timeout_ms)
+        return await self._call(_call_list_users(role=role, email=email, page=page, per_page=per_page), timeout_ms)
 
     async def create_user(self, *, body: _m.UserInput, idempotency_key: Optional[str] = None, timeout_ms: Optional[float] = None) -> _m.User:
         """``POST /users`` (endpoint ``createUser``). Raises ``ConflictError`` (409).
 
         ``idempotency_key``: The same key makes a retried request a no-op on the server (and lets Harness retry it).
         """
-        return await self._call(_create_user(body=body, idempotency_key=idempotency_key), timeout_ms)
+        return await self._call(_call_create_user(body=body, idempotency_key=idempotency_key), timeout_ms)
 
     async def get_user(self, *, user_id: int, timeout_ms: Optional[float] = None) -> _m.User:
         """``GET /users/{user_id}`` (endpoint ``getUser``). Raises ``NotFoundError`` (404)."""
-        return await self._call(_get_user(user_id=user_id), timeout_ms)
+        return await self._call(_call_get_user(user_id=user_id), timeout_ms)
 
     async def delete_user(self, *, user_id: int, timeout_ms: Optional[float] = None) -> None:
         """``DELETE /users/{user_id}`` (endpoint ``deleteUser``). Raises ``NotFoundError`` (404)."""
-        return await self._call(_delete_user(user_id=user_id), timeout_ms)
+        return await self._call(_call_delete_user(user_id=user_id), timeout_ms)
 
     async def update_user(self, *, body: _m.UserPatch, user_id: int, timeout_ms: Optional[float] = None) -> _m.User:
         """Change some of a user's fields (absent ones are kept).
 
         ``PATCH /users/{user_id}`` (endpoint ``updateUser``). Raises ``NotFoundError`` (404).
         """
-        return await self._call(_update_user(body=body, user_id=user_id), timeout_ms)
+        return await self._call(_call_update_user(body=body, user_id=user_id), timeout_ms)
 
 
-def _list_users(*, role: Optional[Sequence[_m.Role]], email: Optional[str], page: Optional[int], per_page: Optional[int]) -> _rt.Call[_m.UserPage]:
+def _call_list_users(*, role: Optional[Sequence[_m.Role]], email: Optional[str], page: Optional[int], per_page: Optional[int]) -> _rt.Call[_m.UserPage]:
     params: List[Tuple[str, str]] = []
     _rt.query(params, "role", role, "|")
     _rt.query(params, "email", email, None)
@@ -118,7 +118,7 @@ def _decode_list_users(resp: Response) -> _m.UserPage:
     return _m.UserPage.from_json(_rt.json_body(resp), "")
 
 
-def _create_user(*, body: _m.UserInput, idempotency_key: Optional[str]) -> _rt.Call[_m.User]:
+def _call_create_user(*, body: _m.UserInput, idempotency_key: Optional[str]) -> _rt.Call[_m.User]:
     return _rt.Call("POST", "/users", "createUser", _decode_create_user, {"409": _e.ConflictError._from}, json=_rt.dump(body), idempotency_key=idempotency_key)
 
 
@@ -126,7 +126,7 @@ def _decode_create_user(resp: Response) -> _m.User:
     return _m.User.from_json(_rt.json_body(resp), "")
 
 
-def _get_user(*, user_id: int) -> _rt.Call[_m.User]:
+def _call_get_user(*, user_id: int) -> _rt.Call[_m.User]:
     return _rt.Call("GET", "/users/" + _rt.path(user_id), "getUser", _decode_get_user, {"404": _e.NotFoundError._from})
 
 
@@ -134,7 +134,7 @@ def _decode_get_user(resp: Response) -> _m.User:
     return _m.User.from_json(_rt.json_body(resp), "")
 
 
-def _delete_user(*, user_id: int) -> _rt.Call[None]:
+def _call_delete_user(*, user_id: int) -> _rt.Call[None]:
     return _rt.Call("DELETE", "/users/" + _rt.path(user_id), "deleteUser", _decode_delete_user, {"404": _e.NotFoundError._from})
 
 
@@ -142,7 +142,7 @@ def _decode_delete_user(resp: Response) -> None:
     return None
 
 
-def _update_user(*, body: _m.UserPatch, user_id: int) -> _rt.Call[_m.User]:
+def _call_update_user(*, body: _m.UserPatch, user_id: int) -> _rt.Call[_m.User]:
     return _rt.Call("PATCH", "/users/" + _rt.path(user_id), "updateUser", _decode_update_user, {"404": _e.NotFoundError._from}, json=_rt.dump(body))
 
 
