@@ -27,6 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUST_CRATES = {
     "core": "core/src/lib.rs",
     "gateway": "gateway/src/lib.rs",
+    "openapi": "openapi/src/lib.rs",
+    "codegen": "codegen/src/lib.rs",
     "bindings-python": "bindings-python/src/lib.rs",
     "bindings-node": "bindings-node/src/lib.rs",
     "bindings-kotlin": "bindings-kotlin/src/lib.rs",

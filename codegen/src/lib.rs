@@ -11,7 +11,7 @@
 pub mod errors;
 pub mod kotlin;
 pub mod model;
-pub mod names;
+pub use harness_openapi::names;
 pub mod openapi;
 pub mod python;
 pub mod typescript;

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::model::{Api, Content, Def, In, Operation, Param, Prop, Status, Style, Ty};
+use harness_openapi::model::{Api, Content, Def, In, Operation, Param, Prop, Status, Style, Ty};
 use crate::names::pascal;
 
 /// How a package is written.
@@ -125,7 +125,7 @@ impl<'a> Py<'a> {
                     continue;
                 }
                 let mut refs = Vec::new();
-                super::model::def_refs(&api.types[i].def, &mut refs);
+                harness_openapi::model::def_refs(&api.types[i].def, &mut refs);
                 if refs.iter().any(|r| split[*r]) {
                     split[i] = true;
                     changed = true;
@@ -144,7 +144,7 @@ impl<'a> Py<'a> {
             tag_defaults: HashMap::new(),
             errors: Vec::new(),
             methods: Vec::new(),
-            client: format!("{}Client", pascal(&super::schema::ident_chars(&opts.service))),
+            client: format!("{}Client", pascal(&harness_openapi::schema::ident_chars(&opts.service))),
         };
         py.reach();
         py.name_types();
@@ -194,7 +194,7 @@ impl<'a> Py<'a> {
                         a.refs(&mut refs);
                     }
                 }
-                def => super::model::def_refs(def, &mut refs),
+                def => harness_openapi::model::def_refs(def, &mut refs),
             }
             todo.extend(refs.into_iter().map(|r| (r, m)));
         }
@@ -476,7 +476,7 @@ impl<'a> Py<'a> {
         }
         state.insert((i, m), 1);
         let mut refs = Vec::new();
-        super::model::def_refs(&self.api.types[i].def, &mut refs);
+        harness_openapi::model::def_refs(&self.api.types[i].def, &mut refs);
         for r in refs {
             if !matches!(self.api.types[r].def, Def::Object { .. }) {
                 self.alias_in_order(out, (r, self.mode(r, m)), state);
@@ -1133,7 +1133,7 @@ impl Arg {
     }
 }
 
-fn error_responses(op: &Operation) -> impl Iterator<Item = &super::model::Response> {
+fn error_responses(op: &Operation) -> impl Iterator<Item = &harness_openapi::model::Response> {
     let has_success = op.responses.iter().any(|r| r.status.success());
     op.responses.iter().filter(move |r| !r.status.success() && (has_success || r.status != Status::Default))
 }

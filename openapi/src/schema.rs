@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::loader::{Docs, Loc};
-use super::model::{Def, Prop, Tag, Ty, TypeDef};
+use crate::loader::{Docs, Loc};
+use crate::model::{Def, Prop, Tag, Ty, TypeDef};
 use crate::names::pascal;
 
 /// Keywords that say nothing about a value's type (annotations and validation), or that this

@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use super::loader::{Docs, Loc};
-use super::model::{Api, Body, Content, Def, In, Operation, Param, Refusal, Response, Status, Style, Ty};
-use super::schema::{doc, Reader};
+use crate::loader::{Docs, Loc};
+use crate::model::{Api, Body, Content, Def, In, Operation, Param, Refusal, Response, Status, Style, Ty};
+use crate::schema::{doc, Reader};
 use crate::names::pascal;
 
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
@@ -107,7 +107,7 @@ fn alias_cycles(reader: &mut Reader<'_>) {
 
 fn failed_type(reader: &Reader<'_>, op: &Operation) -> Option<String> {
     let mut todo = Vec::new();
-    super::model::op_refs(op, &mut todo);
+    crate::model::op_refs(op, &mut todo);
     let mut seen = vec![false; reader.types.len()];
     while let Some(i) = todo.pop() {
         if std::mem::replace(&mut seen[i], true) {
@@ -116,7 +116,7 @@ fn failed_type(reader: &Reader<'_>, op: &Operation) -> Option<String> {
         if let Some(e) = &reader.failed[i] {
             return Some(e.clone());
         }
-        super::model::def_refs(&reader.types[i].def, &mut todo);
+        crate::model::def_refs(&reader.types[i].def, &mut todo);
     }
     None
 }
@@ -136,7 +136,7 @@ fn operation_id(op: &Value, method: &str, path: &str) -> String {
 fn operation(reader: &mut Reader<'_>, path: &str, method: &str, item: &Value, item_loc: &Loc, op: &Value, at: &Loc) -> Result<Operation, String> {
     let docs = reader.docs;
     let id = operation_id(op, method, path);
-    let hint = pascal(&super::schema::ident_chars(&id));
+    let hint = pascal(&crate::schema::ident_chars(&id));
     // Path-level parameters, then the operation's (which replace one of the same name and place).
     let mut raw: Vec<(Value, Loc)> = Vec::new();
     for (list, loc) in [(item.get("parameters"), item_loc.key("parameters")), (op.get("parameters"), at.key("parameters"))] {
@@ -283,7 +283,7 @@ fn parameter(reader: &mut Reader<'_>, p: &Value, at: &Loc, hint: &str) -> Result
         let why = if p.get("content").is_some() { "a parameter with `content` (not `schema`) is not supported" } else { "a parameter without a schema" };
         return Err(format!("{}: {why}", docs.show(at)));
     };
-    let ty = reader.ty(schema, &at.key("schema"), &format!("{hint}{}", pascal(&super::schema::ident_chars(name))))?;
+    let ty = reader.ty(schema, &at.key("schema"), &format!("{hint}{}", pascal(&crate::schema::ident_chars(name))))?;
     let scalar = |t: &Ty| scalar(reader, t);
     let is_array = match resolve(reader, &ty) {
         Ty::Array(item) if scalar(&item) => true,
