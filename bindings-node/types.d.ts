@@ -61,10 +61,16 @@ export interface ServiceConfig {
   /** Hedged reads: a second attempt when the first is slower than the endpoint's p95 (off by default). */
   hedge?: HedgeConfig | null
   /**
-   * Per endpoint (`GET /orders/{id}` or `/orders/{id}`): response validation, breaker, hedging.
+   * Per endpoint (`GET /orders/{id}`, `/orders/{id}`, or an `operationId` of `openapi`):
+   * response validation, breaker, hedging.
    * Default: `{}`.
    */
   endpoints?: Record<string, EndpointConfig>
+  /**
+   * The service's OpenAPI document: endpoints labelled by `operationId`, answers checked
+   * against each operation's response schemas, declared-idempotent operations resent.
+   */
+  openapi?: OpenApiConfig | null
 }
 
 export interface TimeoutConfig {
@@ -451,6 +457,27 @@ export interface EndpointConfig {
  * - `warn`: The body is returned; the drift is counted and reported.
  */
 export type ValidateMode = 'off' | 'enforce' | 'warn'
+
+/** `services.<name>.openapi`: the service's OpenAPI 3.0/3.1 document (or just its path). */
+export interface OpenApiConfig {
+  /**
+   * The document (YAML or JSON), relative to the config file's folder. A config file may
+   * write `openapi: orders.yaml` for `openapi: {spec: orders.yaml}`.
+   * Default: `""`.
+   */
+  spec?: string
+  /**
+   * What an answer that does not match its operation's declared schema does: `enforce`
+   * (a `SchemaError`), `warn` (counted and reported) or `off`.
+   * Default: `"enforce"`.
+   */
+  validate?: ValidateMode
+  /**
+   * A `SchemaError` counts as a downstream failure for the breaker.
+   * Default: `false`.
+   */
+  breaker_counts?: boolean
+}
 
 export interface RouteConfig {
   /** Default: `"weighted-health"`. */

@@ -14,6 +14,7 @@
 //! boolean `exclusiveMinimum`; `openapiv3` 2.2 fails on 3.1's type arrays, tried here), and
 //! neither follows file-relative references or keeps the pointers our errors name.
 
+pub mod contract;
 pub mod loader;
 pub mod model;
 pub mod names;

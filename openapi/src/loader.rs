@@ -176,8 +176,21 @@ fn collect_refs(v: &Value, out: &mut Vec<String>) {
 
 /// A file as JSON (`.json`) or YAML (anything else; JSON is YAML too). YAML keys that are not
 /// strings (`200:` is an integer) become strings, and merge keys (`<<`) are applied.
+/// The largest document file read (the largest public specs are a few MB).
+pub const MAX_FILE_BYTES: u64 = 32 << 20;
+
 fn read_file(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
+    let mut text = String::new();
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("{}: larger than {} MiB", path.display(), MAX_FILE_BYTES >> 20));
+    }
     if path.extension().is_some_and(|e| e == "json") {
         return serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()));
     }

@@ -9,7 +9,7 @@ use crate::model::{Api, Body, Content, Def, In, Operation, Param, Refusal, Respo
 use crate::schema::{doc, Reader};
 use crate::names::pascal;
 
-const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+pub(crate) const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
 
 /// Header parameters OpenAPI says a client ignores (the body, the answer and credentials
 /// set them).
@@ -123,7 +123,7 @@ fn failed_type(reader: &Reader<'_>, op: &Operation) -> Option<String> {
 
 /// `getOrders`, or, without an operationId, one from the method and path (`get /orders/{id}`
 /// -> `get_orders_id`).
-fn operation_id(op: &Value, method: &str, path: &str) -> String {
+pub(crate) fn operation_id(op: &Value, method: &str, path: &str) -> String {
     match op.get("operationId").and_then(Value::as_str) {
         Some(id) if !id.is_empty() => id.to_string(),
         _ => {
@@ -207,7 +207,7 @@ fn template_vars(path: &str) -> Vec<String> {
     path.split('{').skip(1).filter_map(|s| s.split_once('}').map(|(v, _)| v.to_string())).collect()
 }
 
-fn status(key: &str) -> Option<Status> {
+pub(crate) fn status(key: &str) -> Option<Status> {
     if key == "default" {
         return Some(Status::Default);
     }
@@ -228,7 +228,7 @@ enum Media<'a> {
     Other(String),
 }
 
-fn is_json(media: &str) -> bool {
+pub(crate) fn is_json(media: &str) -> bool {
     let m = media.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
 }

@@ -326,11 +326,24 @@ class EndpointConfig(TypedDict, total=False):
     hedge: Optional["HedgeConfig"]
 
 
+class OpenApiConfig(TypedDict, total=False):
+    """`services.<name>.openapi`: the service's OpenAPI 3.0/3.1 document (or just its path).
+
+    ``spec``: The document (YAML or JSON), relative to the config file's folder. A config file may write `openapi: orders.yaml` for `openapi: {spec: orders.yaml}`.
+    ``validate``: What an answer that does not match its operation's declared schema does: `enforce` (a `SchemaError`), `warn` (counted and reported) or `off`.
+    ``breaker_counts``: A `SchemaError` counts as a downstream failure for the breaker.
+    """
+    spec: str
+    validate: "ValidateMode"
+    breaker_counts: bool
+
+
 class ServiceConfig(TypedDict, total=False):
     """``auth``: Credentials: a token, a key pool, OAuth2 client credentials or a host provider.
     ``rate_limit``: Client-side rate limit (GCRA), local or shared by a fleet; the 429 pause.
     ``hedge``: Hedged reads: a second attempt when the first is slower than the endpoint's p95 (off by default).
-    ``endpoints``: Per endpoint (`GET /orders/{id}` or `/orders/{id}`): response validation, breaker, hedging.
+    ``endpoints``: Per endpoint (`GET /orders/{id}`, `/orders/{id}`, or an `operationId` of `openapi`): response validation, breaker, hedging.
+    ``openapi``: The service's OpenAPI document: endpoints labelled by `operationId`, answers checked against each operation's response schemas, declared-idempotent operations resent.
     """
     base_url: str
     timeouts: "TimeoutConfig"
@@ -344,6 +357,7 @@ class ServiceConfig(TypedDict, total=False):
     rate_limit: Optional["RateLimitConfig"]
     hedge: Optional["HedgeConfig"]
     endpoints: Dict[str, "EndpointConfig"]
+    openapi: Optional["OpenApiConfig"]
 
 
 Strategy = Literal["weighted-health", "priority", "least-latency"]
@@ -1156,6 +1170,7 @@ __all__ = [
     "HedgeConfig",
     "EndpointConfig",
     "ValidateMode",
+    "OpenApiConfig",
     "RouteConfig",
     "Strategy",
     "Criticality",

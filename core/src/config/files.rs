@@ -86,6 +86,15 @@ fn walk(doc: &mut Value, f: &mut dyn FnMut(&str, &mut Value)) {
                     }
                 }
             }
+            match svc.get_mut("openapi") {
+                Some(spec @ Value::String(_)) => f(&format!("services.{name}.openapi"), spec),
+                Some(Value::Object(o)) => {
+                    if let Some(spec) = o.get_mut("spec").filter(|s| s.is_string()) {
+                        f(&format!("services.{name}.openapi.spec"), spec);
+                    }
+                }
+                _ => {}
+            }
             if let Some(endpoints) = svc.get_mut("endpoints").and_then(Value::as_object_mut) {
                 for (key, ep) in endpoints.iter_mut() {
                     if let Some(schema) = ep.get_mut("response_schema").filter(|s| s.is_string()) {

@@ -91,8 +91,12 @@ pub struct ServiceConfig {
     pub rate_limit: Option<crate::ratelimit::RateLimitConfig>,
     /// Hedged reads: a second attempt when the first is slower than the endpoint's p95 (off by default).
     pub hedge: Option<crate::hedge::HedgeConfig>,
-    /// Per endpoint (`GET /orders/{id}` or `/orders/{id}`): response validation, breaker, hedging.
+    /// Per endpoint (`GET /orders/{id}`, `/orders/{id}`, or an `operationId` of `openapi`):
+    /// response validation, breaker, hedging.
     pub endpoints: BTreeMap<String, crate::validation::EndpointConfig>,
+    /// The service's OpenAPI document: endpoints labelled by `operationId`, answers checked
+    /// against each operation's response schemas, declared-idempotent operations resent.
+    pub openapi: Option<crate::validation::OpenApiConfig>,
 }
 
 impl fmt::Debug for ServiceConfig {
@@ -110,6 +114,7 @@ impl fmt::Debug for ServiceConfig {
             .field("auth", &self.auth)
             .field("hedge", &self.hedge)
             .field("endpoints", &self.endpoints.keys().collect::<Vec<_>>())
+            .field("openapi", &self.openapi)
             .field("rate_limit", &self.rate_limit.as_ref().map(|r| (r.rps, r.burst, r.shared.as_ref().map(|s| redact_url(&s.redis_url).into_owned()))))
             .finish()
     }
@@ -161,8 +166,16 @@ impl Config {
 
     /// Parses and validates the in-memory map a binding passes.
     pub fn load_value(value: Value) -> Result<Validated, HarnessError> {
-        let value = if value.is_null() { Value::Object(Default::default()) } else { value };
+        let mut value = if value.is_null() { Value::Object(Default::default()) } else { value };
         json::check_value("config", &value)?;
+        // `openapi: orders.yaml` is short for `openapi: {spec: orders.yaml}`.
+        if let Some(services) = value.get_mut("services").and_then(Value::as_object_mut) {
+            for svc in services.values_mut() {
+                if let Some(spec) = svc.get_mut("openapi").filter(|v| v.is_string()) {
+                    *spec = serde_json::json!({ "spec": spec.take() });
+                }
+            }
+        }
         let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             // Keys come from the document: a control character in one is shown escaped.
@@ -295,6 +308,9 @@ impl Config {
                 crate::validation::validate_key(name, key)?;
             }
             s.redirects.validate(&p("redirects"))?;
+            if s.openapi.as_ref().is_some_and(|o| o.spec.trim().is_empty()) {
+                return Err(bad(p("openapi.spec"), "required: the path of an OpenAPI 3.0 or 3.1 document"));
+            }
         }
         for (name, r) in &self.routes {
             crate::routing::config::validate(name, r, &self.services)?;

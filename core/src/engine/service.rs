@@ -42,6 +42,8 @@ pub(crate) struct ServiceRuntime {
     pub budgets: Arc<dyn RetryBudgetStore>,
     /// Response schemas by endpoint key, compiled for this snapshot.
     pub schemas: Vec<(String, Arc<crate::validation::Schema>)>,
+    /// The operations of the service's OpenAPI document (none without one).
+    pub operations: Arc<crate::validation::openapi::Operations>,
     /// Endpoints with their own breaker settings (most services have none).
     pub endpoint_breakers: Vec<(String, Arc<crate::breaker::BreakerConfig>)>,
     /// The service's breaker settings (a permit holds them until its outcome is recorded).

@@ -167,6 +167,16 @@ impl Snapshot {
             if let (true, Some(seed)) = (faulty, fault_seed) {
                 transport = Arc::new(FaultTransport::new(transport, &base_path, fault_rules, seed));
             }
+            // The endpoints' own schemas first: they win over the document's for the same label.
+            let mut schemas = crate::validation::compile(name, &svc.endpoints)?;
+            let operations = match &svc.openapi {
+                Some(o) => {
+                    let (ops, declared) = crate::validation::openapi::load(name, o)?;
+                    schemas.extend(declared);
+                    Arc::new(ops)
+                }
+                None => Default::default(),
+            };
             services.insert(
                 name.clone(),
                 Arc::new(ServiceRuntime {
@@ -189,7 +199,8 @@ impl Snapshot {
                     credential,
                     limiter: svc.rate_limit.as_ref().map(|rl| registry.limiter(name, rl, &format!("services.{name}.rate_limit"))).transpose()?,
                     budgets: registry.budget_store(name, svc.retry.budget_shared.as_ref())?,
-                    schemas: crate::validation::compile(name, &svc.endpoints)?,
+                    schemas,
+                    operations,
                     endpoint_breakers: svc.endpoints.iter().filter_map(|(k, e)| Some((k.clone(), Arc::new(e.breaker.clone()?)))).collect(),
                     breaker: Arc::new(svc.breaker.clone()),
                     endpoint_hedges: svc.endpoints.iter().filter_map(|(k, e)| Some((k.clone(), e.hedge.clone()?))).collect(),

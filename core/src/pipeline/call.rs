@@ -65,6 +65,14 @@ pub(crate) struct Call {
     pub schema_violation: Option<String>,
     /// The last fault injected into an attempt (for the record).
     pub fault: Option<&'static str>,
+    /// May be resent whatever its method: it carries an idempotency key, or its operation
+    /// is marked `x-idempotent`.
+    pub declared_safe: bool,
+}
+
+/// A fresh `Idempotency-Key` (128 random bits, as hex) for an operation that declares one.
+fn new_idempotency_key() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 /// The request's state per provider of its plan (one for a plain service).
@@ -155,7 +163,7 @@ impl Call {
         Self::start_in(engine, snapshot, req, streaming)
     }
 
-    fn start_in(engine: &Engine, snapshot: Arc<Snapshot>, req: Request, streaming: bool) -> Result<Call, HarnessError> {
+    fn start_in(engine: &Engine, snapshot: Arc<Snapshot>, mut req: Request, streaming: bool) -> Result<Call, HarnessError> {
         let started = Instant::now();
         let (plan, model) = snapshot.resolve(&req.service)?;
         let method = target::method(&req.method)?;
@@ -164,9 +172,23 @@ impl Call {
             target::check_endpoint(e)?;
         }
         target::check_principal(req.principal.as_deref())?;
-        let template = match &req.endpoint {
-            Some(e) => std::borrow::Cow::Borrowed(e.as_str()),
-            None => std::borrow::Cow::Owned(endpoint::template(&req.path)),
+        // A plain service with an OpenAPI document knows the operation: its label, and
+        // whether it may be resent.
+        let operation = match plan.rules {
+            Rules::Retry => plan.providers[0].svc.operations.find(method.as_str(), &req.path),
+            Rules::Failover => None,
+        };
+        let mut declared_safe = operation.is_some_and(|o| o.idempotent);
+        if operation.is_some_and(|o| o.idempotency_key) && req.idempotency_key.is_none() {
+            // The caller's own `Idempotency-Key` header, else a fresh key for every attempt of this call.
+            let given = req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("idempotency-key")).map(|(_, v)| v.clone());
+            req.idempotency_key = Some(given.unwrap_or_else(new_idempotency_key));
+        }
+        declared_safe |= req.idempotency_key.is_some();
+        let template = match (&req.endpoint, operation) {
+            (Some(e), _) => std::borrow::Cow::Borrowed(e.as_str()),
+            (None, Some(o)) => std::borrow::Cow::Owned(o.id.to_string()),
+            (None, None) => std::borrow::Cow::Owned(endpoint::template(&req.path)),
         };
         let (trace, spans) = trace_for(engine, &snapshot, &req);
         let wire = trace.next_span();
@@ -225,6 +247,7 @@ impl Call {
             route,
             schema_violation: None,
             fault: None,
+            declared_safe,
         })
     }
 

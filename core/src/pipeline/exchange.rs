@@ -149,7 +149,7 @@ async fn exchange_inner(engine: &Engine, call: &Call, lane: Lane<'_>, racer: Rac
     // Response validation: a 2xx JSON body against the endpoint's schema.
     let (_, endpoint, method) = &lane.ep.names;
     if let Some(schema) = svc.schema_for(method, endpoint).filter(|_| (200..300).contains(&status)) {
-        if let Err(what) = schema.check(&body) {
+        if let Err(what) = schema.check(status, &body) {
             let (service, endpoint, _) = &lane.ep.names;
             engine.metrics.schema_violations.get_or_create(&SchemaLabels { service: service.as_ref().into(), endpoint: endpoint.as_ref().into() }).inc();
             if engine.events.is_active() {

@@ -31,7 +31,7 @@ pub(crate) fn hedge_for(call: &Call, mode: Mode) -> Option<HedgeConfig> {
     if mode == Mode::Stream {
         return None;
     }
-    let safe = crate::retry::is_idempotent(&call.method) || call.req.idempotency_key.is_some() || call.plan.config.adapter == AdapterKind::OpenaiCompatible;
+    let safe = crate::retry::is_idempotent(&call.method) || call.declared_safe || call.plan.config.adapter == AdapterKind::OpenaiCompatible;
     if !safe {
         return None;
     }

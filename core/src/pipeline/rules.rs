@@ -115,7 +115,7 @@ async fn retry_after(engine: &Engine, call: &mut Call, c: Classified) -> Step {
     // May this be sent again?
     if !retry::is_retryable(c.failure, &cfg.retry)
         || call.attempts > cfg.retry.max_retries
-        || !retry::may_resend(&call.method, call.req.idempotency_key.is_some(), c.failure)
+        || !retry::may_resend(&call.method, call.declared_safe, c.failure)
     {
         return Step::Fail(c.error);
     }
@@ -166,7 +166,7 @@ enum Next {
 async fn failover_after(engine: &Engine, call: &mut Call, idx: usize, c: Classified) -> Step {
     let plan = call.plan.clone();
     let cfg = &plan.config;
-    let safe = cfg.adapter == AdapterKind::OpenaiCompatible || retry::is_idempotent(&call.method) || call.req.idempotency_key.is_some();
+    let safe = cfg.adapter == AdapterKind::OpenaiCompatible || retry::is_idempotent(&call.method) || call.declared_safe;
     let s = summary(&c.error);
     let p = &plan.providers[idx];
     match c.health {

@@ -30,8 +30,8 @@ pub fn is_retryable(failure: Failure, cfg: &RetryConfig) -> bool {
 }
 
 /// May this request be sent again after this failure?
-pub fn may_resend(method: &Method, has_idempotency_key: bool, failure: Failure) -> bool {
-    is_idempotent(method) || has_idempotency_key || failure.never_sent()
+pub fn may_resend(method: &Method, declared_safe: bool, failure: Failure) -> bool {
+    is_idempotent(method) || declared_safe || failure.never_sent()
 }
 
 /// Exponential backoff for retry number `retry` (1 = first retry): `base * 2^(retry-1)`,

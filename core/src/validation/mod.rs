@@ -1,4 +1,5 @@
-//! Response validation: a 2xx JSON body checked against the endpoint's JSON Schema.
+//! Response validation: a 2xx JSON body checked against the endpoint's JSON Schema, or
+//! against the schema its operation declares for that status (`openapi`).
 //!
 //! Guarantees: schemas are compiled once per config snapshot (a reload recompiles
 //! them); a missing file or an invalid schema is a `ConfigError` naming the field;
@@ -16,6 +17,10 @@ use serde_json::Value;
 
 use crate::error::{ErrorKind, HarnessError};
 use crate::redact::{escape_control, truncate_chars};
+
+pub mod openapi;
+
+pub use openapi::OpenApiConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -43,9 +48,18 @@ pub struct EndpointConfig {
     pub hedge: Option<crate::hedge::HedgeConfig>,
 }
 
-/// One endpoint's compiled schema.
+/// Which answers a compiled schema is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForStatus {
+    /// Every 2xx (an endpoint's `response_schema`).
+    Any,
+    /// As an operation declares it: a code, a range (`2XX`) or `default`.
+    Declared(harness_openapi::model::Status),
+}
+
+/// One endpoint's compiled schemas.
 pub struct Schema {
-    validator: jsonschema::Validator,
+    validators: Vec<(ForStatus, jsonschema::Validator)>,
     pub mode: ValidateMode,
     pub breaker_counts: bool,
 }
@@ -60,20 +74,35 @@ impl std::fmt::Debug for Schema {
 const MAX_NAMED: usize = 3;
 
 impl Schema {
-    /// Checks `body`; `Err(what)` names where and what did not match.
-    pub fn check(&self, body: &[u8]) -> Result<(), String> {
+    pub(crate) fn new(validators: Vec<(ForStatus, jsonschema::Validator)>, mode: ValidateMode, breaker_counts: bool) -> Schema {
+        Schema { validators, mode, breaker_counts }
+    }
+
+    /// The validator for an answer of `status`: the code's own, its range's, `default`'s.
+    fn validator_for(&self, status: u16) -> Option<&jsonschema::Validator> {
+        use harness_openapi::model::Status;
+        let pick = |want: &dyn Fn(&ForStatus) -> bool| self.validators.iter().find(|(s, _)| want(s)).map(|(_, v)| v);
+        pick(&|s| *s == ForStatus::Any || *s == ForStatus::Declared(Status::Code(status)))
+            .or_else(|| pick(&|s| *s == ForStatus::Declared(Status::Range(status / 100))))
+            .or_else(|| pick(&|s| *s == ForStatus::Declared(Status::Default)))
+    }
+
+    /// Checks the body of an answer of `status`; `Err(what)` names where and what did not
+    /// match. An answer with no schema for its status passes.
+    pub fn check(&self, status: u16, body: &[u8]) -> Result<(), String> {
+        let Some(validator) = self.validator_for(status) else { return Ok(()) };
         // serde_json's own nesting limit (128) keeps a hostile body off the stack, in one pass.
         let value: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(_) => return Err("the body is not JSON (or nested too deep)".into()),
         };
         // Most bodies match: the fast check first, the error walk only when one does not.
-        if self.validator.is_valid(&value) {
+        if validator.is_valid(&value) {
             return Ok(());
         }
         let mut named = Vec::new();
         let mut more = 0;
-        for e in self.validator.iter_errors(&value) {
+        for e in validator.iter_errors(&value) {
             if named.len() < MAX_NAMED {
                 let pointer = e.instance_path().to_string();
                 let at = if pointer.is_empty() { "/".to_string() } else { pointer };
@@ -111,7 +140,7 @@ pub fn compile(service: &str, endpoints: &BTreeMap<String, EndpointConfig>) -> R
             _ => return Err(HarnessError::config(format!("{field}: expected a file path or a JSON Schema object"))),
         };
         let validator = jsonschema::validator_for(&schema).map_err(|e| HarnessError::config(format!("{field}: not a valid JSON Schema: {}", e.masked())))?;
-        out.push((key.clone(), Arc::new(Schema { validator, mode: ep.validate, breaker_counts: ep.breaker_counts })));
+        out.push((key.clone(), Arc::new(Schema::new(vec![(ForStatus::Any, validator)], ep.validate, ep.breaker_counts))));
     }
     Ok(out)
 }
@@ -149,13 +178,13 @@ mod tests {
     #[test]
     fn mismatches_name_the_pointer_and_never_the_value() {
         let s = schema(json!({"type": "object", "required": ["id", "total"], "properties": {"total": {"type": "number"}}}));
-        assert!(s.check(br#"{"id": 1, "total": 9.5}"#).is_ok());
-        let why = s.check(br#"{"id": 1, "total": "4111-1111-1111-1111"}"#).unwrap_err();
+        assert!(s.check(200, br#"{"id": 1, "total": 9.5}"#).is_ok());
+        let why = s.check(200, br#"{"id": 1, "total": "4111-1111-1111-1111"}"#).unwrap_err();
         assert!(why.contains("at /total") && why.contains("number"), "{why}");
         assert!(!why.contains("4111"), "the value is masked: {why}");
-        let why = s.check(br#"{"total": 1}"#).unwrap_err();
+        let why = s.check(201, br#"{"total": 1}"#).unwrap_err();
         assert!(why.contains("at /:") && why.contains("id"), "{why}");
-        assert_eq!(s.check(b"<html>").unwrap_err(), "the body is not JSON (or nested too deep)");
+        assert_eq!(s.check(200, b"<html>").unwrap_err(), "the body is not JSON (or nested too deep)");
     }
 
     #[test]

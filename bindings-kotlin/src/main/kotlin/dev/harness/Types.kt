@@ -73,8 +73,16 @@ data class ServiceConfig(
     @SerialName("rate_limit") val rateLimit: RateLimitConfig? = null,
     /** Hedged reads: a second attempt when the first is slower than the endpoint's p95 (off by default). */
     @SerialName("hedge") val hedge: HedgeConfig? = null,
-    /** Per endpoint (`GET /orders/{id}` or `/orders/{id}`): response validation, breaker, hedging. */
+    /**
+     * Per endpoint (`GET /orders/{id}`, `/orders/{id}`, or an `operationId` of `openapi`):
+     * response validation, breaker, hedging.
+     */
     @SerialName("endpoints") val endpoints: Map<String, EndpointConfig>? = null,
+    /**
+     * The service's OpenAPI document: endpoints labelled by `operationId`, answers checked
+     * against each operation's response schemas, declared-idempotent operations resent.
+     */
+    @SerialName("openapi") val openapi: OpenApiConfig? = null,
 )
 
 @Serializable
@@ -391,6 +399,23 @@ enum class ValidateMode(val value: String) {
 
     override fun toString(): String = value
 }
+
+/** `services.<name>.openapi`: the service's OpenAPI 3.0/3.1 document (or just its path). */
+@Serializable
+data class OpenApiConfig(
+    /**
+     * The document (YAML or JSON), relative to the config file's folder. A config file may
+     * write `openapi: orders.yaml` for `openapi: {spec: orders.yaml}`.
+     */
+    @SerialName("spec") val spec: String? = null,
+    /**
+     * What an answer that does not match its operation's declared schema does: `enforce`
+     * (a `SchemaError`), `warn` (counted and reported) or `off`.
+     */
+    @SerialName("validate") val validate: ValidateMode? = null,
+    /** A `SchemaError` counts as a downstream failure for the breaker. */
+    @SerialName("breaker_counts") val breakerCounts: Boolean? = null,
+)
 
 @Serializable
 data class RouteConfig(
