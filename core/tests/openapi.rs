@@ -34,7 +34,7 @@ impl EventSink for Events {
     }
 }
 
-fn client(config: Value) -> (Client, Arc<Events>) {
+fn new_client(config: Value) -> (Client, Arc<Events>) {
     let events = Arc::new(Events::default());
     let sink: Arc<dyn EventSink> = events.clone();
     let client = Client::with_options(Config::from_value(config).unwrap(), ClientOptions { sinks: vec![sink], ..Default::default() }).unwrap();
@@ -68,7 +68,7 @@ fn orders_config(base: &str, openapi: Value) -> Value {
 async fn each_operation_is_its_own_endpoint_labelled_by_its_operation_id() {
     let u = harness_upstream::start().await.unwrap();
     let spec = examples().join("orders.yaml");
-    let (client, _) = client(orders_config(&u.url(), json!(spec.to_str().unwrap())));
+    let (client, _) = new_client(orders_config(&u.url(), json!(spec.to_str().unwrap())));
     script(&u.url(), "orders", json!([{"json": order()}, {"json": {"items": [], "next_cursor": null}}, {"json": order()}])).await;
     let r = client.request(Request::new("orders", "GET", format!("/orders/{ORDER_ID}"))).await.unwrap();
     assert_eq!(r.status, 200);
@@ -95,6 +95,18 @@ async fn each_operation_is_its_own_endpoint_labelled_by_its_operation_id() {
     assert_eq!(client.breaker_state("orders", "GET", "/orders/x1", Some("getOrder")), "open");
     assert_eq!(client.breaker_state("orders", "GET", "/orders", Some("listOrders")), "closed");
     assert_eq!(client.request(Request::new("orders", "GET", "/orders")).await.unwrap().status, 200);
+
+    // A rate limit keyed by operationId holds that operation only.
+    let cfg = json!({"log": {"enabled": false}, "services": {"orders": {"base_url": format!("{}/s/orders", u.url()), "openapi": spec.to_str().unwrap(),
+        "rate_limit": {"rps": 1000, "burst": 100, "max_wait_ms": 0, "endpoints": {"getOrder": {"rps": 0.01, "burst": 1}}}}}});
+    let (limited, _) = new_client(cfg);
+    script(&u.url(), "orders", json!([{"json": order()}, {"json": {"items": []}}, {"json": {"items": []}}])).await;
+    limited.request(Request::new("orders", "GET", format!("/orders/{ORDER_ID}"))).await.unwrap();
+    let e = limited.request(Request::new("orders", "GET", format!("/orders/{ORDER_ID}"))).await.unwrap_err();
+    assert_eq!((e.name(), e.code.as_deref(), e.endpoint.as_deref()), ("RateLimitedError", Some("client_rate_limited"), Some("getOrder")));
+    for _ in 0..2 {
+        limited.request(Request::new("orders", "GET", "/orders")).await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +117,7 @@ async fn a_drifted_answer_is_a_schema_error_naming_the_pointer_or_a_warning() {
     // The amount in cents became a decimal in yuan.
     drifted["total"]["amount_minor"] = json!("9.00");
     script(&u.url(), "orders", json!([{"json": drifted.clone()}, {"json": drifted.clone()}])).await;
-    let (client, events) = client(orders_config(&u.url(), json!({"spec": spec.to_str().unwrap()})));
+    let (client, events) = new_client(orders_config(&u.url(), json!({"spec": spec.to_str().unwrap()})));
     let e = client.request(Request::new("orders", "GET", format!("/orders/{ORDER_ID}"))).await.unwrap_err();
     assert_eq!((e.name(), e.status, e.endpoint.as_deref()), ("SchemaError", Some(200), Some("getOrder")));
     assert!(e.message.contains("at /total/amount_minor"), "{}", e.message);
@@ -136,7 +148,7 @@ async fn a_drifted_answer_is_a_schema_error_naming_the_pointer_or_a_warning() {
 async fn declared_idempotent_operations_are_resent_and_other_posts_are_not() {
     let u = harness_upstream::start().await.unwrap();
     let spec = examples().join("orders.yaml");
-    let (client, _) = client(orders_config(&u.url(), json!(spec.to_str().unwrap())));
+    let (client, _) = new_client(orders_config(&u.url(), json!(spec.to_str().unwrap())));
     let created = json!([{"status": 503}, {"status": 201, "json": order()}]);
 
     // createOrder declares an Idempotency-Key: the caller sent none, so Harness sends a fresh
