@@ -41,6 +41,7 @@ function substitute(v, name) {
       .replaceAll('{upstream}', `http://${upstream.addr}`)
       .replaceAll('{blackhole}', `http://${upstream.blackhole}`)
       .replaceAll('{closed}', `http://${upstream.closed}`)
+      .replaceAll('{vectors}', path.join(repoRoot, 'tests', 'vectors'))
   }
   if (Array.isArray(v)) return v.map((x) => substitute(x, name))
   if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, name)]))

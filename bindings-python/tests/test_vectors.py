@@ -358,7 +358,7 @@ def check_upstream(upstream, name, exp, errors):
 
 def placeholders(upstream, name):
     """Config placeholders, in replacement order: `{token_url}` and `{llm}` first (they hold the others)."""
-    return {"{token_url}": "{upstream}/s/{name}-token/oauth/token", "{llm}": "{upstream}/llm/{name}-", **upstream.urls(), "{name}": name}
+    return {"{token_url}": "{upstream}/s/{name}-token/oauth/token", "{llm}": "{upstream}/llm/{name}-", **upstream.urls(), "{name}": name, "{vectors}": str(VECTORS.parent)}
 
 
 def scenario_config(upstream, scenario):

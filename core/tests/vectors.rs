@@ -22,7 +22,8 @@ fn substitute(v: &mut Value, ctx: &Ctx) {
                 .replace("{llm}", "{upstream}/llm/{name}-")
                 .replace("{upstream}", &ctx.upstream.url())
                 .replace("{blackhole}", &ctx.upstream.blackhole_url())
-                .replace("{closed}", &ctx.upstream.closed_url());
+                .replace("{closed}", &ctx.upstream.closed_url())
+                .replace("{vectors}", concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors"));
         }
         Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, ctx)),
         Value::Object(o) => o.values_mut().for_each(|x| substitute(x, ctx)),

@@ -503,6 +503,7 @@ class VectorsTest {
     private fun substitute(v: Any?, name: String): Any? = when (v) {
         is String -> v.replace("{token_url}", "{upstream}/s/{name}-token/oauth/token").replace("{llm}", "{upstream}/llm/{name}-")
             .replace("{upstream}", TestUpstream.url).replace("{blackhole}", TestUpstream.blackholeUrl).replace("{closed}", TestUpstream.closedUrl)
+            .replace("{vectors}", File(TestUpstream.repoRoot, "tests/vectors").path)
             .replace("{name}", name)
         is Map<*, *> -> v.entries.associateTo(LinkedHashMap()) { (k, x) -> k as String to substitute(x, name) }
         is List<*> -> v.map { substitute(it, name) }
