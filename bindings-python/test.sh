@@ -11,6 +11,8 @@ cd "$ROOT"
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 
 cargo build -p harness-upstream
+# The typed-client tests generate a package from a spec of their own with `harness codegen`.
+cargo build -p harness-cli
 export HARNESS_UPSTREAM_BIN="${HARNESS_UPSTREAM_BIN:-$ROOT/target/$CARGO_BUILD_TARGET/debug/harness-upstream}"
 
 PY="${PYTHON:-python3}"

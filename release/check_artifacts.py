@@ -61,6 +61,7 @@ def check_python(version: str) -> None:
             names = z.namelist()
             metadata_text(z.read(f"harness_sdk-{version}.dist-info/METADATA").decode(), w.name, version)
             need("harness/py.typed" in names and "harness/_types.py" in names and "harness/_native.pyi" in names, f"{w.name}: no type information")
+            need("harness/_openapi.py" in names, f"{w.name}: harness/_openapi.py (the runtime of `harness codegen`'s Python clients) is missing")
             natives = [n for n in names if n.startswith("harness/_native") and n.endswith(".so")]
             need(len(natives) == 1, f"{w.name}: native libraries {natives}")
             for n in natives:
@@ -73,6 +74,7 @@ def check_python(version: str) -> None:
             names = t.getnames()
             metadata_text(t.extractfile(f"harness_sdk-{version}/PKG-INFO").read().decode(), sdist.name, version)
             need(any(n.endswith("core/src/lib.rs") for n in names), f"{sdist.name}: the core's sources are missing")
+            need(any(n.endswith("python/harness/_openapi.py") for n in names), f"{sdist.name}: harness/_openapi.py is missing")
 
 
 def npm_json(tgz: Path) -> tuple:

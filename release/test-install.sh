@@ -43,6 +43,8 @@ python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --no-index "dist/harness_sdk-$version"-*.whl
 "$work/venv/bin/python" -c 'import harness; print("harness", harness.__version__, "from", harness.__file__)'
 (cd "$work" && "$work/venv/bin/python" "$root/examples/python/quickstart.py")
+# The checked-in typed clients (harness codegen) import their runtime from the installed wheel.
+(cd "$root/examples/openapi/python" && "$work/venv/bin/python" -c 'import orders, payments, users; print("typed clients:", orders.OrdersClient.__name__, payments.PaymentsClient.__name__, users.UsersClient.__name__)')
 
 echo "== Node: the npm tarballs in a fresh folder (offline)"
 mkdir -p "$work/node"

@@ -4,6 +4,7 @@ kind, typed answers and errors, a drifted answer, and the endpoint label per ope
 
 import asyncio
 import datetime
+import re
 import sys
 import urllib.parse
 import uuid
@@ -120,7 +121,8 @@ def test_async_payment_with_a_key_reads_the_tagged_method_and_a_typed_422(upstre
             return made, caught.value, c.metrics()
 
     made, error, metrics = asyncio.run(go())
-    assert made.method == payments.Card(last4="4242") and made.failure is None
+    # `failure` may be null, so its absence reads as UNSET (not as None, which is a null).
+    assert made.method == payments.Card(last4="4242") and made.failure is payments.UNSET
     assert error.model.decline_code == "expired"
     first, second = upstream.log("payments")
     assert first["headers"]["idempotency-key"] == "k-1" and "idempotency-key" not in second["headers"]
@@ -129,10 +131,80 @@ def test_async_payment_with_a_key_reads_the_tagged_method_and_a_typed_422(upstre
     assert 'endpoint="createPayment"' in metrics
 
 
+def test_a_patch_sends_null_for_none_and_leaves_out_what_is_unset(upstream, services):
+    user = {"id": 7, "email": "a@example.com", "role": "staff", "display_name": None}
+    upstream.script("users", [{"json": user}, {"json": {**user, "display_name": "Al"}}])
+    with harness.Client(services) as c:
+        client = users.UsersClient(c)
+        cleared = client.update_user(user_id=7, body=users.UserPatch(display_name=None))
+        kept = client.update_user(user_id=7, body=users.UserPatch(role="admin"))
+    first, second = upstream.log("users")
+    assert (first["method"], first["body"]) == ("PATCH", '{"display_name":null}')
+    assert (second["method"], second["body"]) == ("PATCH", '{"role":"admin"}')
+    assert cleared.display_name is None and kept.display_name == "Al"
+    assert users.UserPatch().to_json() == {} and repr(users.UNSET) == "UNSET"
+    absent = users.User.from_json({k: v for k, v in user.items() if k != "display_name"})
+    assert absent.display_name is users.UNSET and "display_name" not in absent.to_json()
+
+
+ODD_IDS = """
+openapi: 3.1.0
+info: {title: Odd, version: "1"}
+paths:
+  /things/{id}:
+    get:
+      operationId: "get thing (by id)/v2"
+      parameters: [{name: id, in: path, required: true, schema: {type: integer}}]
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {type: object, properties: {n: {type: integer}}}}}}
+        "404": {description: none, content: {application/json: {schema: {type: object, properties: {code: {type: string}}}}}}
+    delete:
+      operationId: import
+      parameters: [{name: id, in: path, required: true, schema: {type: integer}}]
+      responses: {"204": {description: deleted}}
+"""
+
+
+def _harness_bin():
+    for triple in ("x86_64-unknown-linux-gnu/", ""):
+        p = REPO / "target" / f"{triple}debug" / "harness"
+        if p.exists():
+            return str(p)
+    raise RuntimeError("harness is not built: run `cargo build -p harness-cli` (bindings-python/test.sh does)")
+
+
+def test_an_odd_operation_id_is_a_valid_method_and_the_endpoint_label_as_written(upstream, tmp_path):
+    import importlib
+    import subprocess
+
+    (tmp_path / "odd.yaml").write_text(ODD_IDS)
+    gen = subprocess.run([_harness_bin(), "codegen", "--spec", str(tmp_path / "odd.yaml"), "--lang", "python", "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    sys.path.insert(0, str(tmp_path / "out"))
+    try:
+        odd = importlib.import_module("odd")
+    finally:
+        sys.path.remove(str(tmp_path / "out"))
+    upstream.script("odd", [{"json": {"n": 1}}, {"status": 404, "json": {"code": "gone"}}, {"status": 204}])
+    config = {"log": {"enabled": False}, "services": {"odd": {"base_url": f"{upstream.url}/s/odd"}}}
+    with harness.Client(config) as c:
+        client = odd.OddClient(c)
+        assert client.get_thing_by_id_v2(id=1).n == 1
+        with pytest.raises(harness.HttpStatusError) as caught:
+            client.get_thing_by_id_v2(id=2)
+        assert client.import_(id=3) is None
+        metrics = c.metrics()
+    assert caught.value.endpoint == "get thing (by id)/v2" and caught.value.model.code == "gone"
+    assert 'endpoint="get thing (by id)/v2"' in metrics and 'endpoint="import"' in metrics
+    assert [r["method"] + " " + r["path"] for r in upstream.log("odd")] == ["GET /s/odd/things/1", "GET /s/odd/things/2", "DELETE /s/odd/things/3"]
+
+
 def test_models_read_and_write_their_json():
     order = orders.Order.from_json(ORDER)
     assert orders.Order.from_json(order.to_json()) == order
-    assert "note" not in order.to_json() and order.to_json()["created_at"] == "2026-12-03T10:00:00.123456+00:00"
+    assert order.note is None and order.to_json()["note"] is None and order.to_json()["created_at"] == "2026-12-03T10:00:00.123456+00:00"
+    without_note = orders.Order.from_json({k: v for k, v in ORDER.items() if k != "note"})
+    assert without_note.note is orders.UNSET and "note" not in without_note.to_json() and not without_note.note
     with pytest.raises(harness.SchemaError, match=r"^/status: expected one of 'open', 'paid', 'shipped', 'cancelled', got 'lost'$"):
         orders.Order.from_json({**ORDER, "status": "lost"})
     with pytest.raises(harness.SchemaError, match="the required key 'items' is missing"):
@@ -152,6 +224,50 @@ def _mypy(tmp_path, program):
         text=True,
     )
     return run.returncode, run.stdout
+
+
+def _pyright(tmp_path, program):
+    """pyright in strict mode, for Python 3.9, on `program` beside the examples' packages."""
+    import json
+    import subprocess
+
+    (tmp_path / "prog.py").write_text(program)
+    examples = REPO / "examples" / "openapi" / "python"
+    (tmp_path / "pyrightconfig.json").write_text(json.dumps({"typeCheckingMode": "strict", "pythonVersion": "3.9", "extraPaths": [str(examples)]}))
+    run = subprocess.run(
+        [sys.executable, "-m", "pyright", "-p", str(tmp_path / "pyrightconfig.json"), "--pythonpath", sys.executable, str(tmp_path / "prog.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    return run.returncode, run.stdout
+
+
+def test_pyright_strict_accepts_right_calls_and_rejects_wrong_ones(tmp_path):
+    head = "import harness\nimport orders\n\nc = orders.OrdersClient(harness.Client({'services': {'orders': {'base_url': 'http://127.0.0.1:1'}}}))\n"
+    good = "import uuid\n" + head + (
+        "o: orders.Order = c.get_order(order_id=uuid.uuid4())\n"
+        "item = orders.LineItem(sku='a', quantity=1, unit_price=orders.Money(amount_minor=1, currency='EUR'))\n"
+        "page: orders.OrderPage = c.list_orders(x_tenant='t', status=['open'])\n"
+        "import users\n"
+        "patch = users.UserPatch(display_name=None) if page.items else users.UserPatch(display_name=users.UNSET)\n"
+        "shown: str = patch.display_name if patch.display_name else ''\n"  # UNSET is falsy: the check narrows
+    )
+    code, out = _pyright(tmp_path, good)
+    assert (code, out.strip().splitlines()[-1:]) == (0, ["0 errors, 0 warnings, 0 informations"]), out
+    bad = head + (
+        "c.get_order(order_id='not-a-uuid')\n"  # line 5: a wrong argument type
+        "orders.LineItem(sku='a', quantity=1)\n"  # line 6: a missing required field
+        "c.list_orders(status=['open'])\n"  # line 7: a missing header parameter
+        "c.list_orders(x_tenant='t', status=['lost'])\n"  # line 8: a value the enum lacks
+    )
+    code, out = _pyright(tmp_path, bad)
+    assert code == 1, out
+    assert re.search(r'prog\.py:5:\d+ - error: Argument of type "Literal\[\'not-a-uuid\'\]" cannot be assigned to parameter "order_id" of type "UUID"', out), out
+    assert re.search(r'prog\.py:6:\d+ - error: Argument missing for parameter "unit_price"', out), out
+    assert re.search(r'prog\.py:7:\d+ - error: Argument missing for parameter "x_tenant"', out), out
+    assert re.search(r'prog\.py:8:\d+ - error: Argument of type "list\[str\]" cannot be assigned to parameter "status"', out), out
+    assert out.strip().splitlines()[-1] == "4 errors, 0 warnings, 0 informations", out
 
 
 def test_mypy_strict_accepts_right_calls_and_rejects_wrong_ones(tmp_path):

@@ -277,7 +277,10 @@ fn python_splits_read_only_forms_and_writes_each_parameter_style() {
     let api = load("forms", &[("api.yaml", FORMS)]);
     let files = python::emit(&api, &python::Options { service: "shop".into(), package: "shop".into(), source: "api.yaml".into() });
     let names: Vec<String> = files.iter().map(|(p, _)| p.display().to_string()).collect();
-    assert_eq!(names, ["shop/__init__.py", "shop/_runtime.py", "shop/client.py", "shop/errors.py", "shop/models.py", "shop/py.typed"]);
+    // The runtime is harness._openapi, never a copy in the package.
+    assert_eq!(names, ["shop/__init__.py", "shop/client.py", "shop/errors.py", "shop/models.py", "shop/py.typed"]);
+    let init = file(&files, "__init__.py");
+    assert!(init.contains("from harness import _openapi as _rt\n\n_rt.require(1, \"shop\")\n"), "{init}");
     let models = file(&files, "models.py");
     assert!(models.contains("class Order:\n"), "{models}");
     assert!(models.contains("    id: str\n    total: int\n    placed: Optional[_dt.datetime] = None\n    class_: str = \"standard\"\n"), "{models}");
@@ -292,7 +295,7 @@ fn python_splits_read_only_forms_and_writes_each_parameter_style() {
     assert!(client.contains("    _rt.query(params, \"ids\", ids, None)\n    _rt.query(params, \"csv\", csv, \",\")\n    _rt.query(params, \"pipes\", pipes, \"|\")\n    _rt.query(params, \"from\", from_, None)\n"), "{client}");
     assert!(client.contains("    _rt.header(headers, \"X-Trace\", x_trace)\n"), "{client}");
     assert!(!client.contains("\"Accept\""), "{client}");
-    assert!(client.contains("return _rt.Call(\"PUT\", \"/orders/\" + _rt.path(id), \"putOrder\", _decode_put_order, {\"401\": _e.UnauthorizedError._from, \"404\": _e.NotFoundError._from, \"5XX\": _e.Status5XXError._from}, params=params, headers=headers, json=_rt.dump(body), idempotency_key=idempotency_key)"), "{client}");
+    assert!(client.contains("return _rt.Call(\"PUT\", \"/orders/\" + _rt.path(id), \"putOrder\", _decode_put_order, {\"401\": _e.UnauthorizedError.from_error, \"404\": _e.NotFoundError.from_error, \"5XX\": _e.Status5XXError.from_error}, params=params, headers=headers, json=_rt.dump(body), idempotency_key=idempotency_key)"), "{client}");
     assert!(client.contains("    if resp.status == 200:\n        return _m.Order.from_json(_rt.json_body(resp), \"\")\n    if resp.status == 204:\n        return None\n"), "{client}");
     let errors = file(&files, "errors.py");
     assert!(errors.contains("class UnauthorizedError(AuthError, HttpStatusError):\n    \"\"\"The service answered 401 Unauthorized; ``model`` is its body.\"\"\"\n\n    model: _m.Problem\n"), "{errors}");
@@ -381,4 +384,85 @@ components:
     assert!(models.contains("class List_:\n"), "{models}");
     assert!(models.contains("    from_: Optional[str] = None\n    self_: Optional[int] = None\n    str_: Optional[str] = None\n    to_json_: Optional[str] = None\n"), "{models}");
     assert!(models.contains("None_ = Literal[\"a\"]"), "{models}");
+}
+
+#[test]
+fn an_odd_operation_id_is_a_valid_method_name_and_the_endpoint_label_as_written() {
+    let doc = r##"
+openapi: 3.1.0
+info: {title: T, version: "1"}
+paths:
+  /a:
+    get:
+      operationId: "get order (by id)/v2"
+      responses: {"204": {description: ok}}
+    put:
+      operationId: "créer \"commande\""
+      responses: {"204": {description: ok}}
+    post:
+      operationId: "2fa verify"
+      responses: {"204": {description: ok}}
+    delete:
+      operationId: "import"
+      responses: {"204": {description: ok}}
+  /b:
+    get:
+      operationId: "get-a"
+      responses: {"204": {description: ok}}
+    put:
+      operationId: "get a"
+      responses: {"204": {description: ok}}
+    post:
+      operationId: "!!!"
+      responses: {"204": {description: ok}}
+"##;
+    let api = load("odd-ids", &[("api.yaml", doc)]);
+    let files = python::emit(&api, &python::Options { service: "svc".into(), package: "svc".into(), source: "api.yaml".into() });
+    let client = file(&files, "client.py");
+    for (method, endpoint) in [
+        ("get_order_by_id_v2", r#""get order (by id)/v2""#),
+        ("cr_er_commande", r#""créer \"commande\"""#),
+        ("n_2fa_verify", r#""2fa verify""#),
+        ("import_", r#""import""#),
+        ("get_a", r#""get-a""#),
+        ("get_a_2", r#""get a""#),
+        ("field", r#""!!!""#),
+    ] {
+        assert!(client.contains(&format!("    def {method}(self, *, timeout_ms: Optional[float] = None) -> None:")), "{method}\n{client}");
+        assert!(client.contains(&format!("def _call_{method}() -> _rt.Call[None]:")), "{method}\n{client}");
+        assert!(client.contains(&format!(", {endpoint}, _decode_{method}, {{}})")), "{endpoint}\n{client}");
+    }
+}
+
+#[test]
+fn an_optional_nullable_property_is_unset_when_absent_and_none_is_null() {
+    let doc = r##"
+openapi: 3.0.3
+info: {title: T, version: "1"}
+paths:
+  /u:
+    patch:
+      operationId: patch
+      requestBody:
+        content: {application/json: {schema: {$ref: "#/components/schemas/Patch"}}}
+      responses: {"204": {description: ok}}
+components:
+  schemas:
+    Patch:
+      type: object
+      properties:
+        name: {type: string, nullable: true}
+        nick: {$ref: "#/components/schemas/Nick"}
+        role: {type: string}
+    Nick: {type: string, nullable: true}
+"##;
+    let api = load("unset", &[("api.yaml", doc)]);
+    let files = python::emit(&api, &python::Options { service: "svc".into(), package: "svc".into(), source: "api.yaml".into() });
+    let models = file(&files, "models.py");
+    assert!(models.contains("    name: Union[str, None, _rt.Unset] = _rt.UNSET\n    nick: Union[Nick, _rt.Unset] = _rt.UNSET\n    role: Optional[str] = None\n"), "{models}");
+    assert!(models.contains("            name=_rt.optional_or_unset(d, \"name\", at, _rt.string),\n            nick=_rt.optional_nullable_or_unset(d, \"nick\", at, parse_Nick),\n"), "{models}");
+    assert!(models.contains("        if not isinstance(self.name, _rt.Unset):\n            out[\"name\"] = self.name\n"), "{models}");
+    assert!(models.contains("        if self.role is not None:\n            out[\"role\"] = self.role\n"), "{models}");
+    let init = file(&files, "__init__.py");
+    assert!(init.contains("from harness._openapi import UNSET as UNSET, Unset as Unset\n"), "{init}");
 }

@@ -2,14 +2,21 @@
 //! `from_json`/`to_json`; `Literal` and `Union` aliases), `errors.py` (an
 //! `harness.HttpStatusError` subclass per declared error response, its body parsed as
 //! `model`), `client.py` (a sync and an async client class, one keyword-only typed method per
-//! operation, on `harness.Client` / `harness.AsyncClient`), `_runtime.py` (what they share)
-//! and `py.typed`. Python 3.9+, no dependency beyond `harness`; checked by `mypy --strict`.
+//! operation, on `harness.Client` / `harness.AsyncClient`) and `py.typed`. What they share is
+//! `harness._openapi`, shipped in the harness package (never copied): `__init__.py` checks at
+//! import that the installed harness provides the contract the package was written for.
+//! Python 3.9+, no dependency beyond `harness`; checked by `mypy --strict` and `pyright --strict`
+//! (a module imports only the names it uses).
 //!
 //! Choices: a schema with `readOnly` or `writeOnly` properties (or one that uses such a
 //! schema) is two classes, `Name` as responses carry it and `NameInput` as requests do; an
 //! optional property is `Optional[T] = None` (left out of the JSON when None) unless it has a
-//! default; a union member tagged by one discriminator value gets that value as its default;
-//! each call's `endpoint` label is the operation's `operationId`.
+//! default, or it is nullable too: then it is `Union[T, None, Unset] = UNSET`, so that `None`
+//! is sent as JSON `null` (a PATCH that clears it) and `UNSET` leaves it out (a PATCH that keeps
+//! it), and a response reads an absent key as `UNSET`; a union member tagged by one
+//! discriminator value gets that value as its default; a method's name is the operationId in
+//! snake_case (any character that is not an ASCII letter or digit separates words), while each
+//! call's `endpoint` label is the operationId exactly.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
@@ -31,7 +38,11 @@ pub struct Options {
     pub source: String,
 }
 
-const RUNTIME: &str = include_str!("python_runtime.py");
+/// The version of `harness._openapi` the generated code is written for (its `CONTRACT`).
+const CONTRACT: u32 = 1;
+
+/// The default of an optional property that may be null: absent, as against `None` (`null`).
+const UNSET: &str = "_rt.UNSET";
 
 const KEYWORDS: [&str; 35] = [
     "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except", "finally", "for",
@@ -39,11 +50,12 @@ const KEYWORDS: [&str; 35] = [
 ];
 
 /// Names a field may not take: builtins that annotations or class bodies use, and the
-/// members every model has.
-const FIELD_RESERVED: [&str; 10] = ["str", "int", "float", "bool", "bytes", "frozenset", "self", "cls", "from_json", "to_json"];
+/// members every model has, and the lowercase names the modules import (so that a module's
+/// imports can be told from the identifiers its code uses).
+const FIELD_RESERVED: [&str; 13] = ["str", "int", "float", "bool", "bytes", "frozenset", "self", "cls", "from_json", "to_json", "cast", "dataclass", "harness"];
 
 /// Names of the generated modules' own imports, which a type may not take.
-const TYPE_RESERVED: [&str; 22] = [
+const TYPE_RESERVED: [&str; 24] = [
     "Any",
     "Callable",
     "ClassVar",
@@ -66,6 +78,8 @@ const TYPE_RESERVED: [&str; 22] = [
     "Response",
     "SyncService",
     "AsyncService",
+    "Unset",
+    "UNSET",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,7 +96,6 @@ pub fn emit(api: &Api, opts: &Options) -> Vec<(PathBuf, String)> {
     let dir = PathBuf::from(&opts.package);
     vec![
         (dir.join("__init__.py"), py.init()),
-        (dir.join("_runtime.py"), format!("{}\n{RUNTIME}", py.header())),
         (dir.join("client.py"), py.client()),
         (dir.join("errors.py"), py.errors()),
         (dir.join("models.py"), py.models()),
@@ -207,7 +220,8 @@ impl<'a> Py<'a> {
         taken.insert(self.client.clone());
         taken.insert(format!("Async{}", self.client));
         let mut unique = |wanted: String| {
-            let base = if taken.contains(&wanted) && (KEYWORDS.contains(&wanted.as_str()) || TYPE_RESERVED.contains(&wanted.as_str())) {
+            // (`parse_X` is the reader of alias `X`.)
+            let base = if wanted.starts_with("parse_") || (taken.contains(&wanted) && (KEYWORDS.contains(&wanted.as_str()) || TYPE_RESERVED.contains(&wanted.as_str()))) {
                 format!("{wanted}_")
             } else {
                 wanted
@@ -410,7 +424,7 @@ impl<'a> Py<'a> {
             Ty::Nullable(t) => (format!("_rt.nullable({})", rec(t)), false),
             Ty::Named(i) => match &self.api.types[*i].def {
                 Def::Object { .. } => (format!("{prefix}{}.from_json", self.name(*i, m)), false),
-                _ => (format!("{prefix}_parse_{}", self.name(*i, m)), false),
+                _ => (format!("{prefix}parse_{}", self.name(*i, m)), false),
             },
             Ty::Literals(vs) => (format!("_rt.literal(({},))", vs.iter().map(py_value).collect::<Vec<_>>().join(", ")), true),
             Ty::Union(ts) => {
@@ -440,16 +454,8 @@ impl<'a> Py<'a> {
         writeln!(out).unwrap();
         writeln!(out, "Each object is a dataclass with ``from_json`` (which raises ``harness.SchemaError`` naming the").unwrap();
         writeln!(out, "JSON pointer of the first value that does not match) and ``to_json``.").unwrap();
-        writeln!(out, "\"\"\"").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "from __future__ import annotations").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "import datetime as _dt").unwrap();
-        writeln!(out, "import uuid as _uuid").unwrap();
-        writeln!(out, "from dataclasses import dataclass, field as _field").unwrap();
-        writeln!(out, "from typing import Any, ClassVar, Dict, FrozenSet, List, Literal, Optional, Union, cast").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "from . import _runtime as _rt").unwrap();
+        let head = out;
+        let mut out = String::new();
         // Classes first (their annotations are never evaluated), then aliases in the order
         // they use each other (an alias's right-hand side is evaluated at import).
         for &(i, m) in &self.written {
@@ -467,7 +473,12 @@ impl<'a> Py<'a> {
             writeln!(out, "    {},", py_str(self.name(i, m))).unwrap();
         }
         writeln!(out, "]").unwrap();
-        out
+        let unset = if out.contains(UNSET) {
+            "An optional property that may also be null is ``UNSET`` when absent, so that ``None`` is sent as\n``null`` (a PATCH that clears it) and ``UNSET`` is left out (a PATCH that keeps it).\n"
+        } else {
+            ""
+        };
+        format!("{head}{unset}\"\"\"\n\n{}{out}", imports(&out))
     }
 
     fn alias_in_order(&self, out: &mut String, (i, m): (usize, Mode), state: &mut HashMap<(usize, Mode), u8>) {
@@ -497,7 +508,7 @@ impl<'a> Py<'a> {
                 writeln!(out, "{name} = {}", self.ty(ty, m, "", quote, false)).unwrap();
                 docstring(out, "", t.doc.as_deref(), &[]);
                 writeln!(out, "\n").unwrap();
-                writeln!(out, "def _parse_{name}(data: Any, at: str = \"\") -> {name}:").unwrap();
+                writeln!(out, "def parse_{name}(data: Any, at: str = \"\") -> {name}:").unwrap();
                 let (p, any) = self.parse(ty, m, "");
                 let any = any && *ty != Ty::Any;
                 if any {
@@ -511,7 +522,7 @@ impl<'a> Py<'a> {
                 writeln!(out, "{name} = Union[{}]", shown.join(", ")).unwrap();
                 docstring(out, "", t.doc.as_deref(), &[]);
                 writeln!(out, "\n").unwrap();
-                writeln!(out, "def _parse_{name}(data: Any, at: str = \"\") -> {name}:").unwrap();
+                writeln!(out, "def parse_{name}(data: Any, at: str = \"\") -> {name}:").unwrap();
                 let parsers: Vec<String> = members.iter().map(|t| self.parse(t, m, "").0).collect();
                 let names: Vec<String> = members.iter().map(|t| self.plain(t, m, "")).collect();
                 let expected = py_str(&names.join(" or "));
@@ -636,13 +647,18 @@ impl<'a> Py<'a> {
         for (n, p) in &fields {
             let d = self.default(p);
             if !(p.required && d.is_none()) {
-                ordered.push((n, p, Some(d.unwrap_or_else(|| "None".into()))));
+                let absent = if matches!(p.ty, Ty::Nullable(_)) || nullable_alias(self.api, &p.ty) { UNSET } else { "None" };
+                ordered.push((n, p, Some(d.unwrap_or_else(|| absent.into()))));
             }
         }
         for (n, p, d) in &ordered {
             let ty = self.plain(&p.ty, m, "");
             match d {
                 None => writeln!(out, "    {n}: {ty}").unwrap(),
+                Some(d) if d == UNSET => match &p.ty {
+                    Ty::Nullable(inner) => writeln!(out, "    {n}: Union[{}, None, _rt.Unset] = {UNSET}", self.plain(inner, m, "")).unwrap(),
+                    _ => writeln!(out, "    {n}: Union[{ty}, _rt.Unset] = {UNSET}").unwrap(),
+                },
                 Some(d) if d == "None" && !matches!(p.ty, Ty::Nullable(_) | Ty::Any) => writeln!(out, "    {n}: Optional[{ty}] = None").unwrap(),
                 Some(d) => writeln!(out, "    {n}: {ty} = {d}").unwrap(),
             }
@@ -670,12 +686,11 @@ impl<'a> Py<'a> {
                 let key = py_str(&p.name);
                 let value = match d {
                     None => format!("_rt.required(d, {key}, at, {parse})"),
-                    Some(d) if d == "None" => match &p.ty {
-                        // A nullable optional field reads null and absence alike.
-                        Ty::Nullable(inner) => format!("_rt.optional(d, {key}, at, {})", self.parse(inner, m, "").0),
-                        t if nullable_alias(self.api, t) => format!("_rt.optional_nullable(d, {key}, at, {parse})"),
-                        _ => format!("_rt.optional(d, {key}, at, {parse})"),
+                    Some(d) if d == UNSET => match &p.ty {
+                        Ty::Nullable(inner) => format!("_rt.optional_or_unset(d, {key}, at, {})", self.parse(inner, m, "").0),
+                        _ => format!("_rt.optional_nullable_or_unset(d, {key}, at, {parse})"),
                     },
+                    Some(d) if d == "None" => format!("_rt.optional(d, {key}, at, {parse})"),
                     Some(d) => format!("_rt.defaulted(d, {key}, at, {parse}, {d})"),
                 };
                 writeln!(out, "            {n}={value},").unwrap();
@@ -687,16 +702,20 @@ impl<'a> Py<'a> {
         }
         writeln!(out).unwrap();
         writeln!(out, "    def to_json(self) -> Dict[str, Any]:").unwrap();
-        writeln!(out, "        \"\"\"Its JSON value (an optional field that is None is left out).\"\"\"").unwrap();
+        writeln!(out, "        \"\"\"Its JSON value (an optional field that is None, or UNSET if it may be null, is left out).\"\"\"").unwrap();
         let always: Vec<String> = ordered
             .iter()
-            .filter(|(_, _, d)| d.as_deref() != Some("None"))
+            .filter(|(_, _, d)| d.as_deref() != Some("None") && d.as_deref() != Some(UNSET))
             .map(|(n, p, _)| format!("{}: {}", py_str(&p.name), dumped(&p.ty, &format!("self.{n}"))))
             .collect();
         writeln!(out, "        out: Dict[str, Any] = {{{}}}", always.join(", ")).unwrap();
         for (n, p, d) in &ordered {
             if d.as_deref() == Some("None") {
                 writeln!(out, "        if self.{n} is not None:").unwrap();
+                writeln!(out, "            out[{}] = {}", py_str(&p.name), dumped(&p.ty, &format!("self.{n}"))).unwrap();
+            }
+            if d.as_deref() == Some(UNSET) {
+                writeln!(out, "        if not isinstance(self.{n}, _rt.Unset):").unwrap();
                 writeln!(out, "            out[{}] = {}", py_str(&p.name), dumped(&p.ty, &format!("self.{n}"))).unwrap();
             }
         }
@@ -719,17 +738,8 @@ impl<'a> Py<'a> {
         writeln!(out, "error; ``model`` is the body read as the declared type. A body that does not read as that").unwrap();
         writeln!(out, "type leaves the error Harness raised as it was.").unwrap();
         writeln!(out, "\"\"\"").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "from __future__ import annotations").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "import datetime as _dt").unwrap();
-        writeln!(out, "import uuid as _uuid").unwrap();
-        writeln!(out, "from typing import Any, Dict, List, Literal, Optional, Union, cast").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "from harness import AuthError, HarnessError, HttpStatusError, RateLimitedError").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "from . import _runtime as _rt").unwrap();
-        writeln!(out, "from . import models as _m").unwrap();
+        let head = out;
+        let mut out = String::new();
         for e in &self.errors {
             let bases = match e.status {
                 Status::Code(401 | 403) => "AuthError, HttpStatusError",
@@ -751,7 +761,8 @@ impl<'a> Py<'a> {
                     writeln!(out, "    model: {ty}").unwrap();
                     writeln!(out).unwrap();
                     writeln!(out, "    @classmethod").unwrap();
-                    writeln!(out, "    def _from(cls, error: HarnessError) -> {}:", e.name).unwrap();
+                    writeln!(out, "    def from_error(cls, error: HarnessError) -> {}:", e.name).unwrap();
+                    writeln!(out, "        \"\"\"The typed error for ``error``, its body read as ``model`` (``harness.SchemaError`` or ``ValueError`` if it does not read).\"\"\"").unwrap();
                     writeln!(out, "        typed = cls(str(error))").unwrap();
                     writeln!(out, "        _rt.copy(error, typed)").unwrap();
                     writeln!(out, "        typed.model = {}", self.read_as(t, Mode::Out, "_m.", "_rt.error_body(error)", "\"\"")).unwrap();
@@ -765,7 +776,8 @@ impl<'a> Py<'a> {
                     writeln!(out, "    \"\"\"{what}{body}.\"\"\"").unwrap();
                     writeln!(out).unwrap();
                     writeln!(out, "    @classmethod").unwrap();
-                    writeln!(out, "    def _from(cls, error: HarnessError) -> {}:", e.name).unwrap();
+                    writeln!(out, "    def from_error(cls, error: HarnessError) -> {}:", e.name).unwrap();
+                    writeln!(out, "        \"\"\"The typed error for ``error``.\"\"\"").unwrap();
                     writeln!(out, "        typed = cls(str(error))").unwrap();
                     writeln!(out, "        _rt.copy(error, typed)").unwrap();
                     writeln!(out, "        return typed").unwrap();
@@ -777,7 +789,7 @@ impl<'a> Py<'a> {
             writeln!(out, "    {},", py_str(&e.name)).unwrap();
         }
         writeln!(out, "]").unwrap();
-        out
+        format!("{head}\n{}{out}", imports(&out))
     }
 
     // ---- client.py ----
@@ -790,19 +802,8 @@ impl<'a> Py<'a> {
             .unwrap();
         writeln!(out, "``harness.AsyncClient``), one method per operation, each call labelled with its operationId.").unwrap();
         writeln!(out, "\"\"\"").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "from __future__ import annotations").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "import datetime as _dt").unwrap();
-        writeln!(out, "import uuid as _uuid").unwrap();
-        writeln!(out, "from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, cast").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "import harness").unwrap();
-        writeln!(out, "from harness import Response").unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "from . import _runtime as _rt").unwrap();
-        writeln!(out, "from . import errors as _e").unwrap();
-        writeln!(out, "from . import models as _m").unwrap();
+        let head = out;
+        let mut out = String::new();
         let sigs: Vec<Sig> = api.operations.iter().enumerate().map(|(k, op)| self.sig(k, op)).collect();
         for (cls, base, client, is_async) in
             [(self.client.clone(), "SyncService", "Client", false), (format!("Async{}", self.client), "AsyncService", "AsyncClient", true)]
@@ -832,7 +833,7 @@ impl<'a> Py<'a> {
             self.call_fn(&mut out, op, &sigs[k], &self.methods[k]);
         }
         writeln!(out, "\n\n__all__ = [{}, {}]", py_str(&self.client), py_str(&format!("Async{}", self.client))).unwrap();
-        out
+        format!("{head}\n{}{out}", imports(&out))
     }
 
     fn sig(&self, _k: usize, op: &Operation) -> Sig {
@@ -1013,7 +1014,7 @@ impl<'a> Py<'a> {
         let errors = if sig.raises.is_empty() {
             "{}".to_string()
         } else {
-            format!("{{{}}}", sig.raises.iter().map(|(n, s)| format!("{}: _e.{n}._from", py_str(&s.key()))).collect::<Vec<_>>().join(", "))
+            format!("{{{}}}", sig.raises.iter().map(|(n, s)| format!("{}: _e.{n}.from_error", py_str(&s.key()))).collect::<Vec<_>>().join(", "))
         };
         let mut args = vec![py_str(&op.method), pieces.join(" + "), py_str(&op.id), format!("_decode_{name}"), errors];
         args.extend(kwargs);
@@ -1074,8 +1075,13 @@ impl<'a> Py<'a> {
         }
         docstring(&mut out, "", Some(&doc), &[]);
         writeln!(out).unwrap();
+        writeln!(out, "from harness import _openapi as _rt").unwrap();
+        writeln!(out).unwrap();
+        writeln!(out, "_rt.require({CONTRACT}, {})", py_str(&self.opts.package)).unwrap();
+        writeln!(out).unwrap();
+        writeln!(out, "from harness._openapi import UNSET as UNSET, Unset as Unset").unwrap();
         writeln!(out, "from .client import Async{0} as Async{0}, {0} as {0}", self.client).unwrap();
-        let mut names: Vec<String> = vec![self.client.clone(), format!("Async{}", self.client)];
+        let mut names: Vec<String> = vec![self.client.clone(), format!("Async{}", self.client), "UNSET".into(), "Unset".into()];
         if !self.errors.is_empty() {
             writeln!(out, "from .errors import (").unwrap();
             for e in &self.errors {
@@ -1131,6 +1137,96 @@ impl Arg {
             format!("Optional[{}]", self.ty)
         }
     }
+}
+
+/// The import lines a module's code needs: only the names it uses (pyright --strict rejects an
+/// unused import), grouped as the standard library, harness, then the package's own modules.
+fn imports(code: &str) -> String {
+    let used = used_names(code);
+    let has = |n: &&str| used.contains(*n);
+    let mut groups: Vec<Vec<String>> = vec![vec!["from __future__ import annotations".into()]];
+    let mut std: Vec<String> = Vec::new();
+    if has(&"_dt") {
+        std.push("import datetime as _dt".into());
+    }
+    if has(&"_uuid") {
+        std.push("import uuid as _uuid".into());
+    }
+    let dataclasses: Vec<&str> = [("dataclass", "dataclass"), ("_field", "field as _field")].iter().filter(|(n, _)| has(n)).map(|(_, i)| *i).collect();
+    if !dataclasses.is_empty() {
+        std.push(format!("from dataclasses import {}", dataclasses.join(", ")));
+    }
+    let typing: Vec<&str> =
+        ["Any", "ClassVar", "Dict", "FrozenSet", "List", "Literal", "Optional", "Sequence", "Tuple", "Union", "cast"].into_iter().filter(|n| has(n)).collect();
+    if !typing.is_empty() {
+        std.push(format!("from typing import {}", typing.join(", ")));
+    }
+    groups.push(std);
+    let mut harness: Vec<String> = Vec::new();
+    if has(&"harness") {
+        harness.push("import harness".into());
+    }
+    let names: Vec<&str> = ["AuthError", "HarnessError", "HttpStatusError", "RateLimitedError", "Response"].into_iter().filter(|n| has(n)).collect();
+    if !names.is_empty() {
+        harness.push(format!("from harness import {}", names.join(", ")));
+    }
+    if has(&"_rt") {
+        harness.push("from harness import _openapi as _rt".into());
+    }
+    groups.push(harness);
+    groups.push([("_e", "from . import errors as _e"), ("_m", "from . import models as _m")].iter().filter(|(n, _)| has(n)).map(|(_, i)| i.to_string()).collect());
+    let mut out = String::new();
+    for g in groups.into_iter().filter(|g| !g.is_empty()) {
+        for line in g {
+            writeln!(out, "{line}").unwrap();
+        }
+        writeln!(out).unwrap();
+    }
+    out.pop();
+    out
+}
+
+/// The names Python code refers to: identifiers outside strings and comments that are not an
+/// attribute (`x.name`). The generated code's identifiers are ASCII.
+fn used_names(code: &str) -> BTreeSet<String> {
+    let b = code.as_bytes();
+    let mut out = BTreeSet::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'#' {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'"' || c == b'\'' {
+            let triple = b[i..].starts_with(&[c, c, c]);
+            i += if triple { 3 } else { 1 };
+            while i < b.len() {
+                if b[i] == b'\\' {
+                    i += 2;
+                } else if triple && b[i..].starts_with(&[c, c, c]) {
+                    i += 3;
+                    break;
+                } else if !triple && b[i] == c {
+                    i += 1;
+                    break;
+                } else {
+                    i += 1;
+                }
+            }
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            if start == 0 || b[start - 1] != b'.' {
+                out.insert(code[start..i].to_string());
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
 }
 
 fn error_responses(op: &Operation) -> impl Iterator<Item = &harness_openapi::model::Response> {
@@ -1389,5 +1485,20 @@ mod tests {
         assert_eq!(snake("base64Data"), "base64_data");
         assert_eq!(snake("3ds"), "n_3ds");
         assert_eq!(snake("_links"), "links");
+        assert_eq!(snake("get order (by id)/v2"), "get_order_by_id_v2");
+        assert_eq!(snake("créer commande"), "cr_er_commande");
+        assert_eq!(snake("!!!"), "field");
+    }
+
+    #[test]
+    fn a_module_imports_only_the_names_its_code_uses() {
+        let code = "class A:\n    \"\"\"Any List of \\\"\"\" Dict\"\"\"\n    x: Optional[_dt.date] = None  # Union\n    y: str = 'cast(Tuple)'\n\n    def f(self) -> _m.List:\n        return _rt.Literal\n";
+        let used = used_names(code);
+        assert!(["Optional", "_dt", "_m", "_rt"].iter().all(|n| used.contains(*n)), "{used:?}");
+        assert!(!["Any", "List", "Dict", "Union", "cast", "Tuple", "Literal", "date"].iter().any(|n| used.contains(*n)), "{used:?}");
+        assert_eq!(
+            imports(code),
+            "from __future__ import annotations\n\nimport datetime as _dt\nfrom typing import Optional\n\nfrom harness import _openapi as _rt\n\nfrom . import models as _m\n"
+        );
     }
 }

@@ -6,6 +6,11 @@
 Operations: 4 generated, 0 refused.
 """
 
+from harness import _openapi as _rt
+
+_rt.require(1, "orders")
+
+from harness._openapi import UNSET as UNSET, Unset as Unset
 from .client import AsyncOrdersClient as AsyncOrdersClient, OrdersClient as OrdersClient
 from .errors import (
     NotFoundError as NotFoundError,
@@ -25,6 +30,8 @@ from .models import (
 __all__ = [
     "OrdersClient",
     "AsyncOrdersClient",
+    "UNSET",
+    "Unset",
     "NotFoundError",
     "ConflictError",
     "OrderStatus",

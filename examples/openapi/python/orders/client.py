@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid as _uuid
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, cast
+from typing import List, Optional, Sequence, Tuple
 
 import harness
 from harness import Response
+from harness import _openapi as _rt
 
-from . import _runtime as _rt
 from . import errors as _e
 from . import models as _m
 
@@ -130,7 +130,7 @@ def _decode_list_orders(resp: Response) -> _m.OrderPage:
 
 
 def _call_create_order(*, body: _m.OrderInput, idempotency_key: Optional[str]) -> _rt.Call[_m.Order]:
-    return _rt.Call("POST", "/orders", "createOrder", _decode_create_order, {"409": _e.ConflictError._from}, json=_rt.dump(body), idempotency_key=idempotency_key)
+    return _rt.Call("POST", "/orders", "createOrder", _decode_create_order, {"409": _e.ConflictError.from_error}, json=_rt.dump(body), idempotency_key=idempotency_key)
 
 
 def _decode_create_order(resp: Response) -> _m.Order:
@@ -138,7 +138,7 @@ def _decode_create_order(resp: Response) -> _m.Order:
 
 
 def _call_get_order(*, order_id: _uuid.UUID) -> _rt.Call[_m.Order]:
-    return _rt.Call("GET", "/orders/" + _rt.path(order_id), "getOrder", _decode_get_order, {"404": _e.NotFoundError._from})
+    return _rt.Call("GET", "/orders/" + _rt.path(order_id), "getOrder", _decode_get_order, {"404": _e.NotFoundError.from_error})
 
 
 def _decode_get_order(resp: Response) -> _m.Order:
@@ -146,7 +146,7 @@ def _decode_get_order(resp: Response) -> _m.Order:
 
 
 def _call_cancel_order(*, order_id: _uuid.UUID, idempotency_key: Optional[str]) -> _rt.Call[_m.Order]:
-    return _rt.Call("POST", "/orders/" + _rt.path(order_id) + "/cancel", "cancelOrder", _decode_cancel_order, {"404": _e.NotFoundError._from, "409": _e.ConflictError._from}, idempotency_key=idempotency_key)
+    return _rt.Call("POST", "/orders/" + _rt.path(order_id) + "/cancel", "cancelOrder", _decode_cancel_order, {"404": _e.NotFoundError.from_error, "409": _e.ConflictError.from_error}, idempotency_key=idempotency_key)
 
 
 def _decode_cancel_order(resp: Response) -> _m.Order:

@@ -9,13 +9,9 @@ type leaves the error Harness raised as it was.
 
 from __future__ import annotations
 
-import datetime as _dt
-import uuid as _uuid
-from typing import Any, Dict, List, Literal, Optional, Union, cast
+from harness import HarnessError, HttpStatusError
+from harness import _openapi as _rt
 
-from harness import AuthError, HarnessError, HttpStatusError, RateLimitedError
-
-from . import _runtime as _rt
 from . import models as _m
 
 
@@ -25,7 +21,8 @@ class NotFoundError(HttpStatusError):
     model: _m.Problem
 
     @classmethod
-    def _from(cls, error: HarnessError) -> NotFoundError:
+    def from_error(cls, error: HarnessError) -> NotFoundError:
+        """The typed error for ``error``, its body read as ``model`` (``harness.SchemaError`` or ``ValueError`` if it does not read)."""
         typed = cls(str(error))
         _rt.copy(error, typed)
         typed.model = _m.Problem.from_json(_rt.error_body(error), "")
@@ -38,7 +35,8 @@ class ConflictError(HttpStatusError):
     model: _m.Problem
 
     @classmethod
-    def _from(cls, error: HarnessError) -> ConflictError:
+    def from_error(cls, error: HarnessError) -> ConflictError:
+        """The typed error for ``error``, its body read as ``model`` (``harness.SchemaError`` or ``ValueError`` if it does not read)."""
         typed = cls(str(error))
         _rt.copy(error, typed)
         typed.model = _m.Problem.from_json(_rt.error_body(error), "")

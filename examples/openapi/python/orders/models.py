@@ -3,16 +3,18 @@
 
 Each object is a dataclass with ``from_json`` (which raises ``harness.SchemaError`` naming the
 JSON pointer of the first value that does not match) and ``to_json``.
+An optional property that may also be null is ``UNSET`` when absent, so that ``None`` is sent as
+``null`` (a PATCH that clears it) and ``UNSET`` is left out (a PATCH that keeps it).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import uuid as _uuid
-from dataclasses import dataclass, field as _field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, FrozenSet, List, Literal, Optional, Union, cast
 
-from . import _runtime as _rt
+from harness import _openapi as _rt
 
 
 @dataclass
@@ -25,7 +27,7 @@ class OrderPage:
     """
 
     items: List[Order]
-    next_cursor: Optional[str] = None
+    next_cursor: Union[str, None, _rt.Unset] = _rt.UNSET
 
     _KEYS: ClassVar[FrozenSet[str]] = frozenset({"items", "next_cursor"})
 
@@ -35,13 +37,13 @@ class OrderPage:
         d = _rt.obj(data, at)
         return cls(
             items=_rt.required(d, "items", at, _rt.list_of(Order.from_json)),
-            next_cursor=_rt.optional(d, "next_cursor", at, _rt.string),
+            next_cursor=_rt.optional_or_unset(d, "next_cursor", at, _rt.string),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"items": _rt.dump(self.items)}
-        if self.next_cursor is not None:
+        if not isinstance(self.next_cursor, _rt.Unset):
             out["next_cursor"] = self.next_cursor
         return out
 
@@ -65,7 +67,7 @@ class Order:
     items: List[LineItem]
     total: Money
     created_at: _dt.datetime
-    note: Optional[str] = None
+    note: Union[str, None, _rt.Unset] = _rt.UNSET
     tags: Optional[List[str]] = None
     metadata: Optional[Dict[str, str]] = None
 
@@ -77,20 +79,20 @@ class Order:
         d = _rt.obj(data, at)
         return cls(
             id=_rt.required(d, "id", at, _rt.uuid),
-            status=_rt.required(d, "status", at, _parse_OrderStatus),
+            status=_rt.required(d, "status", at, parse_OrderStatus),
             customer_id=_rt.required(d, "customer_id", at, _rt.uuid),
             items=_rt.required(d, "items", at, _rt.list_of(LineItem.from_json)),
             total=_rt.required(d, "total", at, Money.from_json),
             created_at=_rt.required(d, "created_at", at, _rt.date_time),
-            note=_rt.optional(d, "note", at, _rt.string),
+            note=_rt.optional_or_unset(d, "note", at, _rt.string),
             tags=_rt.optional(d, "tags", at, _rt.list_of(_rt.string)),
             metadata=_rt.optional(d, "metadata", at, _rt.dict_of(_rt.string)),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"id": _rt.dump(self.id), "status": _rt.dump(self.status), "customer_id": _rt.dump(self.customer_id), "items": _rt.dump(self.items), "total": _rt.dump(self.total), "created_at": _rt.dump(self.created_at)}
-        if self.note is not None:
+        if not isinstance(self.note, _rt.Unset):
             out["note"] = self.note
         if self.tags is not None:
             out["tags"] = _rt.dump(self.tags)
@@ -110,7 +112,7 @@ class OrderInput:
 
     customer_id: _uuid.UUID
     items: List[LineItem]
-    note: Optional[str] = None
+    note: Union[str, None, _rt.Unset] = _rt.UNSET
     tags: Optional[List[str]] = None
     metadata: Optional[Dict[str, str]] = None
 
@@ -123,15 +125,15 @@ class OrderInput:
         return cls(
             customer_id=_rt.required(d, "customer_id", at, _rt.uuid),
             items=_rt.required(d, "items", at, _rt.list_of(LineItem.from_json)),
-            note=_rt.optional(d, "note", at, _rt.string),
+            note=_rt.optional_or_unset(d, "note", at, _rt.string),
             tags=_rt.optional(d, "tags", at, _rt.list_of(_rt.string)),
             metadata=_rt.optional(d, "metadata", at, _rt.dict_of(_rt.string)),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"customer_id": _rt.dump(self.customer_id), "items": _rt.dump(self.items)}
-        if self.note is not None:
+        if not isinstance(self.note, _rt.Unset):
             out["note"] = self.note
         if self.tags is not None:
             out["tags"] = _rt.dump(self.tags)
@@ -161,7 +163,7 @@ class LineItem:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"sku": self.sku, "quantity": self.quantity, "unit_price": _rt.dump(self.unit_price)}
         return out
 
@@ -181,11 +183,11 @@ class Money:
         d = _rt.obj(data, at)
         return cls(
             amount_minor=_rt.required(d, "amount_minor", at, _rt.integer),
-            currency=_rt.required(d, "currency", at, _parse_Currency),
+            currency=_rt.required(d, "currency", at, parse_Currency),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"amount_minor": self.amount_minor, "currency": _rt.dump(self.currency)}
         return out
 
@@ -200,7 +202,7 @@ class Problem:
     code: str
     title: str
     status: int
-    detail: Optional[str] = None
+    detail: Union[str, None, _rt.Unset] = _rt.UNSET
     trace_id: Optional[str] = None
 
     _KEYS: ClassVar[FrozenSet[str]] = frozenset({"code", "title", "status", "detail", "trace_id"})
@@ -213,14 +215,14 @@ class Problem:
             code=_rt.required(d, "code", at, _rt.string),
             title=_rt.required(d, "title", at, _rt.string),
             status=_rt.required(d, "status", at, _rt.integer),
-            detail=_rt.optional(d, "detail", at, _rt.string),
+            detail=_rt.optional_or_unset(d, "detail", at, _rt.string),
             trace_id=_rt.optional(d, "trace_id", at, _rt.string),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"code": self.code, "title": self.title, "status": self.status}
-        if self.detail is not None:
+        if not isinstance(self.detail, _rt.Unset):
             out["detail"] = self.detail
         if self.trace_id is not None:
             out["trace_id"] = self.trace_id
@@ -230,7 +232,7 @@ class Problem:
 OrderStatus = Literal["open", "paid", "shipped", "cancelled"]
 
 
-def _parse_OrderStatus(data: Any, at: str = "") -> OrderStatus:
+def parse_OrderStatus(data: Any, at: str = "") -> OrderStatus:
     return cast(OrderStatus, _rt.literal(("open", "paid", "shipped", "cancelled",))(data, at))
 
 
@@ -238,7 +240,7 @@ Currency = Literal["EUR", "USD", "GBP", "CNY"]
 """ISO 4217 code."""
 
 
-def _parse_Currency(data: Any, at: str = "") -> Currency:
+def parse_Currency(data: Any, at: str = "") -> Currency:
     return cast(Currency, _rt.literal(("EUR", "USD", "GBP", "CNY",))(data, at))
 
 

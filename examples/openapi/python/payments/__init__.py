@@ -6,6 +6,11 @@
 Operations: 3 generated, 0 refused.
 """
 
+from harness import _openapi as _rt
+
+_rt.require(1, "payments")
+
+from harness._openapi import UNSET as UNSET, Unset as Unset
 from .client import AsyncPaymentsClient as AsyncPaymentsClient, PaymentsClient as PaymentsClient
 from .errors import (
     NotFoundError as NotFoundError,
@@ -34,6 +39,8 @@ from .models import (
 __all__ = [
     "PaymentsClient",
     "AsyncPaymentsClient",
+    "UNSET",
+    "Unset",
     "NotFoundError",
     "ConflictError",
     "UnprocessableEntityError",

@@ -5,14 +5,12 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import uuid as _uuid
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, cast
+from typing import Optional
 
 import harness
 from harness import Response
+from harness import _openapi as _rt
 
-from . import _runtime as _rt
 from . import errors as _e
 from . import models as _m
 
@@ -84,7 +82,7 @@ class AsyncPaymentsClient(_rt.AsyncService):
 
 
 def _call_create_payment(*, body: _m.PaymentRequestInput, idempotency_key: Optional[str]) -> _rt.Call[_m.Payment]:
-    return _rt.Call("POST", "/payments", "createPayment", _decode_create_payment, {"409": _e.ConflictError._from, "422": _e.UnprocessableEntityError._from}, json=_rt.dump(body), idempotency_key=idempotency_key)
+    return _rt.Call("POST", "/payments", "createPayment", _decode_create_payment, {"409": _e.ConflictError.from_error, "422": _e.UnprocessableEntityError.from_error}, json=_rt.dump(body), idempotency_key=idempotency_key)
 
 
 def _decode_create_payment(resp: Response) -> _m.Payment:
@@ -92,7 +90,7 @@ def _decode_create_payment(resp: Response) -> _m.Payment:
 
 
 def _call_get_payment(*, payment_id: str) -> _rt.Call[_m.Payment]:
-    return _rt.Call("GET", "/payments/" + _rt.path(payment_id), "getPayment", _decode_get_payment, {"404": _e.NotFoundError._from, "default": _e.DefaultError._from})
+    return _rt.Call("GET", "/payments/" + _rt.path(payment_id), "getPayment", _decode_get_payment, {"404": _e.NotFoundError.from_error, "default": _e.DefaultError.from_error})
 
 
 def _decode_get_payment(resp: Response) -> _m.Payment:
@@ -100,7 +98,7 @@ def _decode_get_payment(resp: Response) -> _m.Payment:
 
 
 def _call_refund_payment(*, body: _m.RefundPaymentRequest, payment_id: str, idempotency_key: Optional[str]) -> _rt.Call[_m.Refund]:
-    return _rt.Call("POST", "/payments/" + _rt.path(payment_id) + "/refunds", "refundPayment", _decode_refund_payment, {"404": _e.NotFoundError._from, "409": _e.ConflictError._from}, json=_rt.dump(body), idempotency_key=idempotency_key)
+    return _rt.Call("POST", "/payments/" + _rt.path(payment_id) + "/refunds", "refundPayment", _decode_refund_payment, {"404": _e.NotFoundError.from_error, "409": _e.ConflictError.from_error}, json=_rt.dump(body), idempotency_key=idempotency_key)
 
 
 def _decode_refund_payment(resp: Response) -> _m.Refund:

@@ -3,16 +3,18 @@
 
 Each object is a dataclass with ``from_json`` (which raises ``harness.SchemaError`` naming the
 JSON pointer of the first value that does not match) and ``to_json``.
+An optional property that may also be null is ``UNSET`` when absent, so that ``None`` is sent as
+``null`` (a PATCH that clears it) and ``UNSET`` is left out (a PATCH that keeps it).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import uuid as _uuid
-from dataclasses import dataclass, field as _field
-from typing import Any, ClassVar, Dict, FrozenSet, List, Literal, Optional, Union, cast
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, FrozenSet, Literal, Optional, Union, cast
 
-from . import _runtime as _rt
+from harness import _openapi as _rt
 
 
 @dataclass
@@ -36,12 +38,12 @@ class PaymentRequestInput:
         return cls(
             order_id=_rt.required(d, "order_id", at, _rt.uuid),
             amount=_rt.required(d, "amount", at, Money.from_json),
-            method=_rt.required(d, "method", at, _parse_PaymentMethodInput),
+            method=_rt.required(d, "method", at, parse_PaymentMethodInput),
             capture=_rt.defaulted(d, "capture", at, _rt.boolean, True),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"order_id": _rt.dump(self.order_id), "amount": _rt.dump(self.amount), "method": _rt.dump(self.method), "capture": self.capture}
         return out
 
@@ -61,11 +63,11 @@ class Money:
         d = _rt.obj(data, at)
         return cls(
             amount_minor=_rt.required(d, "amount_minor", at, _rt.integer),
-            currency=_rt.required(d, "currency", at, _parse_Currency),
+            currency=_rt.required(d, "currency", at, parse_Currency),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"amount_minor": self.amount_minor, "currency": _rt.dump(self.currency)}
         return out
 
@@ -97,7 +99,7 @@ class Card:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"type": self.type}
         if self.last4 is not None:
             out["last4"] = self.last4
@@ -130,7 +132,7 @@ class CardInput:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"token": self.token, "type": self.type}
         return out
 
@@ -141,7 +143,7 @@ class BankTransfer:
 
     iban: str
     type: Literal["bank_transfer"] = "bank_transfer"
-    reference: Optional[str] = None
+    reference: Union[str, None, _rt.Unset] = _rt.UNSET
 
     _KEYS: ClassVar[FrozenSet[str]] = frozenset({"type", "iban", "reference"})
 
@@ -152,13 +154,13 @@ class BankTransfer:
         return cls(
             iban=_rt.required(d, "iban", at, _rt.string),
             type=_rt.defaulted(d, "type", at, _rt.literal(("bank_transfer",)), "bank_transfer"),
-            reference=_rt.optional(d, "reference", at, _rt.string),
+            reference=_rt.optional_or_unset(d, "reference", at, _rt.string),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"iban": self.iban, "type": self.type}
-        if self.reference is not None:
+        if not isinstance(self.reference, _rt.Unset):
             out["reference"] = self.reference
         return out
 
@@ -182,7 +184,7 @@ class Wallet:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"provider": self.provider, "type": self.type}
         return out
 
@@ -203,7 +205,7 @@ class Payment:
     status: Literal["pending", "succeeded", "failed"]
     amount: Money
     method: PaymentMethod
-    failure: Optional[Failure] = None
+    failure: Union[Failure, None, _rt.Unset] = _rt.UNSET
 
     _KEYS: ClassVar[FrozenSet[str]] = frozenset({"id", "created_at", "order_id", "status", "amount", "method", "failure"})
 
@@ -217,14 +219,14 @@ class Payment:
             order_id=_rt.required(d, "order_id", at, _rt.uuid),
             status=_rt.required(d, "status", at, _rt.literal(("pending", "succeeded", "failed",))),
             amount=_rt.required(d, "amount", at, Money.from_json),
-            method=_rt.required(d, "method", at, _parse_PaymentMethod),
-            failure=_rt.optional(d, "failure", at, Failure.from_json),
+            method=_rt.required(d, "method", at, parse_PaymentMethod),
+            failure=_rt.optional_or_unset(d, "failure", at, Failure.from_json),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"id": self.id, "created_at": _rt.dump(self.created_at), "order_id": _rt.dump(self.order_id), "status": self.status, "amount": _rt.dump(self.amount), "method": _rt.dump(self.method)}
-        if self.failure is not None:
+        if not isinstance(self.failure, _rt.Unset):
             out["failure"] = _rt.dump(self.failure)
         return out
 
@@ -248,7 +250,7 @@ class Failure:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"code": self.code}
         if self.message is not None:
             out["message"] = self.message
@@ -265,7 +267,7 @@ class Problem:
     code: str
     title: str
     status: int
-    detail: Optional[str] = None
+    detail: Union[str, None, _rt.Unset] = _rt.UNSET
     trace_id: Optional[str] = None
 
     _KEYS: ClassVar[FrozenSet[str]] = frozenset({"code", "title", "status", "detail", "trace_id"})
@@ -278,14 +280,14 @@ class Problem:
             code=_rt.required(d, "code", at, _rt.string),
             title=_rt.required(d, "title", at, _rt.string),
             status=_rt.required(d, "status", at, _rt.integer),
-            detail=_rt.optional(d, "detail", at, _rt.string),
+            detail=_rt.optional_or_unset(d, "detail", at, _rt.string),
             trace_id=_rt.optional(d, "trace_id", at, _rt.string),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"code": self.code, "title": self.title, "status": self.status}
-        if self.detail is not None:
+        if not isinstance(self.detail, _rt.Unset):
             out["detail"] = self.detail
         if self.trace_id is not None:
             out["trace_id"] = self.trace_id
@@ -303,7 +305,7 @@ class Declined:
     title: str
     status: int
     decline_code: Literal["insufficient_funds", "expired", "suspected_fraud", "other"]
-    detail: Optional[str] = None
+    detail: Union[str, None, _rt.Unset] = _rt.UNSET
     trace_id: Optional[str] = None
 
     _KEYS: ClassVar[FrozenSet[str]] = frozenset({"code", "title", "status", "detail", "trace_id", "decline_code"})
@@ -317,14 +319,14 @@ class Declined:
             title=_rt.required(d, "title", at, _rt.string),
             status=_rt.required(d, "status", at, _rt.integer),
             decline_code=_rt.required(d, "decline_code", at, _rt.literal(("insufficient_funds", "expired", "suspected_fraud", "other",))),
-            detail=_rt.optional(d, "detail", at, _rt.string),
+            detail=_rt.optional_or_unset(d, "detail", at, _rt.string),
             trace_id=_rt.optional(d, "trace_id", at, _rt.string),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"code": self.code, "title": self.title, "status": self.status, "decline_code": self.decline_code}
-        if self.detail is not None:
+        if not isinstance(self.detail, _rt.Unset):
             out["detail"] = self.detail
         if self.trace_id is not None:
             out["trace_id"] = self.trace_id
@@ -350,7 +352,7 @@ class RefundPaymentRequest:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"amount": _rt.dump(self.amount)}
         if self.reason is not None:
             out["reason"] = self.reason
@@ -386,7 +388,7 @@ class Refund:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"id": self.id, "created_at": _rt.dump(self.created_at), "payment_id": self.payment_id, "amount": _rt.dump(self.amount)}
         return out
 
@@ -395,14 +397,14 @@ Currency = Literal["EUR", "USD", "GBP", "CNY"]
 """ISO 4217 code."""
 
 
-def _parse_Currency(data: Any, at: str = "") -> Currency:
+def parse_Currency(data: Any, at: str = "") -> Currency:
     return cast(Currency, _rt.literal(("EUR", "USD", "GBP", "CNY",))(data, at))
 
 
 PaymentMethod = Union[Card, BankTransfer, Wallet]
 
 
-def _parse_PaymentMethod(data: Any, at: str = "") -> PaymentMethod:
+def parse_PaymentMethod(data: Any, at: str = "") -> PaymentMethod:
     tag = _rt.tag(data, "type")
     if tag == "card":
         return Card.from_json(data, at)
@@ -416,7 +418,7 @@ def _parse_PaymentMethod(data: Any, at: str = "") -> PaymentMethod:
 PaymentMethodInput = Union[CardInput, BankTransfer, Wallet]
 
 
-def _parse_PaymentMethodInput(data: Any, at: str = "") -> PaymentMethodInput:
+def parse_PaymentMethodInput(data: Any, at: str = "") -> PaymentMethodInput:
     tag = _rt.tag(data, "type")
     if tag == "card":
         return CardInput.from_json(data, at)

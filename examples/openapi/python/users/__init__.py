@@ -6,6 +6,11 @@
 Operations: 5 generated, 0 refused.
 """
 
+from harness import _openapi as _rt
+
+_rt.require(1, "users")
+
+from harness._openapi import UNSET as UNSET, Unset as Unset
 from .client import AsyncUsersClient as AsyncUsersClient, UsersClient as UsersClient
 from .errors import (
     NotFoundError as NotFoundError,
@@ -23,6 +28,8 @@ from .models import (
 __all__ = [
     "UsersClient",
     "AsyncUsersClient",
+    "UNSET",
+    "Unset",
     "NotFoundError",
     "ConflictError",
     "Role",

@@ -5,14 +5,12 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import uuid as _uuid
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, cast
+from typing import List, Optional, Sequence, Tuple
 
 import harness
 from harness import Response
+from harness import _openapi as _rt
 
-from . import _runtime as _rt
 from . import errors as _e
 from . import models as _m
 
@@ -119,7 +117,7 @@ def _decode_list_users(resp: Response) -> _m.UserPage:
 
 
 def _call_create_user(*, body: _m.UserInput, idempotency_key: Optional[str]) -> _rt.Call[_m.User]:
-    return _rt.Call("POST", "/users", "createUser", _decode_create_user, {"409": _e.ConflictError._from}, json=_rt.dump(body), idempotency_key=idempotency_key)
+    return _rt.Call("POST", "/users", "createUser", _decode_create_user, {"409": _e.ConflictError.from_error}, json=_rt.dump(body), idempotency_key=idempotency_key)
 
 
 def _decode_create_user(resp: Response) -> _m.User:
@@ -127,7 +125,7 @@ def _decode_create_user(resp: Response) -> _m.User:
 
 
 def _call_get_user(*, user_id: int) -> _rt.Call[_m.User]:
-    return _rt.Call("GET", "/users/" + _rt.path(user_id), "getUser", _decode_get_user, {"404": _e.NotFoundError._from})
+    return _rt.Call("GET", "/users/" + _rt.path(user_id), "getUser", _decode_get_user, {"404": _e.NotFoundError.from_error})
 
 
 def _decode_get_user(resp: Response) -> _m.User:
@@ -135,7 +133,7 @@ def _decode_get_user(resp: Response) -> _m.User:
 
 
 def _call_delete_user(*, user_id: int) -> _rt.Call[None]:
-    return _rt.Call("DELETE", "/users/" + _rt.path(user_id), "deleteUser", _decode_delete_user, {"404": _e.NotFoundError._from})
+    return _rt.Call("DELETE", "/users/" + _rt.path(user_id), "deleteUser", _decode_delete_user, {"404": _e.NotFoundError.from_error})
 
 
 def _decode_delete_user(resp: Response) -> None:
@@ -143,7 +141,7 @@ def _decode_delete_user(resp: Response) -> None:
 
 
 def _call_update_user(*, body: _m.UserPatch, user_id: int) -> _rt.Call[_m.User]:
-    return _rt.Call("PATCH", "/users/" + _rt.path(user_id), "updateUser", _decode_update_user, {"404": _e.NotFoundError._from}, json=_rt.dump(body))
+    return _rt.Call("PATCH", "/users/" + _rt.path(user_id), "updateUser", _decode_update_user, {"404": _e.NotFoundError.from_error}, json=_rt.dump(body))
 
 
 def _decode_update_user(resp: Response) -> _m.User:

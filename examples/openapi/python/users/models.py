@@ -3,16 +3,17 @@
 
 Each object is a dataclass with ``from_json`` (which raises ``harness.SchemaError`` naming the
 JSON pointer of the first value that does not match) and ``to_json``.
+An optional property that may also be null is ``UNSET`` when absent, so that ``None`` is sent as
+``null`` (a PATCH that clears it) and ``UNSET`` is left out (a PATCH that keeps it).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import uuid as _uuid
-from dataclasses import dataclass, field as _field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, FrozenSet, List, Literal, Optional, Union, cast
 
-from . import _runtime as _rt
+from harness import _openapi as _rt
 
 
 @dataclass
@@ -41,7 +42,7 @@ class UserPage:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"page": self.page, "per_page": self.per_page, "total": self.total, "users": _rt.dump(self.users)}
         return out
 
@@ -60,7 +61,7 @@ class User:
     id: int
     email: str
     role: Role
-    display_name: Optional[str] = None
+    display_name: Union[str, None, _rt.Unset] = _rt.UNSET
     birthday: Optional[_dt.date] = None
     avatar: Optional[bytes] = None
     created_at: Optional[_dt.datetime] = None
@@ -74,17 +75,17 @@ class User:
         return cls(
             id=_rt.required(d, "id", at, _rt.integer),
             email=_rt.required(d, "email", at, _rt.string),
-            role=_rt.required(d, "role", at, _parse_Role),
-            display_name=_rt.optional(d, "display_name", at, _rt.string),
+            role=_rt.required(d, "role", at, parse_Role),
+            display_name=_rt.optional_or_unset(d, "display_name", at, _rt.string),
             birthday=_rt.optional(d, "birthday", at, _rt.date),
             avatar=_rt.optional(d, "avatar", at, _rt.byte),
             created_at=_rt.optional(d, "created_at", at, _rt.date_time),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"id": self.id, "email": self.email, "role": _rt.dump(self.role)}
-        if self.display_name is not None:
+        if not isinstance(self.display_name, _rt.Unset):
             out["display_name"] = self.display_name
         if self.birthday is not None:
             out["birthday"] = _rt.dump(self.birthday)
@@ -108,7 +109,7 @@ class UserInput:
     email: str
     role: Role
     password: str
-    display_name: Optional[str] = None
+    display_name: Union[str, None, _rt.Unset] = _rt.UNSET
     birthday: Optional[_dt.date] = None
     avatar: Optional[bytes] = None
 
@@ -120,17 +121,17 @@ class UserInput:
         d = _rt.obj(data, at)
         return cls(
             email=_rt.required(d, "email", at, _rt.string),
-            role=_rt.required(d, "role", at, _parse_Role),
+            role=_rt.required(d, "role", at, parse_Role),
             password=_rt.required(d, "password", at, _rt.string),
-            display_name=_rt.optional(d, "display_name", at, _rt.string),
+            display_name=_rt.optional_or_unset(d, "display_name", at, _rt.string),
             birthday=_rt.optional(d, "birthday", at, _rt.date),
             avatar=_rt.optional(d, "avatar", at, _rt.byte),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"email": self.email, "role": _rt.dump(self.role), "password": self.password}
-        if self.display_name is not None:
+        if not isinstance(self.display_name, _rt.Unset):
             out["display_name"] = self.display_name
         if self.birthday is not None:
             out["birthday"] = _rt.dump(self.birthday)
@@ -149,7 +150,7 @@ class Problem:
     code: str
     title: str
     status: int
-    detail: Optional[str] = None
+    detail: Union[str, None, _rt.Unset] = _rt.UNSET
     trace_id: Optional[str] = None
 
     _KEYS: ClassVar[FrozenSet[str]] = frozenset({"code", "title", "status", "detail", "trace_id"})
@@ -162,14 +163,14 @@ class Problem:
             code=_rt.required(d, "code", at, _rt.string),
             title=_rt.required(d, "title", at, _rt.string),
             status=_rt.required(d, "status", at, _rt.integer),
-            detail=_rt.optional(d, "detail", at, _rt.string),
+            detail=_rt.optional_or_unset(d, "detail", at, _rt.string),
             trace_id=_rt.optional(d, "trace_id", at, _rt.string),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {"code": self.code, "title": self.title, "status": self.status}
-        if self.detail is not None:
+        if not isinstance(self.detail, _rt.Unset):
             out["detail"] = self.detail
         if self.trace_id is not None:
             out["trace_id"] = self.trace_id
@@ -180,7 +181,7 @@ class Problem:
 class UserPatch:
     """``UserPatch`` (at ``#/components/schemas/UserPatch``)."""
 
-    display_name: Optional[str] = None
+    display_name: Union[str, None, _rt.Unset] = _rt.UNSET
     role: Optional[Role] = None
 
     _KEYS: ClassVar[FrozenSet[str]] = frozenset({"display_name", "role"})
@@ -190,14 +191,14 @@ class UserPatch:
         """Reads one from its JSON value; ``harness.SchemaError`` names the first value that does not match."""
         d = _rt.obj(data, at)
         return cls(
-            display_name=_rt.optional(d, "display_name", at, _rt.string),
-            role=_rt.optional(d, "role", at, _parse_Role),
+            display_name=_rt.optional_or_unset(d, "display_name", at, _rt.string),
+            role=_rt.optional(d, "role", at, parse_Role),
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None is left out)."""
+        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
         out: Dict[str, Any] = {}
-        if self.display_name is not None:
+        if not isinstance(self.display_name, _rt.Unset):
             out["display_name"] = self.display_name
         if self.role is not None:
             out["role"] = _rt.dump(self.role)
@@ -207,7 +208,7 @@ class UserPatch:
 Role = Literal["admin", "staff", "customer"]
 
 
-def _parse_Role(data: Any, at: str = "") -> Role:
+def parse_Role(data: Any, at: str = "") -> Role:
     return cast(Role, _rt.literal(("admin", "staff", "customer",))(data, at))
 
 
