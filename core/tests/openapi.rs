@@ -229,3 +229,21 @@ fn a_bad_document_is_a_config_error_with_the_pointer() {
     assert!(e.message.contains("services.svc.openapi") && e.message.contains("valdiate"), "{}", e.message);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The public documents of ../shared/openapi-corpus (read from there, never copied) load at
+/// run time: every operation labelled, every declared JSON response schema compiled.
+#[test]
+fn the_public_corpus_loads_as_service_documents() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/openapi-corpus");
+    assert!(corpus.is_dir(), "{} is missing: the corpus sits beside the project", corpus.display());
+    for (doc, operations) in [("oai-petstore-expanded.json", 4), ("oai-uspto.json", 3), ("adyen-checkout-v71.json", 28), ("twilio-messaging-v1.json", 58)] {
+        let spec = corpus.join(doc);
+        let started = std::time::Instant::now();
+        let cfg = json!({"log": {"enabled": false}, "services": {"svc": {"base_url": "http://127.0.0.1:9", "openapi": spec.to_str().unwrap()}}});
+        let client = Client::new(Config::from_value(cfg).unwrap()).unwrap_or_else(|e| panic!("{doc}: {}", e.message));
+        eprintln!("{doc}: {operations} operations, loaded and compiled in {:?}", started.elapsed());
+        drop(client);
+        let n = harness_openapi::contract::load(&spec).unwrap().len();
+        assert_eq!(n, operations, "{doc}");
+    }
+}
