@@ -1,10 +1,11 @@
 """`harness codegen --lang python` over the public OpenAPI documents in ../shared/openapi-corpus/
 (read from there, never copied into the project): every operation is generated or refused with
 a reason, at least 90% of those whose request body (if any) is JSON are generated, each package
-imports, and the packages (with the examples' clients) pass `mypy --strict`. Prints the counts
-per document and the time to generate the largest one.
+imports, and the packages (with the examples' clients and their runtime, harness/_openapi.py)
+pass `mypy --strict` and `pyright --strict`. Prints the counts per document and the time to
+generate the largest one.
 
-Run with a Python that has harness and mypy (bindings-python/.venv after bindings-python/test.sh):
+Run with a Python that has harness, mypy and pyright (bindings-python/.venv after bindings-python/test.sh):
     bindings-python/.venv/bin/python tests/openapi_corpus.py
 """
 
@@ -55,6 +56,20 @@ def operations(doc: dict) -> list:
             json_or_none = not content or any(is_json(m) for m in content)
             out.append((method.upper(), path, op.get("operationId"), json_or_none))
     return out
+
+
+def pyright_strict(cwd: Path, paths: list) -> subprocess.CompletedProcess:
+    """pyright in strict mode, for Python 3.9 (the oldest harness supports), with this
+    interpreter's packages (harness among them)."""
+    with tempfile.TemporaryDirectory() as d:
+        config = Path(d) / "pyrightconfig.json"
+        config.write_text(json.dumps({"typeCheckingMode": "strict", "pythonVersion": "3.9", "extraPaths": [str(cwd)]}))
+        return subprocess.run(
+            [sys.executable, "-m", "pyright", "-p", str(config), "--pythonpath", sys.executable, *paths],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+        )
 
 
 def main() -> int:
@@ -121,6 +136,17 @@ def main() -> int:
         if r2.returncode != 0:
             failures.append(f"mypy --strict on examples/openapi/python:\n{r2.stdout[-3000:]}")
     print(f"mypy --strict: corpus and examples checked in {time.monotonic() - started:.1f} s")
+    started = time.monotonic()
+    runtime = REPO / "bindings-python" / "python" / "harness" / "_openapi.py"
+    for what, cwd, paths in [
+        ("the corpus clients", out_dir, packages),
+        ("examples/openapi/python", examples, ["orders", "users", "payments"]),
+        ("harness/_openapi.py", runtime.parent.parent, [str(runtime)]),
+    ]:
+        r = pyright_strict(cwd, paths)
+        if r.returncode != 0:
+            failures.append(f"pyright --strict on {what}:\n{r.stdout[-3000:]}{r.stderr[-1000:]}")
+    print(f"pyright --strict: corpus, examples and harness/_openapi.py checked in {time.monotonic() - started:.1f} s")
     largest = [r for r in rows if r[0] == LARGEST]
     if largest:
         print(f"largest document ({LARGEST}, {(CORPUS / LARGEST).stat().st_size} bytes): read and generated in {largest[0][7]} ms")
