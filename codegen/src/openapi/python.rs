@@ -1075,9 +1075,18 @@ impl<'a> Py<'a> {
         }
         docstring(&mut out, "", Some(&doc), &[]);
         writeln!(out).unwrap();
-        writeln!(out, "from harness import _openapi as _rt").unwrap();
+        let package = &self.opts.package;
+        writeln!(out, "try:").unwrap();
+        writeln!(out, "    from harness import _openapi as _rt").unwrap();
+        writeln!(out, "except ImportError:  # a harness-sdk from before the typed clients").unwrap();
+        writeln!(
+            out,
+            "    raise ImportError({}) from None",
+            py_str(&format!("{package} needs harness._openapi, the runtime of the clients `harness codegen` writes, and the installed harness-sdk has none: upgrade harness-sdk"))
+        )
+        .unwrap();
         writeln!(out).unwrap();
-        writeln!(out, "_rt.require({CONTRACT}, {})", py_str(&self.opts.package)).unwrap();
+        writeln!(out, "_rt.require({CONTRACT}, {})", py_str(package)).unwrap();
         writeln!(out).unwrap();
         writeln!(out, "from harness._openapi import UNSET as UNSET, Unset as Unset").unwrap();
         writeln!(out, "from .client import Async{0} as Async{0}, {0} as {0}", self.client).unwrap();

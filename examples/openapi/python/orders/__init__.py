@@ -6,7 +6,10 @@
 Operations: 4 generated, 0 refused.
 """
 
-from harness import _openapi as _rt
+try:
+    from harness import _openapi as _rt
+except ImportError:  # a harness-sdk from before the typed clients
+    raise ImportError("orders needs harness._openapi, the runtime of the clients `harness codegen` writes, and the installed harness-sdk has none: upgrade harness-sdk") from None
 
 _rt.require(1, "orders")
 
