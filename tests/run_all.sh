@@ -36,7 +36,7 @@ for binding in python node kotlin; do
   echo "== ${binding} binding"
   bash "bindings-${binding}/test.sh"
 done
-echo "== typed clients from the public OpenAPI corpus (harness codegen, mypy --strict)"
+echo "== typed clients from the public OpenAPI corpus (harness codegen, mypy --strict, pyright --strict)"
 bindings-python/.venv/bin/python tests/openapi_corpus.py
 echo "== gateway through the OpenAI SDKs"
 bash gateway/sdk-tests/test.sh
