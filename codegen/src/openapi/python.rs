@@ -702,7 +702,11 @@ impl<'a> Py<'a> {
         }
         writeln!(out).unwrap();
         writeln!(out, "    def to_json(self) -> Dict[str, Any]:").unwrap();
-        writeln!(out, "        \"\"\"Its JSON value (an optional field that is None, or UNSET if it may be null, is left out).\"\"\"").unwrap();
+        if ordered.iter().any(|(_, _, d)| d.as_deref() == Some(UNSET)) {
+            writeln!(out, "        \"\"\"Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET).\"\"\"").unwrap();
+        } else {
+            writeln!(out, "        \"\"\"Its JSON value (an optional field that is None is left out).\"\"\"").unwrap();
+        }
         let always: Vec<String> = ordered
             .iter()
             .filter(|(_, _, d)| d.as_deref() != Some("None") && d.as_deref() != Some(UNSET))

@@ -41,7 +41,7 @@ class OrderPage:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"items": _rt.dump(self.items)}
         if not isinstance(self.next_cursor, _rt.Unset):
             out["next_cursor"] = self.next_cursor
@@ -90,7 +90,7 @@ class Order:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"id": _rt.dump(self.id), "status": _rt.dump(self.status), "customer_id": _rt.dump(self.customer_id), "items": _rt.dump(self.items), "total": _rt.dump(self.total), "created_at": _rt.dump(self.created_at)}
         if not isinstance(self.note, _rt.Unset):
             out["note"] = self.note
@@ -131,7 +131,7 @@ class OrderInput:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"customer_id": _rt.dump(self.customer_id), "items": _rt.dump(self.items)}
         if not isinstance(self.note, _rt.Unset):
             out["note"] = self.note
@@ -163,7 +163,7 @@ class LineItem:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"sku": self.sku, "quantity": self.quantity, "unit_price": _rt.dump(self.unit_price)}
         return out
 
@@ -187,7 +187,7 @@ class Money:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"amount_minor": self.amount_minor, "currency": _rt.dump(self.currency)}
         return out
 
@@ -220,7 +220,7 @@ class Problem:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"code": self.code, "title": self.title, "status": self.status}
         if not isinstance(self.detail, _rt.Unset):
             out["detail"] = self.detail

@@ -43,7 +43,7 @@ class PaymentRequestInput:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"order_id": _rt.dump(self.order_id), "amount": _rt.dump(self.amount), "method": _rt.dump(self.method), "capture": self.capture}
         return out
 
@@ -67,7 +67,7 @@ class Money:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"amount_minor": self.amount_minor, "currency": _rt.dump(self.currency)}
         return out
 
@@ -99,7 +99,7 @@ class Card:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"type": self.type}
         if self.last4 is not None:
             out["last4"] = self.last4
@@ -132,7 +132,7 @@ class CardInput:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"token": self.token, "type": self.type}
         return out
 
@@ -158,7 +158,7 @@ class BankTransfer:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"iban": self.iban, "type": self.type}
         if not isinstance(self.reference, _rt.Unset):
             out["reference"] = self.reference
@@ -184,7 +184,7 @@ class Wallet:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"provider": self.provider, "type": self.type}
         return out
 
@@ -224,7 +224,7 @@ class Payment:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"id": self.id, "created_at": _rt.dump(self.created_at), "order_id": _rt.dump(self.order_id), "status": self.status, "amount": _rt.dump(self.amount), "method": _rt.dump(self.method)}
         if not isinstance(self.failure, _rt.Unset):
             out["failure"] = _rt.dump(self.failure)
@@ -250,7 +250,7 @@ class Failure:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"code": self.code}
         if self.message is not None:
             out["message"] = self.message
@@ -285,7 +285,7 @@ class Problem:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"code": self.code, "title": self.title, "status": self.status}
         if not isinstance(self.detail, _rt.Unset):
             out["detail"] = self.detail
@@ -324,7 +324,7 @@ class Declined:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"code": self.code, "title": self.title, "status": self.status, "decline_code": self.decline_code}
         if not isinstance(self.detail, _rt.Unset):
             out["detail"] = self.detail
@@ -352,7 +352,7 @@ class RefundPaymentRequest:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"amount": _rt.dump(self.amount)}
         if self.reason is not None:
             out["reason"] = self.reason
@@ -388,7 +388,7 @@ class Refund:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"id": self.id, "created_at": _rt.dump(self.created_at), "payment_id": self.payment_id, "amount": _rt.dump(self.amount)}
         return out
 

@@ -42,7 +42,7 @@ class UserPage:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out)."""
         out: Dict[str, Any] = {"page": self.page, "per_page": self.per_page, "total": self.total, "users": _rt.dump(self.users)}
         return out
 
@@ -83,7 +83,7 @@ class User:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"id": self.id, "email": self.email, "role": _rt.dump(self.role)}
         if not isinstance(self.display_name, _rt.Unset):
             out["display_name"] = self.display_name
@@ -129,7 +129,7 @@ class UserInput:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"email": self.email, "role": _rt.dump(self.role), "password": self.password}
         if not isinstance(self.display_name, _rt.Unset):
             out["display_name"] = self.display_name
@@ -168,7 +168,7 @@ class Problem:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {"code": self.code, "title": self.title, "status": self.status}
         if not isinstance(self.detail, _rt.Unset):
             out["detail"] = self.detail
@@ -196,7 +196,7 @@ class UserPatch:
         )
 
     def to_json(self) -> Dict[str, Any]:
-        """Its JSON value (an optional field that is None, or UNSET if it may be null, is left out)."""
+        """Its JSON value (an optional field that is None is left out, or if it may be null, one that is UNSET)."""
         out: Dict[str, Any] = {}
         if not isinstance(self.display_name, _rt.Unset):
             out["display_name"] = self.display_name
