@@ -67,12 +67,16 @@ struct Generated {
 fn generate(args: &Args) -> Result<Generated, String> {
     let service = args.service.clone().unwrap_or_else(|| default_service(&args.spec));
     let package = args.package.clone().unwrap_or_else(|| openapi::python::snake(&service));
-    check_package(&package)?;
+    match args.lang.as_str() {
+        "typescript" => openapi::typescript::check_package(&package)?,
+        _ => check_package(&package)?,
+    }
     let api = openapi::load(&args.spec)?;
     let source = args.spec.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let files = match args.lang.as_str() {
         "python" => openapi::python::emit(&api, &openapi::python::Options { service, package, source }),
-        "typescript" | "kotlin" => return Err(format!("--lang {}: not generated yet (issue 27 adds it after Python)", args.lang)),
+        "typescript" => openapi::typescript::emit(&api, &openapi::typescript::Options { service, package, source }),
+        "kotlin" => return Err(format!("--lang {}: not generated yet (issue 27 adds it after Python)", args.lang)),
         other => return Err(format!("--lang {other}: expected python")),
     };
     let mut summary = vec![format!("generated {} operations, refused {}", api.operations.len(), api.refused.len())];

@@ -82,3 +82,59 @@ fn bad_arguments_and_specs_are_errors() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("/nonexistent/api.yaml: No such file"), "{}", text(&o));
 }
+
+#[test]
+fn the_examples_typescript_clients_are_what_the_generator_writes() {
+    for service in ["orders", "users", "payments"] {
+        let spec = examples().join(format!("{service}.yaml"));
+        let out = examples().join("typescript");
+        let o = harness(&["codegen", "--spec", spec.to_str().unwrap(), "--lang", "typescript", "--out", out.to_str().unwrap(), "--check"]);
+        assert!(
+            o.status.success(),
+            "examples/openapi/typescript/{service} is stale: run `cargo run -p harness-cli -- codegen --spec examples/openapi/{service}.yaml --lang typescript --out examples/openapi/typescript`\n{}",
+            text(&o)
+        );
+    }
+}
+
+#[test]
+fn typescript_check_fails_on_a_changed_missing_or_stray_file_and_names_are_npm_names() {
+    let dir = std::env::temp_dir().join(format!("harness-codegen-ts-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spec = examples().join("payments.yaml");
+    let (spec, out) = (spec.to_str().unwrap(), dir.to_str().unwrap());
+    let gen = |extra: &[&str]| harness(&[&["codegen", "--spec", spec, "--lang", "typescript", "--out", out, "--package", "pay-client"], extra].concat());
+
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("pay-client/index.d.ts is missing"), "{}", text(&o));
+
+    let o = gen(&[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("generated 3 operations, refused 0"), "{}", text(&o));
+    for f in ["index.js", "index.mjs", "index.d.ts", "index.d.mts", "package.json"] {
+        assert!(dir.join("pay-client").join(f).is_file(), "{f} was not written");
+    }
+    let package: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("pay-client/package.json")).unwrap()).unwrap();
+    assert_eq!(package["name"], "pay-client");
+    assert_eq!(package["type"], "commonjs");
+    assert!(gen(&["--check"]).status.success());
+
+    let decls = dir.join("pay-client/index.d.ts");
+    let original = std::fs::read_to_string(&decls).unwrap();
+    std::fs::write(&decls, original.replace("amount_minor: bigint", "amount_minor: number")).unwrap();
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("pay-client/index.d.ts differs from what the spec generates"), "{}", text(&o));
+    std::fs::write(&decls, &original).unwrap();
+
+    std::fs::write(dir.join("pay-client/old.js"), "").unwrap();
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("pay-client/old.js is not generated from the spec"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let o = harness(&["codegen", "--spec", spec, "--lang", "typescript", "--out", "/nonexistent", "--package", "Pay Client"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("--package `Pay Client`: not an npm package name"), "{}", text(&o));
+}
