@@ -9,6 +9,9 @@ cd "$root"
 export CARGO_BUILD_TARGET=x86_64-unknown-linux-gnu
 
 cargo build -p harness-upstream
+# The typed-client tests generate a client from test/fixtures/hostile.yaml with the CLI.
+cargo build -p harness-cli
+export HARNESS_BIN="$root/target/$CARGO_BUILD_TARGET/debug/harness"
 # The binding's own unit tests (the view conversion, input rules); CI's workspace run excludes it.
 cargo test -q -p harness-node --lib
 export HARNESS_UPSTREAM_BIN="$root/target/$CARGO_BUILD_TARGET/debug/harness-upstream"

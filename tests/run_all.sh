@@ -38,6 +38,8 @@ for binding in python node kotlin; do
 done
 echo "== typed clients from the public OpenAPI corpus (harness codegen, mypy --strict, pyright --strict)"
 bindings-python/.venv/bin/python tests/openapi_corpus.py
+echo "== typed clients from the public OpenAPI corpus (harness codegen --lang typescript, tsc --strict)"
+python3 tests/openapi_corpus_ts.py
 echo "== gateway through the OpenAI SDKs"
 bash gateway/sdk-tests/test.sh
 echo "== fault drill: harness chaos on examples/chaos.yaml (the CLI, embedded upstream)"
