@@ -16,6 +16,9 @@ export interface OperationOptions {
   principal?: string
 }
 
+/** The version of what generated code calls here; a generated client checks it at load. */
+export declare const CONTRACT: number
+
 /** Reads a JSON value at a JSON pointer (for messages) into a typed value. */
 export type Read<T> = (value: unknown, at: string) => T
 

@@ -7,6 +7,13 @@
 
 const { ConfigError, HarnessError, SchemaError } = require('./errors')
 
+/**
+ * What generated code may call: a client checks it at load, so one generated against another
+ * contract fails at once with a message, never half-way through a call. Raise it on any change
+ * to a name or a signature below.
+ */
+const CONTRACT = 1
+
 // ---------------------------------------------------------------- reading
 
 function shown(v) {
@@ -515,6 +522,7 @@ class Service {
 }
 
 module.exports = {
+  CONTRACT,
   Service,
   drift,
   child,

@@ -332,6 +332,16 @@ test('ESM and CommonJS import the same classes', async () => {
   assert.equal(r.status, 0, r.stderr)
 })
 
+test('a client generated for another harness-sdk/openapi contract refuses to load, saying why', () => {
+  const copy = path.join(dir, 'orders-next')
+  fs.cpSync(path.join(dir, 'orders'), copy, { recursive: true })
+  const js = path.join(copy, 'index.js')
+  const text = fs.readFileSync(js, 'utf8')
+  assert.ok(text.includes('if (rt.CONTRACT !== 1) {'))
+  fs.writeFileSync(js, text.replace('if (rt.CONTRACT !== 1) {', 'if (rt.CONTRACT !== 2) {').replace('contract 1,', 'contract 2,'))
+  assert.throws(() => require(copy), /orders: generated for harness-sdk\/openapi contract 2, the installed harness-sdk has 1: regenerate it/)
+})
+
 function typecheck(name, program, extra = []) {
   const file = path.join(dir, name)
   fs.writeFileSync(file, program)

@@ -37,6 +37,9 @@ pub struct Options {
     pub source: String,
 }
 
+/// The version of `harness-sdk/openapi` (its `CONTRACT`) the generated code calls.
+const CONTRACT: u32 = 1;
+
 /// Names a type or class may not take: the globals the declarations use or users expect,
 /// and the namespace the declarations import harness-sdk as.
 const TYPE_RESERVED: [&str; 34] = [
@@ -773,6 +776,14 @@ impl<'a> Ts<'a> {
         writeln!(out).unwrap();
         writeln!(out, "const sdk = require('harness-sdk')").unwrap();
         writeln!(out, "const rt = require('harness-sdk/openapi')").unwrap();
+        writeln!(out, "if (rt.CONTRACT !== {CONTRACT}) {{").unwrap();
+        writeln!(
+            out,
+            "  throw new Error(`{}: generated for harness-sdk/openapi contract {CONTRACT}, the installed harness-sdk has ${{rt.CONTRACT}}: regenerate it (harness codegen) or install the harness-sdk it was made with`)",
+            self.opts.package
+        )
+        .unwrap();
+        writeln!(out, "}}").unwrap();
         for e in &self.errors {
             writeln!(out).unwrap();
             comment(&mut out, "", &self.error_doc(e));

@@ -4,6 +4,9 @@
 
 const sdk = require('harness-sdk')
 const rt = require('harness-sdk/openapi')
+if (rt.CONTRACT !== 1) {
+  throw new Error(`users: generated for harness-sdk/openapi contract 1, the installed harness-sdk has ${rt.CONTRACT}: regenerate it (harness codegen) or install the harness-sdk it was made with`)
+}
 
 /** The service answered 404 Not Found; `model` is its body. A harness-sdk `HttpStatusError` (its `code`, the error kind, stays `HttpStatusError`) with the context Harness gives every error; a body that does not read as the declared type leaves Harness's own error as it was. */
 class NotFoundError extends sdk.HttpStatusError {}
