@@ -3,7 +3,9 @@
 //! `harness-codegen` into `DIR/PACKAGE/`. Prints what it wrote, then how many operations it
 //! generated and each one it refused (with the pointer and the reason). `--check` writes
 //! nothing and fails when a file in `DIR/PACKAGE/` differs from what would be generated, is
-//! missing, or is one the generator would not write.
+//! missing, or is one the generator would not write. For `--lang kotlin`, `--package` is the
+//! Kotlin package (`com.example.orders`, default: the service's name in lower case) and the
+//! files go to its directory path (`DIR/com/example/orders/`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -66,9 +68,15 @@ struct Generated {
 
 fn generate(args: &Args) -> Result<Generated, String> {
     let service = args.service.clone().unwrap_or_else(|| default_service(&args.spec));
-    let package = args.package.clone().unwrap_or_else(|| openapi::python::snake(&service));
+    let package = match (&args.package, args.lang.as_str()) {
+        (Some(p), _) => p.clone(),
+        (None, "kotlin") => openapi::kotlin::default_package(&service),
+        (None, _) => openapi::python::snake(&service),
+    };
     match args.lang.as_str() {
         "typescript" => openapi::typescript::check_package(&package)?,
+        "kotlin" if !openapi::kotlin::valid_package(&package) => return Err(format!("--package `{package}`: not a Kotlin package name")),
+        "kotlin" => {}
         _ => check_package(&package)?,
     }
     let api = openapi::load(&args.spec)?;
@@ -76,8 +84,8 @@ fn generate(args: &Args) -> Result<Generated, String> {
     let files = match args.lang.as_str() {
         "python" => openapi::python::emit(&api, &openapi::python::Options { service, package, source }),
         "typescript" => openapi::typescript::emit(&api, &openapi::typescript::Options { service, package, source }),
-        "kotlin" => return Err(format!("--lang {}: not generated yet (issue 27 adds it after Python)", args.lang)),
-        other => return Err(format!("--lang {other}: expected python")),
+        "kotlin" => openapi::kotlin::emit(&api, &openapi::kotlin::Options { service, package, source }),
+        other => return Err(format!("--lang {other}: expected python, typescript or kotlin")),
     };
     let mut summary = vec![format!("generated {} operations, refused {}", api.operations.len(), api.refused.len())];
     for r in &api.refused {

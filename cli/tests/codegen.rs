@@ -138,3 +138,64 @@ fn typescript_check_fails_on_a_changed_missing_or_stray_file_and_names_are_npm_n
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("--package `Pay Client`: not an npm package name"), "{}", text(&o));
 }
+
+#[test]
+fn the_examples_kotlin_clients_are_what_the_generator_writes() {
+    for service in ["orders", "users", "payments"] {
+        let spec = examples().join(format!("{service}.yaml"));
+        let out = examples().join("kotlin");
+        let o = harness(&["codegen", "--spec", spec.to_str().unwrap(), "--lang", "kotlin", "--out", out.to_str().unwrap(), "--check"]);
+        assert!(
+            o.status.success(),
+            "examples/openapi/kotlin/{service} is stale: run `cargo run -p harness-cli -- codegen --spec examples/openapi/{service}.yaml --lang kotlin --out examples/openapi/kotlin`\n{}",
+            text(&o)
+        );
+    }
+}
+
+#[test]
+fn kotlin_check_fails_on_a_changed_missing_or_stray_file_and_the_package_is_a_directory_path() {
+    let dir = std::env::temp_dir().join(format!("harness-codegen-kotlin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spec = examples().join("orders.yaml");
+    let (spec, out) = (spec.to_str().unwrap(), dir.to_str().unwrap());
+    let gen = |extra: &[&str]| harness(&[&["codegen", "--spec", spec, "--lang", "kotlin", "--out", out, "--package", "com.example.orders"], extra].concat());
+
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("com/example/orders/Models.kt is missing"), "{}", text(&o));
+
+    let o = gen(&[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("generated 4 operations, refused 0"), "{}", text(&o));
+    for f in ["OrdersClient.kt", "Errors.kt", "Models.kt", "Runtime.kt"] {
+        let written = std::fs::read_to_string(dir.join("com/example/orders").join(f)).unwrap();
+        assert!(written.contains("\npackage com.example.orders\n"), "{f} is not in the package");
+    }
+    assert!(gen(&["--check"]).status.success());
+
+    let models = dir.join("com/example/orders/Models.kt");
+    let original = std::fs::read_to_string(&models).unwrap();
+    std::fs::write(&models, original.replace("public val amountMinor: Long", "public val amountMinor: Int")).unwrap();
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("com/example/orders/Models.kt differs from what the spec generates"), "{}", text(&o));
+    std::fs::write(&models, &original).unwrap();
+
+    std::fs::write(dir.join("com/example/orders/Old.kt"), "").unwrap();
+    let o = gen(&["--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("com/example/orders/Old.kt is not generated from the spec"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // The default package is the service's name; a package Kotlin cannot declare is refused.
+    let o = harness(&["codegen", "--spec", spec, "--lang", "kotlin", "--out", out, "--service", "order-book"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(dir.join("orderbook/OrderBookClient.kt").is_file(), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+    for bad in ["com.example.object", "com..orders", "1orders", "com.example.class"] {
+        let o = harness(&["codegen", "--spec", spec, "--lang", "kotlin", "--out", out, "--package", bad]);
+        assert_eq!(o.status.code(), Some(1), "{bad}: {}", text(&o));
+        assert!(text(&o).contains(&format!("--package `{bad}`: not a Kotlin package name")), "{}", text(&o));
+    }
+}
