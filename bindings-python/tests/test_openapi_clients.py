@@ -1,6 +1,9 @@
 """The clients `harness codegen` generated from examples/openapi (checked in under
 examples/openapi/python) against the test upstream: what goes on the wire for each parameter
-kind, typed answers and errors, a drifted answer, and the endpoint label per operation."""
+kind, typed answers and errors, a drifted answer, the endpoint label per operation, retries (an
+idempotent call and a keyed POST are resent, a POST without a key is not), and the same clients
+with the documents in the config (`services.<name>.openapi`: the core checks each answer,
+enforced or warned, and keys the POSTs that declare a key)."""
 
 import asyncio
 import datetime
@@ -308,3 +311,66 @@ def test_mypy_strict_accepts_right_calls_and_rejects_wrong_ones(tmp_path):
     assert 'prog.py:7: error: Missing positional argument "unit_price" in call to "LineItem"' in out, out
     assert 'prog.py:8: error: Missing named argument "x_tenant" for "list_orders" of "OrdersClient"' in out, out
     assert "prog.py:8: error: List item 0 has incompatible type \"Literal['lost']\"" in out, out
+
+
+def fast_retries(services):
+    for s in services["services"].values():
+        s["retry"] = {"max_retries": 2, "base_delay_ms": 1, "max_delay_ms": 2, "jitter": False}
+    return services
+
+
+def test_an_idempotent_call_is_retried_and_a_post_without_a_key_is_not(upstream, services):
+    services = fast_retries(services)
+    upstream.script("orders", [{"status": 503}, {"json": ORDER}, {"status": 503}, {"status": 201, "json": ORDER}, {"status": 503}, {"status": 201, "json": ORDER}])
+    new = orders.OrderInput(customer_id=uuid.UUID(ORDER["customer_id"]), items=[orders.LineItem(sku="tea", quantity=2, unit_price=orders.Money(450, "EUR"))])
+    with harness.Client(services) as c:
+        client = orders.OrdersClient(c)
+        assert client.get_order(order_id=ORDER_ID).id == ORDER_ID
+        assert client.create_order(body=new, idempotency_key="k-7").id == ORDER_ID
+        with pytest.raises(harness.HttpStatusError) as caught:
+            client.create_order(body=new)
+    assert (caught.value.status, caught.value.attempts, caught.value.endpoint) == (503, 1, "createOrder")
+    log = upstream.log("orders")
+    assert [e["method"] for e in log] == ["GET", "GET", "POST", "POST", "POST"]
+    assert [e["headers"].get("idempotency-key") for e in log[2:]] == ["k-7", "k-7", None]
+
+
+def with_document(services, **openapi):
+    """The services with their documents in the config: the core knows every operation."""
+    for name, s in services["services"].items():
+        s["openapi"] = {"spec": str(REPO / "examples" / "openapi" / f"{name}.yaml"), **openapi}
+    return fast_retries(services)
+
+
+def test_with_the_document_in_the_config_the_core_checks_answers_and_keys_posts(upstream, services):
+    # quantity has `minimum: 1`: a type the model reads, a value the document refuses.
+    off = {**ORDER, "items": [{"sku": "tea", "quantity": 0, "unit_price": {"amount_minor": 450, "currency": "EUR"}}]}
+    upstream.script("orders", [{"json": off}, {"status": 503}, {"status": 201, "json": ORDER}])
+    new = orders.OrderInput(customer_id=uuid.UUID(ORDER["customer_id"]), items=[orders.LineItem(sku="tea", quantity=2, unit_price=orders.Money(450, "EUR"))])
+    with harness.Client(with_document(services)) as c:
+        client = orders.OrdersClient(c)
+        with pytest.raises(harness.SchemaError) as caught:
+            client.get_order(order_id=ORDER_ID)
+        # No key given: the operation declares one, so Harness sends a fresh one and may retry.
+        assert client.create_order(body=new).id == ORDER_ID
+    assert (caught.value.endpoint, caught.value.status, caught.value.code) == ("getOrder", 200, "schema_mismatch")
+    assert "at /items/0/quantity" in str(caught.value)
+    posts = [e for e in upstream.log("orders") if e["method"] == "POST"]
+    keys = [e["headers"].get("idempotency-key") for e in posts]
+    assert len(keys) == 2 and keys[0] and keys[0] == keys[1], keys
+
+
+def test_under_warn_a_drifted_answer_is_returned_and_reported(upstream, services):
+    off = {**ORDER, "items": [{"sku": "tea", "quantity": 0, "unit_price": {"amount_minor": 450, "currency": "EUR"}}]}
+    upstream.script("orders", [{"json": off}])
+    events = []
+    with harness.Client(with_document(services, validate="warn")) as c:
+        c.add_listener(events.append)
+        order = orders.OrdersClient(c).get_order(order_id=ORDER_ID)
+        c.flush()
+        metrics = c.metrics()
+    assert order.items[0].quantity == 0
+    warned = [e for e in events if e.type == "schema_violation"]
+    assert len(warned) == 1 and warned[0].mode == "warn" and warned[0].endpoint == "getOrder", warned
+    assert "at /items/0/quantity" in warned[0].violation
+    assert 'harness_schema_violations_total{service="orders",endpoint="getOrder"} 1' in metrics
