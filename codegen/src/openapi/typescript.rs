@@ -1119,12 +1119,19 @@ fn holds(api: &Api, t: &Ty, v: &Value) -> bool {
 /// A camelCase identifier starting with a lower-case letter (`X-Tenant` -> `xTenant`,
 /// `ListService` -> `listService`); `prefix` goes before one that would start with a digit.
 pub fn lower_camel(s: &str, prefix: &str) -> String {
-    let c = camel(&harness_openapi::schema::ident_chars(s));
-    let mut chars = c.chars();
-    let out: String = match chars.next() {
-        Some(f) => f.to_lowercase().chain(chars).collect(),
-        None => return prefix.to_string(),
+    let c: Vec<char> = camel(&harness_openapi::schema::ident_chars(s)).chars().collect();
+    if c.is_empty() {
+        return prefix.to_string();
+    }
+    // A leading acronym is lower-cased up to the capital that starts the next word (`ID` ->
+    // `id`, `HTTPStatus` -> `httpStatus`).
+    let upper = c.iter().take_while(|c| c.is_ascii_uppercase()).count();
+    let lower = match upper {
+        0 | 1 => 1,
+        n if n == c.len() || !c[n].is_ascii_lowercase() => n,
+        n => n - 1,
     };
+    let out: String = c.iter().enumerate().map(|(k, ch)| if k < lower { ch.to_ascii_lowercase() } else { *ch }).collect();
     if out.starts_with(|c: char| c.is_ascii_digit()) {
         format!("{prefix}{}", pascal(&out))
     } else {
@@ -1257,6 +1264,11 @@ mod tests {
         assert_eq!(lower_camel("post-payments", "op"), "postPayments");
         assert_eq!(lower_camel("3ds", "p"), "p3ds");
         assert_eq!(lower_camel("", "p"), "p");
+        assert_eq!(lower_camel("ID", "p"), "id");
+        assert_eq!(lower_camel("HTTPStatus", "op"), "httpStatus");
+        assert_eq!(lower_camel("URL2Fetch", "op"), "url2Fetch");
+        assert_eq!(lower_camel("getHTTPStatus", "op"), "getHTTPStatus");
+        assert_eq!(lower_camel("get thing (by id)/v2", "op"), "getThingByIdV2");
         assert_eq!(prop_key("created_at"), "created_at");
         assert_eq!(prop_key("x-rate"), "\"x-rate\"");
         assert_eq!(prop_key("__proto__"), "__proto__");
@@ -1265,5 +1277,46 @@ mod tests {
         assert_eq!(out, "/**\n * ends *\\/ here\n * second\n */\n");
         assert!(check_package("orders-client").is_ok());
         assert!(check_package("Orders").is_err());
+    }
+}
+
+#[cfg(test)]
+mod emit_tests {
+    use super::*;
+
+    fn hostile() -> Vec<(PathBuf, String)> {
+        let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bindings-node/test/fixtures/hostile.yaml");
+        let api = harness_openapi::load(&spec).expect("the fixture reads");
+        emit(&api, &Options { service: "hostile".into(), package: "hostile".into(), source: "hostile.yaml".into() })
+    }
+
+    #[test]
+    fn output_is_deterministic_and_no_text_closes_a_comment() {
+        let files = hostile();
+        assert_eq!(files, hostile());
+        for (path, text) in &files {
+            for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                // In a block comment the only `*/` is the comment's own end (a `//` line ends
+                // at its line break only, and the header is one line).
+                let ends = line.matches("*/").count();
+                assert!(ends == 0 || (ends == 1 && line.trim_end().ends_with("*/")), "{}: {line}", path.display());
+            }
+        }
+    }
+
+    #[test]
+    fn names_that_are_globals_or_keywords_are_never_taken() {
+        let files = hostile();
+        let decls = &files.iter().find(|(p, _)| p.ends_with("index.d.ts")).unwrap().1;
+        let js = &files.iter().find(|(p, _)| p.ends_with("index.js")).unwrap().1;
+        // A schema named `Date` would hide the global Date the declarations use for date-times.
+        assert!(decls.contains("export interface Date_ {"), "{decls}");
+        assert!(decls.contains("  when?: Date\n"), "{decls}");
+        // `constructor` cannot be a method; the endpoint label stays the operationId.
+        assert!(decls.contains("  constructor_(\n"), "{decls}");
+        assert!(js.contains("endpoint: \"constructor\""), "{js}");
+        // Keys that are not identifiers are quoted; `__proto__` is read as a plain key.
+        assert!(decls.contains("  \"x-rate\": number\n"), "{decls}");
+        assert!(js.contains("rt.required(o, d, \"__proto__\", at, rt.string)"), "{js}");
     }
 }
