@@ -102,6 +102,9 @@ def check_node(version: str) -> None:
     need(pkg.get("optionalDependencies", {}).get("@harness-sdk/linux-x64-gnu") == version, f"{main.name}: optionalDependencies {pkg.get('optionalDependencies')}")
     need(not blobs, f"{main.name}: carries a native module")
     js = {"package/index.js", "package/index.mjs", "package/index.d.ts", "package/index.d.mts", "package/types.d.ts", "package/errors.js", "package/errors.d.ts"}
+    # harness-sdk/openapi: the runtime of `harness codegen`'s TypeScript clients, in the exports map.
+    js |= {"package/openapi.js", "package/openapi.mjs", "package/openapi.d.ts"}
+    need("./openapi" in pkg.get("exports", {}), f"{main.name}: exports has no ./openapi")
     need(js <= files, f"{main.name}: JS files missing: {sorted(js - files)}")
     need(len(readme) > 500, f"{main.name}: README missing")
     pkg, files, readme, blobs = npm_json(plat)

@@ -50,7 +50,8 @@ fs.writeFileSync(
     `${version} for ${platform}. Install \`harness-sdk\`, which depends on it; this package has no API of its own.\n`,
 )
 
-const files = ['index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'types.d.ts', 'errors.js', 'errors.d.ts', 'README.md']
+// openapi.*: harness-sdk/openapi, the runtime of the TypeScript clients `harness codegen` writes.
+const files = ['index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'types.d.ts', 'errors.js', 'errors.d.ts', 'openapi.js', 'openapi.mjs', 'openapi.d.ts', 'README.md']
 for (const f of files) fs.copyFileSync(path.join(src, f), path.join(mainDir, f))
 const mainPkg = {
   name: pkg.name,

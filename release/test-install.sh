@@ -58,6 +58,9 @@ sed "s|'../../bindings-node/index.mjs'|'harness-sdk'|" "$root/examples/node/quic
 grep -q "require('harness-sdk')" quickstart.cjs && grep -q "from 'harness-sdk'" quickstart.mjs
 node quickstart.cjs
 node quickstart.mjs
+# The checked-in TypeScript clients (harness codegen) require their runtime, harness-sdk/openapi, from the installed package.
+cp -r "$root/examples/openapi/typescript/orders" "$root/examples/openapi/typescript/users" "$root/examples/openapi/typescript/payments" .
+node -e "const o = require('./orders'); import('./orders/index.mjs').then((e) => { if (e.OrdersClient !== o.OrdersClient) process.exit(1); console.log('typed clients:', o.OrdersClient.name, require('./users').UsersClient.name, require('./payments').PaymentsClient.name) })"
 cd "$root"
 
 echo "== JVM: the jar from dist/ in the local Maven repository, used by a Maven project"
