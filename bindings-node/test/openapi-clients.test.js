@@ -191,6 +191,29 @@ test('int64 is read and written without rounding, and __proto__ stays a plain ke
   assert.equal(sent.headers['content-type'], 'application/json')
 })
 
+test('a request body is written as the document says: bytes as base64, null kept, undefined left out', async () => {
+  const user = { id: 7, email: 'a@example.com', role: 'staff', created_at: '2026-12-03T10:00:00Z' }
+  await script('ts-users', [{ status: 201, json: user }, { json: { ...user, display_name: null } }])
+  const c = client()
+  try {
+    const u = new users.UsersClient(c)
+    const made = await u.createUser({
+      body: { email: 'a@example.com', role: 'staff', password: 'correct horse battery', avatar: new Uint8Array([0x89, 0x50, 0x4e, 0x47]), birthday: '1990-02-03', display_name: undefined },
+      idempotencyKey: 'u-1',
+    })
+    assert.deepEqual(made, { id: 7n, email: 'a@example.com', role: 'staff', created_at: new Date('2026-12-03T10:00:00Z') })
+    const patched = await u.updateUser({ userId: 7n, body: { display_name: null } })
+    assert.equal(patched.display_name, null)
+  } finally {
+    c.close()
+  }
+  const [created, patched] = await log('ts-users')
+  assert.equal(created.body, '{"email":"a@example.com","role":"staff","password":"correct horse battery","avatar":"iVBORw==","birthday":"1990-02-03"}')
+  assert.equal(created.headers['idempotency-key'], 'u-1')
+  assert.equal(patched.method, 'PATCH')
+  assert.equal(patched.body, '{"display_name":null}')
+})
+
 test('a declared error is its typed error, with the body as its model', async () => {
   await script('ts-orders', [{ status: 404, json: PROBLEM }])
   const c = client()
