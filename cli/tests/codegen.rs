@@ -199,3 +199,16 @@ fn kotlin_check_fails_on_a_changed_missing_or_stray_file_and_the_package_is_a_di
         assert!(text(&o).contains(&format!("--package `{bad}`: not a Kotlin package name")), "{}", text(&o));
     }
 }
+
+#[test]
+fn the_hostile_kotlin_client_the_binding_tests_compile_is_what_the_generator_writes() {
+    let kotlin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bindings-kotlin/src/test");
+    let spec = kotlin.join("openapi/hostile.yaml");
+    let out = kotlin.join("generated");
+    let o = harness(&["codegen", "--spec", spec.to_str().unwrap(), "--lang", "kotlin", "--out", out.to_str().unwrap(), "--check"]);
+    assert!(
+        o.status.success(),
+        "bindings-kotlin/src/test/generated/hostile is stale: run `cargo run -p harness-cli -- codegen --spec bindings-kotlin/src/test/openapi/hostile.yaml --lang kotlin --out bindings-kotlin/src/test/generated`\n{}",
+        text(&o)
+    );
+}

@@ -483,12 +483,12 @@ impl<'a> Kt<'a> {
             }
             let mut name = wanted.clone();
             let mut n = 2;
-            while taken.contains(&name) || taken.contains(&format!("{name}Async")) {
+            while taken.contains(&name) || taken.contains(&twin(&name)) {
                 name = format!("{wanted}{n}");
                 n += 1;
             }
             taken.insert(name.clone());
-            taken.insert(format!("{name}Async"));
+            taken.insert(twin(&name));
             self.methods.push(name);
         }
     }
@@ -1151,8 +1151,10 @@ impl<'a> Kt<'a> {
         write!(
             doc,
             ", OpenAPI {}) through a [HarnessClient]: its retries, breakers, limits and metrics apply per operation, each call labelled with its operationId.\n\n\
-             Kotlin calls the `suspend` methods; Java calls their `CompletableFuture` twins (`getOrderAsync`), which complete exceptionally with the typed error (a [{}]) or the [HarnessException].",
-            api.version, self.base_error
+             Kotlin calls the `suspend` methods; Java calls their `CompletableFuture` twins ({}), which complete exceptionally with the typed error (a [{}]) or the [HarnessException].",
+            api.version,
+            self.methods.first().map(|m| format!("`{}` for `{m}`", twin(m))).unwrap_or_else(|| "`<method>Async`".into()),
+            self.base_error
         )
         .unwrap();
         if let Some(d) = &api.doc {
@@ -1278,7 +1280,7 @@ impl<'a> Kt<'a> {
         writeln!(out).unwrap();
         writeln!(out, "    /** For Java: [{name}] as a [CompletableFuture]; cancelling it cancels the call. */").unwrap();
         writeln!(out, "    @JvmOverloads").unwrap();
-        writeln!(out, "    public fun {name}Async({}): CompletableFuture<{}> =", all.join(", "), sig.ret).unwrap();
+        writeln!(out, "    public fun {}({}): CompletableFuture<{}> =", twin(name), all.join(", "), sig.ret).unwrap();
         writeln!(out, "        sendAsync(this.client, this.service, {build}, timeoutMs)").unwrap();
     }
 
@@ -1468,6 +1470,11 @@ impl Arg {
             format!("{}?", self.ty)
         }
     }
+}
+
+/// The `CompletableFuture` twin of a method (`getOrder` -> `getOrderAsync`, `new_` -> `newAsync`).
+fn twin(method: &str) -> String {
+    format!("{}Async", method.trim_end_matches('_'))
 }
 
 fn error_responses(op: &Operation) -> impl Iterator<Item = &harness_openapi::model::Response> {

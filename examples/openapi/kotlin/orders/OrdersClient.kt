@@ -19,7 +19,7 @@ import java.util.concurrent.CompletableFuture
 /**
  * The `orders` service (Orders 1.2.0, OpenAPI 3.1.0) through a [HarnessClient]: its retries, breakers, limits and metrics apply per operation, each call labelled with its operationId.
  *
- * Kotlin calls the `suspend` methods; Java calls their `CompletableFuture` twins (`getOrderAsync`), which complete exceptionally with the typed error (a [OrdersError]) or the [HarnessException].
+ * Kotlin calls the `suspend` methods; Java calls their `CompletableFuture` twins (`listOrdersAsync` for `listOrders`), which complete exceptionally with the typed error (a [OrdersError]) or the [HarnessException].
  *
  * Orders of a shop. Amounts are in minor units (cents).
  *

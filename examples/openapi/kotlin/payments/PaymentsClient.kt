@@ -19,7 +19,7 @@ import java.util.concurrent.CompletableFuture
 /**
  * The `payments` service (Payments 1.0.0, OpenAPI 3.1.0) through a [HarnessClient]: its retries, breakers, limits and metrics apply per operation, each call labelled with its operationId.
  *
- * Kotlin calls the `suspend` methods; Java calls their `CompletableFuture` twins (`getOrderAsync`), which complete exceptionally with the typed error (a [PaymentsError]) or the [HarnessException].
+ * Kotlin calls the `suspend` methods; Java calls their `CompletableFuture` twins (`createPaymentAsync` for `createPayment`), which complete exceptionally with the typed error (a [PaymentsError]) or the [HarnessException].
  *
  * Payments for orders, by card, bank transfer or wallet.
  *

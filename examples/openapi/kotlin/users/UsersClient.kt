@@ -19,7 +19,7 @@ import java.util.concurrent.CompletableFuture
 /**
  * The `users` service (Users 2.0.0, OpenAPI 3.0.3) through a [HarnessClient]: its retries, breakers, limits and metrics apply per operation, each call labelled with its operationId.
  *
- * Kotlin calls the `suspend` methods; Java calls their `CompletableFuture` twins (`getOrderAsync`), which complete exceptionally with the typed error (a [UsersError]) or the [HarnessException].
+ * Kotlin calls the `suspend` methods; Java calls their `CompletableFuture` twins (`listUsersAsync` for `listUsers`), which complete exceptionally with the typed error (a [UsersError]) or the [HarnessException].
  *
  * Accounts of a shop's customers and staff (an OpenAPI 3.0 document, beside two 3.1 ones).
  *
