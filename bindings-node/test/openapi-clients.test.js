@@ -214,6 +214,17 @@ test('a request body is written as the document says: bytes as base64, null kept
   assert.equal(patched.body, '{"display_name":null}')
 })
 
+test('read checks JSON that arrived another way against the document', () => {
+  const { parse } = require('harness-sdk/openapi')
+  const order = orders.read.Order(parse(JSON.stringify({ ...ORDER, total: { amount_minor: 12345678901234567890, currency: 'EUR' } }).replace('12345678901234567000', '12345678901234567890')))
+  assert.equal(order.total.amount_minor, 12345678901234567890n)
+  assert.equal(order.created_at.getTime(), Date.UTC(2026, 11, 3, 10, 0, 0, 123))
+  assert.throws(() => orders.read.Order({ ...ORDER, status: 'lost' }), (e) => e instanceof SchemaError && e.message === '/status: expected one of "open", "paid", "shipped", "cancelled", got "lost"')
+  assert.throws(() => payments.read.PaymentMethod({ type: 'card', last4: 4242 }), (e) => e instanceof SchemaError && e.message === '/last4: expected a string, got an integer')
+  assert.deepEqual(payments.read.PaymentMethod({ type: 'wallet', provider: 'alipay', extra: 1 }), { type: 'wallet', provider: 'alipay' })
+  assert.ok(Object.isFrozen(orders.read))
+})
+
 test('a declared error is its typed error, with the body as its model', async () => {
   await script('ts-orders', [{ status: 404, json: PROBLEM }])
   const c = client()
@@ -394,6 +405,8 @@ test('tsc --strict accepts the right calls and every generated client', () => {
     if (e instanceof orders.ConflictError) console.log(e.model.code, e.status, e.traceId)
   }
   const d: hostile.Date_ = { big: 1n, 'x-rate': 1, ['__proto__']: 'p' }
+  const hooked: payments.Payment = payments.read.Payment(JSON.parse('{}'))
+  console.log(hooked.amount.amount_minor + 1n)
   console.log(page.items.length, d)
   return o.total.amount_minor
 }

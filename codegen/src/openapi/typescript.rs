@@ -530,6 +530,21 @@ impl<'a> Ts<'a> {
             writeln!(out, "}}").unwrap();
         }
         writeln!(out).unwrap();
+        writeln!(out, "/**").unwrap();
+        writeln!(out, " * Readers of each type as responses carry it, for JSON that arrives another way (a webhook, a queue):").unwrap();
+        writeln!(out, " * `read.Order(value)` checks `value` against the document and throws harness-sdk's `SchemaError`").unwrap();
+        writeln!(out, " * naming the JSON pointer of the first difference. Parse the text with `parse` from").unwrap();
+        writeln!(out, " * `harness-sdk/openapi` to keep `int64` values exact.").unwrap();
+        writeln!(out, " */").unwrap();
+        writeln!(out, "export declare const read: {{").unwrap();
+        for &(i, m) in &self.written {
+            if m == Mode::Out {
+                let name = self.name(i, m);
+                writeln!(out, "  readonly {name}: (value: unknown) => {name}").unwrap();
+            }
+        }
+        writeln!(out, "}}").unwrap();
+        writeln!(out).unwrap();
         let mut doc = format!("The `{}` service ({}", self.opts.service, one_line(&api.title));
         if !api.api_version.is_empty() {
             write!(doc, " {}", one_line(&api.api_version)).unwrap();
@@ -812,9 +827,19 @@ impl<'a> Ts<'a> {
         }
         writeln!(out, "}}").unwrap();
         writeln!(out).unwrap();
+        writeln!(out, "const read = Object.freeze({{").unwrap();
+        for &(i, m) in &self.written {
+            if m == Mode::Out {
+                let name = self.name(i, m);
+                writeln!(out, "  {name}: (value) => ${name}(value, ''),").unwrap();
+            }
+        }
+        writeln!(out, "}})").unwrap();
+        writeln!(out).unwrap();
         // Plain names: the form Node's ESM loader reads a CommonJS module's exports from.
         writeln!(out, "module.exports = {{").unwrap();
         writeln!(out, "  {},", self.client).unwrap();
+        writeln!(out, "  read,").unwrap();
         for e in &self.errors {
             writeln!(out, "  {},", e.name).unwrap();
         }

@@ -97,6 +97,22 @@ export declare class ConflictError extends harness.HttpStatusError {
 }
 
 /**
+ * Readers of each type as responses carry it, for JSON that arrives another way (a webhook, a queue):
+ * `read.Order(value)` checks `value` against the document and throws harness-sdk's `SchemaError`
+ * naming the JSON pointer of the first difference. Parse the text with `parse` from
+ * `harness-sdk/openapi` to keep `int64` values exact.
+ */
+export declare const read: {
+  readonly OrderStatus: (value: unknown) => OrderStatus
+  readonly OrderPage: (value: unknown) => OrderPage
+  readonly Order: (value: unknown) => Order
+  readonly LineItem: (value: unknown) => LineItem
+  readonly Money: (value: unknown) => Money
+  readonly Currency: (value: unknown) => Currency
+  readonly Problem: (value: unknown) => Problem
+}
+
+/**
  * The `orders` service (Orders 1.2.0) through a harness-sdk `Client`: its retries, breakers, limits and metrics apply per operation.
  *
  * Orders of a shop. Amounts are in minor units (cents).

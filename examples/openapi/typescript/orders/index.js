@@ -134,8 +134,19 @@ class OrdersClient extends rt.Service {
   }
 }
 
+const read = Object.freeze({
+  OrderStatus: (value) => $OrderStatus(value, ''),
+  OrderPage: (value) => $OrderPage(value, ''),
+  Order: (value) => $Order(value, ''),
+  LineItem: (value) => $LineItem(value, ''),
+  Money: (value) => $Money(value, ''),
+  Currency: (value) => $Currency(value, ''),
+  Problem: (value) => $Problem(value, ''),
+})
+
 module.exports = {
   OrdersClient,
+  read,
   NotFoundError,
   ConflictError,
 }

@@ -162,6 +162,27 @@ export declare class DefaultError extends harness.HttpStatusError {
 }
 
 /**
+ * Readers of each type as responses carry it, for JSON that arrives another way (a webhook, a queue):
+ * `read.Order(value)` checks `value` against the document and throws harness-sdk's `SchemaError`
+ * naming the JSON pointer of the first difference. Parse the text with `parse` from
+ * `harness-sdk/openapi` to keep `int64` values exact.
+ */
+export declare const read: {
+  readonly Money: (value: unknown) => Money
+  readonly Currency: (value: unknown) => Currency
+  readonly PaymentMethod: (value: unknown) => PaymentMethod
+  readonly Card: (value: unknown) => Card
+  readonly BankTransfer: (value: unknown) => BankTransfer
+  readonly Wallet: (value: unknown) => Wallet
+  readonly Payment: (value: unknown) => Payment
+  readonly Failure: (value: unknown) => Failure
+  readonly Problem: (value: unknown) => Problem
+  readonly Declined: (value: unknown) => Declined
+  readonly RefundPaymentRequest: (value: unknown) => RefundPaymentRequest
+  readonly Refund: (value: unknown) => Refund
+}
+
+/**
  * The `payments` service (Payments 1.0.0) through a harness-sdk `Client`: its retries, breakers, limits and metrics apply per operation.
  *
  * Payments for orders, by card, bank transfer or wallet.

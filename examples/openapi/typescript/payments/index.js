@@ -177,8 +177,24 @@ class PaymentsClient extends rt.Service {
   }
 }
 
+const read = Object.freeze({
+  Money: (value) => $Money(value, ''),
+  Currency: (value) => $Currency(value, ''),
+  PaymentMethod: (value) => $PaymentMethod(value, ''),
+  Card: (value) => $Card(value, ''),
+  BankTransfer: (value) => $BankTransfer(value, ''),
+  Wallet: (value) => $Wallet(value, ''),
+  Payment: (value) => $Payment(value, ''),
+  Failure: (value) => $Failure(value, ''),
+  Problem: (value) => $Problem(value, ''),
+  Declined: (value) => $Declined(value, ''),
+  RefundPaymentRequest: (value) => $RefundPaymentRequest(value, ''),
+  Refund: (value) => $Refund(value, ''),
+})
+
 module.exports = {
   PaymentsClient,
+  read,
   NotFoundError,
   ConflictError,
   UnprocessableEntityError,

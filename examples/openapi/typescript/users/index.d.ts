@@ -86,6 +86,20 @@ export declare class ConflictError extends harness.HttpStatusError {
 }
 
 /**
+ * Readers of each type as responses carry it, for JSON that arrives another way (a webhook, a queue):
+ * `read.Order(value)` checks `value` against the document and throws harness-sdk's `SchemaError`
+ * naming the JSON pointer of the first difference. Parse the text with `parse` from
+ * `harness-sdk/openapi` to keep `int64` values exact.
+ */
+export declare const read: {
+  readonly Role: (value: unknown) => Role
+  readonly UserPage: (value: unknown) => UserPage
+  readonly User: (value: unknown) => User
+  readonly Problem: (value: unknown) => Problem
+  readonly UserPatch: (value: unknown) => UserPatch
+}
+
+/**
  * The `users` service (Users 2.0.0) through a harness-sdk `Client`: its retries, breakers, limits and metrics apply per operation.
  *
  * Accounts of a shop's customers and staff (an OpenAPI 3.0 document, beside two 3.1 ones).

@@ -129,8 +129,17 @@ class UsersClient extends rt.Service {
   }
 }
 
+const read = Object.freeze({
+  Role: (value) => $Role(value, ''),
+  UserPage: (value) => $UserPage(value, ''),
+  User: (value) => $User(value, ''),
+  Problem: (value) => $Problem(value, ''),
+  UserPatch: (value) => $UserPatch(value, ''),
+})
+
 module.exports = {
   UsersClient,
+  read,
   NotFoundError,
   ConflictError,
 }
