@@ -169,7 +169,8 @@ fn strays(out: &Path, files: &[(PathBuf, String)]) -> Vec<PathBuf> {
     let mut out_paths: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n != "__pycache__" && n != ".mypy_cache"))
+        // Caches, and what `npm install` in a TypeScript package adds.
+        .filter(|p| p.file_name().is_some_and(|n| n != "__pycache__" && n != ".mypy_cache" && n != "node_modules"))
         .filter(|p| !files.iter().any(|(f, _)| out.join(f) == *p))
         .collect();
     out_paths.sort();
