@@ -1,18 +1,20 @@
-//! `harness codegen --spec FILE --lang python --out DIR [--service NAME] [--package NAME]
+//! `harness codegen --spec FILE --lang python|typescript|kotlin --out DIR [--service NAME] [--package NAME]
 //! [--check]`: a typed client package for one service, generated from its OpenAPI document by
 //! `harness-codegen` into `DIR/PACKAGE/`. Prints what it wrote, then how many operations it
 //! generated and each one it refused (with the pointer and the reason). `--check` writes
 //! nothing and fails when a file in `DIR/PACKAGE/` differs from what would be generated, is
 //! missing, or is one the generator would not write. For `--lang kotlin`, `--package` is the
 //! Kotlin package (`com.example.orders`, default: the service's name in lower case) and the
-//! files go to its directory path (`DIR/com/example/orders/`).
+//! files go to its directory path (`DIR/com/example/orders/`). For `--lang typescript`, it is the
+//! npm package's name (lower case; `DIR/NAME/` holds index.js, index.mjs, their declarations and
+//! package.json).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use harness_codegen::openapi;
 
-pub const USAGE: &str = "harness codegen --spec FILE --lang python --out DIR [--service NAME] [--package NAME] [--check]";
+pub const USAGE: &str = "harness codegen --spec FILE --lang python|typescript|kotlin --out DIR [--service NAME] [--package NAME] [--check]";
 
 struct Args {
     spec: PathBuf,

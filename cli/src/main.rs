@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use harness_core::{Client, Config, Event, EventSink, Request};
 use serde_json::json;
 
-const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR] | harness types [--check] [--schema] | harness codegen --spec FILE --lang python --out DIR [--service NAME] [--package NAME] [--check]";
+const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR] | harness types [--check] [--schema] | harness codegen --spec FILE --lang python|typescript|kotlin --out DIR [--service NAME] [--package NAME] [--check]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
