@@ -38,6 +38,7 @@ for binding in python node kotlin; do
 done
 echo "== typed clients from the public OpenAPI corpus (harness codegen, mypy --strict, pyright --strict)"
 bindings-python/.venv/bin/python tests/openapi_corpus.py
+# --lang kotlin: the corpus's clients are compiled by OpenApiCorpusTest in the kotlin binding's suite above.
 echo "== typed clients from the public OpenAPI corpus (harness codegen --lang typescript, tsc --strict)"
 python3 tests/openapi_corpus_ts.py
 echo "== gateway through the OpenAI SDKs"
