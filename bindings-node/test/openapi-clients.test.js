@@ -328,6 +328,61 @@ test('an answer that drifted from the document is a SchemaError naming its point
   }
 })
 
+// The services with their documents in the config: the core knows every operation too.
+function documented(validate) {
+  const c = { client: { name: 'node-openapi' }, log: { enabled: false }, services: {} }
+  for (const s of ['orders', 'users', 'payments']) {
+    c.services[s] = {
+      base_url: `${upstream.base}/s/ts-${s}`,
+      retry: { max_retries: 2, base_delay_ms: 1, max_delay_ms: 2, jitter: false },
+      openapi: { spec: path.join(repoRoot, 'examples', 'openapi', `${s}.yaml`), validate },
+    }
+  }
+  return new Client(c)
+}
+
+// quantity has `minimum: 1`: a type the client reads, a value the document refuses (the core checks it).
+const OFF = { ...ORDER, items: [{ sku: 'tea', quantity: 0, unit_price: { amount_minor: 450, currency: 'EUR' } }] }
+const NEW_ORDER = { customer_id: ORDER.customer_id, items: [{ sku: 'tea', quantity: 2, unit_price: { amount_minor: 450n, currency: 'EUR' } }] }
+
+test('with the document in the config, the core checks answers and keys the POSTs that declare a key', async () => {
+  await script('ts-orders', [{ json: OFF }, { status: 503 }, { status: 201, json: ORDER }])
+  const c = documented('enforce')
+  try {
+    const o = new orders.OrdersClient(c)
+    const e = await o.getOrder({ orderId: ORDER_ID }).catch((e) => e)
+    assert.ok(e instanceof SchemaError, `expected SchemaError, got ${e}`)
+    assert.deepEqual([e.endpoint, e.status, e.errorCode], ['getOrder', 200, 'schema_mismatch'])
+    assert.match(e.message, /at \/items\/0\/quantity/)
+    // No key given: the operation declares one, so Harness sends a fresh one and may retry.
+    assert.equal((await o.createOrder({ body: NEW_ORDER })).id, ORDER_ID)
+  } finally {
+    c.close()
+  }
+  const keys = (await log('ts-orders')).filter((r) => r.method === 'POST').map((r) => r.headers['idempotency-key'])
+  assert.equal(keys.length, 2)
+  assert.ok(keys[0] && keys[0] === keys[1], JSON.stringify(keys))
+})
+
+test('under validate: warn a drifted answer is returned and reported', async () => {
+  await script('ts-orders', [{ json: OFF }])
+  const c = documented('warn')
+  const events = []
+  c.on('schema_violation', (e) => events.push(e))
+  try {
+    const order = await new orders.OrdersClient(c).getOrder({ orderId: ORDER_ID })
+    assert.equal(order.items[0].quantity, 0)
+    c.flush()
+    assert.equal(events.length, 1, JSON.stringify(events))
+    assert.equal(events[0].mode, 'warn')
+    assert.equal(events[0].endpoint, 'getOrder')
+    assert.match(events[0].violation, /at \/items\/0\/quantity/)
+    assert.match(c.metrics(), /harness_schema_violations_total\{service="orders",endpoint="getOrder"\} 1/)
+  } finally {
+    c.close()
+  }
+})
+
 test('an AbortSignal cancels the call; a timeout bounds it', async () => {
   await script('ts-orders', [{ action: 'hang' }])
   const c = client({ max_retries: 0 })
