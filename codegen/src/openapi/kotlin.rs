@@ -4,8 +4,10 @@
 //! kotlinx.serialization serializer), `Errors.kt` (a sealed error class per service, a class
 //! per declared error response with its body as `model`, and a sealed interface per operation
 //! listing the errors it declares), `<Service>Client.kt` (a `suspend` method per operation and
-//! a `CompletableFuture` twin for Java, `<name>Async`) and `Runtime.kt` (what they share,
-//! internal). Depends on the binding alone (it brings kotlinx.serialization and coroutines).
+//! a `CompletableFuture` twin for Java, `<name>Async`). What they share (the readers, the
+//! writers, the call path) is the binding's `dev.harness.openapi`, not copied into each
+//! package; a client checks at construction that the binding provides the contract it was
+//! written for. Depends on the binding alone (it brings kotlinx.serialization and coroutines).
 //!
 //! Choices: kotlinx.serialization because the binding already depends on it and its compiler
 //! plugin writes serializers at compile time (no reflection); each model's serializer is the
@@ -39,7 +41,8 @@ pub struct Options {
     pub source: String,
 }
 
-const RUNTIME: &str = include_str!("kotlin_runtime.kt");
+/// The runtime contract the clients are written for (`dev.harness.openapi.CONTRACT` in the binding).
+const CONTRACT: u32 = 1;
 
 /// Kotlin's hard keywords (and soft ones that break a declaration): a name is backticked.
 const KEYWORDS: [&str; 28] = [
@@ -86,7 +89,6 @@ pub fn emit(api: &Api, opts: &Options) -> Vec<(PathBuf, String)> {
         (dir.join(format!("{}.kt", kt.client)), kt.client_file()),
         (dir.join("Errors.kt"), kt.errors_file()),
         (dir.join("Models.kt"), kt.models_file()),
-        (dir.join("Runtime.kt"), kt.runtime_file()),
     ]
 }
 
@@ -517,6 +519,7 @@ impl<'a> Kt<'a> {
         for i in imports {
             writeln!(out, "import {i}").unwrap();
         }
+        writeln!(out, "import dev.harness.openapi.*").unwrap();
     }
 
     fn name(&self, i: usize, m: Mode) -> &str {
@@ -608,9 +611,9 @@ impl<'a> Kt<'a> {
         let e = format!("e{d}");
         match t {
             Ty::String | Ty::Int { .. } | Ty::Number | Ty::Bool => format!("JsonPrimitive({x})"),
-            Ty::DateTime => format!("JsonPrimitive(writeDateTime({x}))"),
+            Ty::DateTime => format!("JsonPrimitive(dateTimeText({x}))"),
             Ty::Date | Ty::Uuid => format!("JsonPrimitive({x}.toString())"),
-            Ty::Bytes => format!("JsonPrimitive(writeBytes({x}))"),
+            Ty::Bytes => format!("JsonPrimitive(bytesText({x}))"),
             Ty::Any | Ty::Union(_) => x.to_string(),
             Ty::Array(t) => format!("JsonArray({x}.map {{ {e} -> {} }})", self.write(t, m, &e, d + 1)),
             Ty::Map(t) => format!("JsonObject({x}.mapValues {{ {e} -> {} }})", self.write(t, m, &format!("{e}.value"), d + 1)),
@@ -633,8 +636,8 @@ impl<'a> Kt<'a> {
         match t {
             Ty::String => x.to_string(),
             Ty::Int { .. } | Ty::Number | Ty::Bool | Ty::Date | Ty::Uuid => format!("{x}.toString()"),
-            Ty::DateTime => format!("writeDateTime({x})"),
-            Ty::Bytes => format!("writeBytes({x})"),
+            Ty::DateTime => format!("dateTimeText({x})"),
+            Ty::Bytes => format!("bytesText({x})"),
             Ty::Any | Ty::Union(_) => format!("paramText({x})"),
             Ty::Literals(vs) => match literal_base(vs) {
                 "String" => x.to_string(),
@@ -1111,18 +1114,6 @@ impl<'a> Kt<'a> {
         out
     }
 
-    // ---- Runtime.kt ----
-
-    fn runtime_file(&self) -> String {
-        let mut out = String::new();
-        writeln!(out, "{}", self.header()).unwrap();
-        writeln!(out).unwrap();
-        writeln!(out, "package {}", self.opts.package).unwrap();
-        writeln!(out).unwrap();
-        out.push_str(RUNTIME);
-        out
-    }
-
     // ---- the client ----
 
     fn client_file(&self) -> String {
@@ -1172,6 +1163,9 @@ impl<'a> Kt<'a> {
         writeln!(out, "    /** The config's `services.<service>` the calls go to. */").unwrap();
         writeln!(out, "    private val service: String = {},", kt_str(&self.opts.service)).unwrap();
         writeln!(out, ") {{").unwrap();
+        writeln!(out, "    init {{").unwrap();
+        writeln!(out, "        requireContract({CONTRACT}, {})", kt_str(&self.opts.package)).unwrap();
+        writeln!(out, "    }}").unwrap();
         let sigs: Vec<Sig> = api.operations.iter().enumerate().map(|(k, op)| self.sig(k, op)).collect();
         for (k, op) in api.operations.iter().enumerate() {
             self.method(&mut out, op, &sigs[k], &self.methods[k]);

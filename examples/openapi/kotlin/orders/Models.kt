@@ -15,6 +15,7 @@ import kotlinx.serialization.json.JsonPrimitive
 import java.time.LocalDate
 import java.time.OffsetDateTime
 import java.util.UUID
+import dev.harness.openapi.*
 
 // The types of the `orders` service's operations, as its document declares them. Each has
 // `fromJson` (HarnessException.Schema names the JSON pointer of the first value that does not
@@ -115,7 +116,7 @@ public data class Order @JvmOverloads constructor(
         out["customer_id"] = JsonPrimitive(this.customerId.toString())
         out["items"] = JsonArray(this.items.map { e1 -> e1.toJson() })
         out["total"] = this.total.toJson()
-        out["created_at"] = JsonPrimitive(writeDateTime(this.createdAt))
+        out["created_at"] = JsonPrimitive(dateTimeText(this.createdAt))
         this.note?.let { x -> out["note"] = JsonPrimitive(x) }
         this.tags?.let { x -> out["tags"] = JsonArray(x.map { e1 -> JsonPrimitive(e1) }) }
         this.metadata?.let { x -> out["metadata"] = JsonObject(x.mapValues { e1 -> JsonPrimitive(e1.value) }) }

@@ -15,6 +15,7 @@ import java.time.LocalDate
 import java.time.OffsetDateTime
 import java.util.UUID
 import java.util.concurrent.CompletableFuture
+import dev.harness.openapi.*
 
 /**
  * The `orders` service (Orders 1.2.0, OpenAPI 3.1.0) through a [HarnessClient]: its retries, breakers, limits and metrics apply per operation, each call labelled with its operationId.
@@ -30,6 +31,9 @@ public class OrdersClient @JvmOverloads constructor(
     /** The config's `services.<service>` the calls go to. */
     private val service: String = "orders",
 ) {
+    init {
+        requireContract(1, "orders")
+    }
 
     /**
      * List orders, newest first, a page at a time.
@@ -98,7 +102,7 @@ private fun _listOrders(xTenant: String, status: List<OrderStatus>?, tags: List<
     val _query = ArrayList<Pair<String, String>>()
     if (status != null) for (e in status) _query.add(Pair("status", e.wire))
     if (tags != null) _query.add(Pair("tags", tags.joinToString(",") { e -> e }))
-    if (createdAfter != null) _query.add(Pair("created_after", writeDateTime(createdAfter)))
+    if (createdAfter != null) _query.add(Pair("created_after", dateTimeText(createdAfter)))
     if (cursor != null) _query.add(Pair("cursor", cursor))
     if (limit != null) _query.add(Pair("limit", limit.toString()))
     val _headers = LinkedHashMap<String, String>()

@@ -15,6 +15,7 @@ import kotlinx.serialization.json.JsonPrimitive
 import java.time.LocalDate
 import java.time.OffsetDateTime
 import java.util.UUID
+import dev.harness.openapi.*
 
 // The types of the `payments` service's operations, as its document declares them. Each has
 // `fromJson` (HarnessException.Schema names the JSON pointer of the first value that does not
@@ -365,7 +366,7 @@ public data class Payment @JvmOverloads constructor(
     public fun toJson(): JsonObject {
         val out = LinkedHashMap<String, JsonElement>()
         out["id"] = JsonPrimitive(this.id)
-        out["created_at"] = JsonPrimitive(writeDateTime(this.createdAt))
+        out["created_at"] = JsonPrimitive(dateTimeText(this.createdAt))
         out["order_id"] = JsonPrimitive(this.orderId.toString())
         out["status"] = JsonPrimitive(this.status)
         out["amount"] = this.amount.toJson()
@@ -589,7 +590,7 @@ public data class Refund(
     public fun toJson(): JsonObject {
         val out = LinkedHashMap<String, JsonElement>()
         out["id"] = JsonPrimitive(this.id)
-        out["created_at"] = JsonPrimitive(writeDateTime(this.createdAt))
+        out["created_at"] = JsonPrimitive(dateTimeText(this.createdAt))
         out["payment_id"] = JsonPrimitive(this.paymentId)
         out["amount"] = this.amount.toJson()
         return JsonObject(out)

@@ -15,6 +15,7 @@ import java.time.LocalDate
 import java.time.OffsetDateTime
 import java.util.UUID
 import java.util.concurrent.CompletableFuture
+import dev.harness.openapi.*
 
 /**
  * The `payments` service (Payments 1.0.0, OpenAPI 3.1.0) through a [HarnessClient]: its retries, breakers, limits and metrics apply per operation, each call labelled with its operationId.
@@ -30,6 +31,9 @@ public class PaymentsClient @JvmOverloads constructor(
     /** The config's `services.<service>` the calls go to. */
     private val service: String = "payments",
 ) {
+    init {
+        requireContract(1, "payments")
+    }
 
     /**
      * Pay for an order.

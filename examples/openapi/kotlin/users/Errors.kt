@@ -9,6 +9,7 @@ import kotlinx.serialization.json.JsonElement
 import java.time.LocalDate
 import java.time.OffsetDateTime
 import java.util.UUID
+import dev.harness.openapi.*
 
 /**
  * A declared error response of the `users` service: the error Harness raised ([error], a

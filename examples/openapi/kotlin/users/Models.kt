@@ -15,6 +15,7 @@ import kotlinx.serialization.json.JsonPrimitive
 import java.time.LocalDate
 import java.time.OffsetDateTime
 import java.util.UUID
+import dev.harness.openapi.*
 
 // The types of the `users` service's operations, as its document declares them. Each has
 // `fromJson` (HarnessException.Schema names the JSON pointer of the first value that does not
@@ -116,8 +117,8 @@ public data class User @JvmOverloads constructor(
         out["role"] = this.role.toJson()
         this.displayName?.let { x -> out["display_name"] = JsonPrimitive(x) }
         this.birthday?.let { x -> out["birthday"] = JsonPrimitive(x.toString()) }
-        this.avatar?.let { x -> out["avatar"] = JsonPrimitive(writeBytes(x)) }
-        this.createdAt?.let { x -> out["created_at"] = JsonPrimitive(writeDateTime(x)) }
+        this.avatar?.let { x -> out["avatar"] = JsonPrimitive(bytesText(x)) }
+        this.createdAt?.let { x -> out["created_at"] = JsonPrimitive(dateTimeText(x)) }
         return JsonObject(out)
     }
 
@@ -172,7 +173,7 @@ public data class UserInput @JvmOverloads constructor(
         out["password"] = JsonPrimitive(this.password)
         this.displayName?.let { x -> out["display_name"] = JsonPrimitive(x) }
         this.birthday?.let { x -> out["birthday"] = JsonPrimitive(x.toString()) }
-        this.avatar?.let { x -> out["avatar"] = JsonPrimitive(writeBytes(x)) }
+        this.avatar?.let { x -> out["avatar"] = JsonPrimitive(bytesText(x)) }
         return JsonObject(out)
     }
 

@@ -15,6 +15,7 @@ import java.time.LocalDate
 import java.time.OffsetDateTime
 import java.util.UUID
 import java.util.concurrent.CompletableFuture
+import dev.harness.openapi.*
 
 /**
  * The `hostile` service (Hostile $names *&#47; and keywords 1.0 &#47;* v *&#47;, OpenAPI 3.1.0) through a [HarnessClient]: its retries, breakers, limits and metrics apply per operation, each call labelled with its operationId.
@@ -30,6 +31,9 @@ public class HostileClient @JvmOverloads constructor(
     /** The config's `services.<service>` the calls go to. */
     private val service: String = "hostile",
 ) {
+    init {
+        requireContract(1, "hostile")
+    }
 
     /**
      * Reads a thing for $5 *&#47; &#47;* more
@@ -60,7 +64,7 @@ public class HostileClient @JvmOverloads constructor(
 }
 
 private fun _new_(`class`: String, `when`: OffsetDateTime, `in`: List<Long>?, `is`: Boolean?, ids: List<UUID>?, timeoutMs2: Int?, xObject: List<String>?): Operation<Object> {
-    val _path = "/things/" + pathSegment(`class`) + "/" + pathSegment(writeDateTime(`when`))
+    val _path = "/things/" + pathSegment(`class`) + "/" + pathSegment(dateTimeText(`when`))
     val _query = ArrayList<Pair<String, String>>()
     if (`in` != null) _query.add(Pair("in", `in`.joinToString(" ") { e -> e.toString() }))
     if (`is` != null) _query.add(Pair("is", `is`.toString()))

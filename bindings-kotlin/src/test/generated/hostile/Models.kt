@@ -15,6 +15,7 @@ import kotlinx.serialization.json.JsonPrimitive
 import java.time.LocalDate
 import java.time.OffsetDateTime
 import java.util.UUID
+import dev.harness.openapi.*
 
 // The types of the `hostile` service's operations, as its document declares them. Each has
 // `fromJson` (HarnessException.Schema names the JSON pointer of the first value that does not
