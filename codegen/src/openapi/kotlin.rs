@@ -151,6 +151,9 @@ struct Kt<'a> {
     base_error: String,
     /// Serializer object names, by (type, form).
     serializers: HashMap<(usize, Mode), String>,
+    /// Aliases that are themselves through other aliases only (`Tree: array of Tree`): Kotlin's
+    /// typealias cannot recurse, so each is a `JsonElement`, checked as its type when read.
+    cyclic: BTreeSet<usize>,
 }
 
 fn is_enum(api: &Api, i: usize) -> bool {
@@ -197,7 +200,9 @@ impl<'a> Kt<'a> {
             client,
             base_error,
             serializers: HashMap::new(),
+            cyclic: BTreeSet::new(),
         };
+        kt.cyclic = (0..n).filter(|i| alias_cycle(api, *i)).collect();
         kt.reach();
         kt.name_types();
         kt.tags();
@@ -541,6 +546,7 @@ impl<'a> Kt<'a> {
             Ty::Any => "JsonElement".into(),
             Ty::Array(t) => format!("List<{}>", self.ty(t, m)),
             Ty::Map(t) => format!("Map<String, {}>", self.ty(t, m)),
+            Ty::Named(i) if self.cyclic.contains(i) => "JsonElement".into(),
             Ty::Named(i) => self.name(*i, m).to_string(),
             Ty::Nullable(t) => {
                 let inner = self.ty(t, m);
@@ -649,6 +655,7 @@ impl<'a> Kt<'a> {
             Ty::Nullable(t) => format!("({x}?.let {{ {e} -> {} }} ?: \"\")", self.text(t, &e, d + 1)),
             Ty::Named(i) => match &self.api.types[*i].def {
                 _ if is_enum(self.api, *i) => format!("{x}.wire"),
+                _ if self.cyclic.contains(i) => format!("paramText({x})"),
                 Def::Alias(inner) => self.text(inner, x, d),
                 _ => format!("paramText({x}.toJson())"),
             },
@@ -725,6 +732,18 @@ impl<'a> Kt<'a> {
         let name = self.name(i, m);
         writeln!(out).unwrap();
         kdoc(out, "", Some(t.doc.as_deref().unwrap_or(&format!("`{}` (at `{}`).", t.name, t.pointer))));
+        if self.cyclic.contains(&i) {
+            writeln!(out, "public typealias {name} = JsonElement").unwrap();
+            writeln!(out).unwrap();
+            writeln!(out, "/** Checks [data] is a `{}` (a type that contains itself: Kotlin cannot name it) and returns it. */", kdoc_text(&self.ty(ty, m))).unwrap();
+            writeln!(out, "internal fun read{name}(data: JsonElement, at: String): {name} {{").unwrap();
+            writeln!(out, "    {}", self.read(ty, m, "data", "at", 1)).unwrap();
+            writeln!(out, "    return data").unwrap();
+            writeln!(out, "}}").unwrap();
+            writeln!(out).unwrap();
+            writeln!(out, "internal fun write{name}(x: {name}): JsonElement = x").unwrap();
+            return;
+        }
         writeln!(out, "public typealias {name} = {}", self.ty(ty, m)).unwrap();
         writeln!(out).unwrap();
         writeln!(out, "internal fun read{name}(data: JsonElement, at: String): {name} = {}", self.read(ty, m, "data", "at", 1)).unwrap();
@@ -1464,6 +1483,29 @@ impl Arg {
             format!("{}?", self.ty)
         }
     }
+}
+
+/// Whether alias `i` reaches itself through aliases alone (no class or union between).
+fn alias_cycle(api: &Api, i: usize) -> bool {
+    if !matches!(api.types[i].def, Def::Alias(_)) || is_enum(api, i) {
+        return false;
+    }
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![i];
+    while let Some(k) = todo.pop() {
+        let Def::Alias(t) = &api.types[k].def else { continue };
+        let mut refs = Vec::new();
+        t.refs(&mut refs);
+        for r in refs {
+            if r == i {
+                return true;
+            }
+            if matches!(api.types[r].def, Def::Alias(_)) && seen.insert(r) {
+                todo.push(r);
+            }
+        }
+    }
+    false
 }
 
 /// The `CompletableFuture` twin of a method (`getOrder` -> `getOrderAsync`, `new_` -> `newAsync`).

@@ -40,6 +40,7 @@ public data class Object @JvmOverloads constructor(
     public val kind: Kind? = null,
     public val any: JsonElement? = null,
     public val shape: Shape? = null,
+    public val tree: JsonElement? = null,
 ) {
     /** Its JSON value (a null optional property is left out). */
     public fun toJson(): JsonObject {
@@ -54,13 +55,14 @@ public data class Object @JvmOverloads constructor(
         this.kind?.let { x -> out["kind"] = x.toJson() }
         this.any?.let { x -> out["any"] = x }
         this.shape?.let { x -> out["shape"] = x.toJson() }
+        this.tree?.let { x -> out["tree"] = writeTree(x) }
         return JsonObject(out)
     }
 
     public companion object {
         /** The keys the document declares. */
         @JvmField
-        public val KEYS: Set<String> = setOf("class", "fun", "copy", "val", "component1", "\$dollar", "x-\$y", "kind", "any", "shape")
+        public val KEYS: Set<String> = setOf("class", "fun", "copy", "val", "component1", "\$dollar", "x-\$y", "kind", "any", "shape", "tree")
 
         /** Reads one from its JSON value; HarnessException.Schema names the first value that does not match. */
         @JvmStatic
@@ -78,6 +80,7 @@ public data class Object @JvmOverloads constructor(
                 kind = jsonOptional(d, "kind", at, { v, a -> Kind.fromJson(v, a) }),
                 any = jsonOptional(d, "any", at, { v, a -> jsonAny(v, a) }),
                 shape = jsonOptional(d, "shape", at, { v, a -> Shape.fromJson(v, a) }),
+                tree = jsonOptional(d, "tree", at, { v, a -> readTree(v, a) }),
             )
         }
     }
@@ -175,3 +178,14 @@ public data class String_ @JvmOverloads constructor(
 
 /** [String_]'s kotlinx.serialization serializer: [String_.fromJson] and [String_.toJson]. */
 public object String_Serializer : KSerializer<String_> by ModelSerializer("hostile.String_", { v, a -> String_.fromJson(v, a) }, { it.toJson() })
+
+/** A list of itself, which a Kotlin typealias cannot say. */
+public typealias Tree = JsonElement
+
+/** Checks [data] is a `List<JsonElement>` (a type that contains itself: Kotlin cannot name it) and returns it. */
+internal fun readTree(data: JsonElement, at: String): Tree {
+    jsonList(data, at) { v1, a1 -> readTree(v1, a1) }
+    return data
+}
+
+internal fun writeTree(x: Tree): JsonElement = x

@@ -50,5 +50,10 @@ class OpenApiHostileTest {
         assertEquals(setOf("class", "fun", "copy", "x-\$y", "shape"), posted.keySet())
         assertEquals("\$z", posted.getString("x-\$y"))
         assertEquals(JsonPrimitive("s"), hostile.Shape.fromJson(JsonPrimitive("s")).toJson())
+        // A type that contains itself is its JSON, checked all the way down.
+        val nested = Json.parseToJsonElement("""{"class":"c","fun":1,"copy":"x","tree":[[],[[]]]}""")
+        assertEquals(Json.parseToJsonElement("[[],[[]]]"), hostile.Object.fromJson(nested).tree)
+        val drifted = Json.parseToJsonElement("""{"class":"c","fun":1,"copy":"x","tree":[[],[1]]}""")
+        assertEquals("/tree/1/0: expected an array, got an integer", assertThrows<HarnessException.Schema> { hostile.Object.fromJson(drifted) }.reason)
     }
 }
