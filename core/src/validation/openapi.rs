@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ForStatus, Schema, ValidateMode};
+use super::schema::{ForStatus, Schema, ValidateMode};
 use crate::error::HarnessError;
 use crate::redact::escape_control;
 
