@@ -1210,10 +1210,10 @@ impl<'a> Kt<'a> {
                 },
             )
         });
-        if let Some(b) = &op.body {
+        let body = op.body.as_ref().map(|b| {
             taken.push("body".into());
-            args.push(Arg { name: "body".into(), ty: self.ty(&b.ty, Mode::In), required: b.required, doc: b.doc.clone(), param: None });
-        }
+            Arg { name: "body".into(), ty: self.ty(&b.ty, Mode::In), required: b.required, doc: b.doc.clone(), param: None }
+        });
         for p in params {
             let name = if p.idempotency_key { unique_member("idempotencyKey", &mut taken) } else { unique_member(&camel(&snake(&p.name)), &mut taken) };
             let mut doc = p.doc.clone();
@@ -1221,6 +1221,11 @@ impl<'a> Kt<'a> {
                 doc = Some(format!("Deprecated. {}", doc.unwrap_or_default()).trim().to_string());
             }
             args.push(Arg { name, ty: self.ty(&p.ty, Mode::In), required: p.required, doc, param: Some(p.clone()) });
+        }
+        // The body after the path's parameters (`updateUser(userId, body)`), before the rest.
+        if let Some(b) = body {
+            let at = args.iter().position(|a| !matches!(&a.param, Some(p) if p.location == In::Path && p.required)).unwrap_or(args.len());
+            args.insert(at, b);
         }
         args.sort_by_key(|a| !a.required);
         let mut successes: Vec<(Status, &Content)> = op.responses.iter().filter(|r| r.status.success()).map(|r| (r.status, &r.content)).collect();
@@ -1429,6 +1434,7 @@ impl<'a> Kt<'a> {
             format!("{{ r -> when (r.status) {{ {} }} }}", arms.join("; "))
         } else {
             match distinct.first() {
+                Some(Content::None) if sig.ret == "Unit" => "{ _ -> Unit }".into(),
                 Some(c) => format!("{{ r -> {} }}", read_as(c)),
                 None => "{ _ -> Unit }".into(),
             }

@@ -70,13 +70,13 @@ public class PaymentsClient @JvmOverloads constructor(
      * @throws NotFoundError when the service answers 404
      * @throws ConflictError when the service answers 409
      */
-    public suspend fun refundPayment(body: RefundPaymentRequest, paymentId: String, idempotencyKey: String? = null, timeoutMs: Long? = null): Refund =
-        send(this.client, this.service, _refundPayment(body, paymentId, idempotencyKey), timeoutMs)
+    public suspend fun refundPayment(paymentId: String, body: RefundPaymentRequest, idempotencyKey: String? = null, timeoutMs: Long? = null): Refund =
+        send(this.client, this.service, _refundPayment(paymentId, body, idempotencyKey), timeoutMs)
 
     /** For Java: [refundPayment] as a [CompletableFuture]; cancelling it cancels the call. */
     @JvmOverloads
-    public fun refundPaymentAsync(body: RefundPaymentRequest, paymentId: String, idempotencyKey: String? = null, timeoutMs: Long? = null): CompletableFuture<Refund> =
-        sendAsync(this.client, this.service, _refundPayment(body, paymentId, idempotencyKey), timeoutMs)
+    public fun refundPaymentAsync(paymentId: String, body: RefundPaymentRequest, idempotencyKey: String? = null, timeoutMs: Long? = null): CompletableFuture<Refund> =
+        sendAsync(this.client, this.service, _refundPayment(paymentId, body, idempotencyKey), timeoutMs)
 }
 
 private fun _createPayment(body: PaymentRequestInput, idempotencyKey: String?): Operation<Payment> {
@@ -93,7 +93,7 @@ private fun _getPayment(paymentId: String): Operation<Payment> {
     return Operation("GET", _path, "getPayment", { r -> Payment.fromJson(responseJson(r), "") }, { e -> when (statusKey(e, setOf("404", "default"))) { "404" -> errorModel(e) { v, a -> Problem.fromJson(v, a) }?.let { m -> NotFoundError(e, m) }; "default" -> errorModel(e) { v, a -> Problem.fromJson(v, a) }?.let { m -> DefaultError(e, m) }; else -> null } }, _query, _headers, null, null)
 }
 
-private fun _refundPayment(body: RefundPaymentRequest, paymentId: String, idempotencyKey: String?): Operation<Refund> {
+private fun _refundPayment(paymentId: String, body: RefundPaymentRequest, idempotencyKey: String?): Operation<Refund> {
     val _path = "/payments/" + pathSegment(paymentId) + "/refunds"
     val _query = ArrayList<Pair<String, String>>()
     val _headers = LinkedHashMap<String, String>()

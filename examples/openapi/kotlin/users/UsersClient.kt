@@ -92,13 +92,13 @@ public class UsersClient @JvmOverloads constructor(
      * `PATCH /users/{user_id}` (endpoint `updateUser`).
      * @throws NotFoundError when the service answers 404
      */
-    public suspend fun updateUser(body: UserPatch, userId: Long, timeoutMs: Long? = null): User =
-        send(this.client, this.service, _updateUser(body, userId), timeoutMs)
+    public suspend fun updateUser(userId: Long, body: UserPatch, timeoutMs: Long? = null): User =
+        send(this.client, this.service, _updateUser(userId, body), timeoutMs)
 
     /** For Java: [updateUser] as a [CompletableFuture]; cancelling it cancels the call. */
     @JvmOverloads
-    public fun updateUserAsync(body: UserPatch, userId: Long, timeoutMs: Long? = null): CompletableFuture<User> =
-        sendAsync(this.client, this.service, _updateUser(body, userId), timeoutMs)
+    public fun updateUserAsync(userId: Long, body: UserPatch, timeoutMs: Long? = null): CompletableFuture<User> =
+        sendAsync(this.client, this.service, _updateUser(userId, body), timeoutMs)
 }
 
 private fun _listUsers(role: List<Role>?, email: String?, page: Long?, perPage: Long?): Operation<UserPage> {
@@ -130,10 +130,10 @@ private fun _deleteUser(userId: Long): Operation<Unit> {
     val _path = "/users/" + pathSegment(userId.toString())
     val _query = ArrayList<Pair<String, String>>()
     val _headers = LinkedHashMap<String, String>()
-    return Operation("DELETE", _path, "deleteUser", { r -> Unit }, { e -> when (statusKey(e, setOf("404"))) { "404" -> errorModel(e) { v, a -> Problem.fromJson(v, a) }?.let { m -> NotFoundError(e, m) }; else -> null } }, _query, _headers, null, null)
+    return Operation("DELETE", _path, "deleteUser", { _ -> Unit }, { e -> when (statusKey(e, setOf("404"))) { "404" -> errorModel(e) { v, a -> Problem.fromJson(v, a) }?.let { m -> NotFoundError(e, m) }; else -> null } }, _query, _headers, null, null)
 }
 
-private fun _updateUser(body: UserPatch, userId: Long): Operation<User> {
+private fun _updateUser(userId: Long, body: UserPatch): Operation<User> {
     val _path = "/users/" + pathSegment(userId.toString())
     val _query = ArrayList<Pair<String, String>>()
     val _headers = LinkedHashMap<String, String>()

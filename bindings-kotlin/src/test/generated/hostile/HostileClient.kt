@@ -79,5 +79,5 @@ private fun _toString_(body: Object): Operation<Unit> {
     val _path = "/things"
     val _query = ArrayList<Pair<String, String>>()
     val _headers = LinkedHashMap<String, String>()
-    return Operation("POST", _path, "toString", { r -> Unit }, { e -> when (statusKey(e, setOf("default"))) { "default" -> errorModel(e) { v, a -> Object.fromJson(v, a) }?.let { m -> DefaultError(e, m) }; else -> null } }, _query, _headers, body.toJson(), null)
+    return Operation("POST", _path, "toString", { _ -> Unit }, { e -> when (statusKey(e, setOf("default"))) { "default" -> errorModel(e) { v, a -> Object.fromJson(v, a) }?.let { m -> DefaultError(e, m) }; else -> null } }, _query, _headers, body.toJson(), null)
 }

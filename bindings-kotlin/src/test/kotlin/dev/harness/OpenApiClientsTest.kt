@@ -38,10 +38,10 @@ class OpenApiClientsTest {
     private val problem = mapOf("code" to "order_not_found", "title" to "No such order", "status" to 404)
 
     /** Each example service on its own upstream script, named for the test. */
-    private fun config(script: String, retries: Int = 0): Map<String, Any?> = mapOf(
+    private fun config(script: String, retries: Int = 0, extra: Map<String, Any?> = emptyMap()): Map<String, Any?> = mapOf(
         "log" to mapOf("enabled" to false),
         "services" to listOf("orders", "users", "payments").associateWith {
-            mapOf("base_url" to "${TestUpstream.url}/s/$script", "retry" to mapOf("max_retries" to retries, "base_delay_ms" to 1, "jitter" to false))
+            mapOf("base_url" to "${TestUpstream.url}/s/$script", "retry" to mapOf("max_retries" to retries, "base_delay_ms" to 1, "jitter" to false)) + extra
         },
     )
 
@@ -205,6 +205,22 @@ class OpenApiClientsTest {
             """{"order_id":"5b0a5f3e-8d2b-4a55-9c1e-3f1e7c1d2a10","amount":{"amount_minor":900,"currency":"EUR"},"method":{"token":"tok_1","type":"card"},"capture":true}""",
             first.getString("body"),
         )
+    }
+
+    @Test
+    fun `cancelling the CompletableFuture twin cancels the call and frees its permit`() {
+        TestUpstream.putScript("kt_oa_cancel", listOf(mapOf("action" to "hang")))
+        val extra = mapOf("bulkhead" to mapOf("max_concurrency" to 10), "timeouts" to mapOf("response_ms" to 60_000, "request_ms" to 60_000))
+        HarnessClient(config("kt_oa_cancel", extra = extra)).use { h ->
+            val f = orders.OrdersClient(h).getOrderAsync(orderId)
+            val deadline = System.nanoTime() + 5_000_000_000
+            while (h.bulkheadInUse("orders") == 0 && System.nanoTime() < deadline) Thread.sleep(10)
+            assertEquals(1, h.bulkheadInUse("orders"))
+            assertTrue(f.cancel(true))
+            while (h.bulkheadInUse("orders") != 0 && System.nanoTime() < deadline) Thread.sleep(10)
+            assertEquals(0, h.bulkheadInUse("orders"))
+            assertTrue(f.isCancelled)
+        }
     }
 
     @Test
