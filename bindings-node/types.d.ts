@@ -10,6 +10,11 @@ export interface Config {
    * Default: `{}`.
    */
   routes?: Record<string, RouteConfig>
+  /**
+   * Prices by model name (a provider's `model`), for providers without their own `price`.
+   * Default: `{}`.
+   */
+  prices?: Record<string, Price>
   /** One audit record per request, to a rotating file (off by default). */
   audit?: AuditConfig
   metrics?: MetricsConfig
@@ -519,6 +524,12 @@ export interface RouteConfig {
    */
   max_retry_after_ms?: number
   /**
+   * A 429 whose `Retry-After` is at most this long is waited out on the same provider
+   * (once, within the deadline) before failing over; 0: fail over at once.
+   * Default: `0`.
+   */
+  wait_retry_after_ms?: number
+  /**
    * Health window: outcomes older than this count for (almost) nothing.
    * Default: `60000`.
    */
@@ -595,6 +606,7 @@ export interface ProviderConfig {
   degraded_weight?: number | null
   /** In-flight requests on this provider for this route (default: the service's bulkhead only). */
   max_concurrency?: number | null
+  /** What this provider's answers cost; wins over the top-level `prices:` entry for `model`. */
   price?: Price | null
   params?: Params
   /**
@@ -604,11 +616,19 @@ export interface ProviderConfig {
   accepts_prefill?: boolean
 }
 
+/** Prices in one currency: per 1,000 tokens, and per answered request. */
 export interface Price {
   /** Default: `0.0`. */
   input_per_1k?: number
   /** Default: `0.0`. */
   output_per_1k?: number
+  /** Input tokens served from the provider's prompt cache (default: `input_per_1k`). */
+  cached_input_per_1k?: number | null
+  /**
+   * Added to every priced answer.
+   * Default: `0.0`.
+   */
+  per_request?: number
 }
 
 /** Per-provider parameter normalisation for `openai-compatible`. */
@@ -1074,6 +1094,11 @@ export interface Usage {
   promptTokens: number
   completionTokens: number
   totalTokens: number
+  /**
+   * The part of `prompt_tokens` served from the provider's prompt cache (OpenAI's
+   * `prompt_tokens_details.cached_tokens`); 0 when not reported.
+   */
+  cachedTokens: number
 }
 
 /** One piece of a streamed chat answer. */

@@ -52,6 +52,11 @@ use harness_upstream::merge_json as merge;
 
 /// A client with one service per provider (named like it) and route `chat` over them.
 fn make(sim: &Sim, providers: Value, route: Value, service_extra: Value) -> (Client, Arc<Events>) {
+    make_with(sim, providers, route, service_extra, json!({}))
+}
+
+/// As `make`, with `top` merged into the config's top level (e.g. `prices`).
+fn make_with(sim: &Sim, providers: Value, route: Value, service_extra: Value, top: Value) -> (Client, Arc<Events>) {
     let mut services = serde_json::Map::new();
     for p in providers.as_array().unwrap() {
         let name = p["service"].as_str().unwrap();
@@ -59,7 +64,9 @@ fn make(sim: &Sim, providers: Value, route: Value, service_extra: Value) -> (Cli
     }
     let mut r = json!({"adapter": "openai-compatible", "providers": providers});
     merge(&mut r, &route);
-    let config = Config::from_value(json!({"log": {"enabled": false}, "services": services, "routes": {"chat": r}})).unwrap();
+    let mut config = json!({"log": {"enabled": false}, "services": services, "routes": {"chat": r}});
+    merge(&mut config, &top);
+    let config = Config::from_value(config).unwrap();
     let events = Arc::new(Events::default());
     let sink: Arc<dyn EventSink> = events.clone();
     let client = Client::with_options(config, ClientOptions { sinks: vec![sink], jitter_seed: Some(7), ..Default::default() }).unwrap();
@@ -750,4 +757,124 @@ async fn an_oversized_answer_or_absurd_usage_fails_over_like_a_broken_one() {
     let r = client.chat("chat", hello()).await.unwrap();
     assert_eq!(r.provider.as_deref(), Some("backup"));
     assert!(r.usage.unwrap().total_tokens < 1000, "{:?}", r.usage);
+}
+
+// ---- wait_retry_after_ms: the primary's price over the fastest answer ----
+
+/// A client whose route prefers `primary`, waiting out its 429s up to `wait_ms`.
+fn waiting(sim: &Sim, wait_ms: u64, route: Value) -> Client {
+    let mut r = json!({"strategy": "priority", "wait_retry_after_ms": wait_ms});
+    merge(&mut r, &route);
+    client_route(sim, r).0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_with_a_short_enough_retry_after_is_waited_out_on_the_same_provider() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"fail_first": 1, "fail_status": 429, "retry_after": "1"})).await;
+    sim.provider("backup", json!({})).await;
+    let client = waiting(&sim, 2000, json!({}));
+    let t0 = std::time::Instant::now();
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.provider.as_deref(), Some("primary"));
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 2)]);
+    assert!(t0.elapsed() >= Duration::from_millis(950), "waited {:?}", t0.elapsed());
+    let at: Vec<f64> = sim.log("primary").await["requests"].as_array().unwrap().iter().map(|r| r["at_ms"].as_f64().unwrap()).collect();
+    assert!(at[1] - at[0] >= 950.0, "{at:?}");
+    assert_eq!(sim.count("backup").await, 0);
+
+    // The HTTP-date form of `Retry-After` is waited out the same way.
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    sim.provider("primary", json!({"reset": true, "fail_first": 1, "fail_status": 429, "retry_after": date})).await;
+    let client = waiting(&sim, 3000, json!({}));
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!((r.provider.as_deref(), r.attempts), (Some("primary"), 2));
+    assert_eq!(sim.count("backup").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_is_failed_over_at_once_when_its_retry_after_is_too_long_or_cannot_fit_the_deadline() {
+    let sim = Sim::start().await;
+    sim.provider("backup", json!({})).await;
+    // Longer than `wait_retry_after_ms`: the backup at once.
+    sim.provider("primary", json!({"fail_first": 1, "fail_status": 429, "retry_after": "3"})).await;
+    let t0 = std::time::Instant::now();
+    let r = waiting(&sim, 2000, json!({})).chat("chat", hello()).await.unwrap();
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 1), ("backup".to_string(), 1)]);
+    assert!(t0.elapsed() < Duration::from_millis(900), "{:?}", t0.elapsed());
+    // Short enough, but the wait would pass the deadline: never slept through, the backup now.
+    sim.provider("primary", json!({"reset": true, "fail_first": 1, "fail_status": 429, "retry_after": "1"})).await;
+    let t0 = std::time::Instant::now();
+    let r = waiting(&sim, 2000, json!({"request_ms": 800})).chat("chat", hello()).await.unwrap();
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 1), ("backup".to_string(), 1)]);
+    assert!(t0.elapsed() < Duration::from_millis(700), "{:?}", t0.elapsed());
+    // The default (0) fails over at once (`a_429_cools_the_provider_until_retry_after_and_fails_over_at_once`).
+    sim.provider("primary", json!({"reset": true, "fail_first": 1, "fail_status": 429, "retry_after": "1"})).await;
+    let r = client_route(&sim, json!({"strategy": "priority"})).0.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 1), ("backup".to_string(), 1)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_limits_again_after_its_retry_after_was_waited_out_fails_over() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"fail_first": 2, "fail_status": 429, "retry_after": "1"})).await;
+    sim.provider("backup", json!({})).await;
+    let client = waiting(&sim, 2000, json!({}));
+    let t0 = std::time::Instant::now();
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.attempts_by_provider, vec![("primary".to_string(), 2), ("backup".to_string(), 1)]);
+    assert!(t0.elapsed() < Duration::from_millis(1900), "waited once, not twice: {:?}", t0.elapsed());
+    // Other requests meanwhile are not held: the primary cools and they fail over.
+    assert!(client.routing_state("chat").unwrap().providers[0].cooling_ms.is_some());
+}
+
+// ---- prices ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_price_table_by_model_prices_providers_without_their_own_and_cached_input_at_its_rate() {
+    let sim = Sim::start().await;
+    for id in ["primary", "backup"] {
+        sim.provider(id, json!({"prompt_tokens": 1000, "completion_tokens": 500, "cached_tokens": 400, "content": ANSWER})).await;
+    }
+    let providers = json!([
+        {"id": "primary", "service": "primary", "model": "gpt-x", "weight": 1},
+        {"id": "backup", "service": "backup", "model": "gpt-x", "weight": 1, "price": {"input_per_1k": 0.1, "output_per_1k": 0.2}},
+    ]);
+    let prices = json!({"prices": {"gpt-x": {"input_per_1k": 1.0, "output_per_1k": 2.0, "cached_input_per_1k": 0.25, "per_request": 0.01}}});
+    let (client, _) = make_with(&sim, providers, json!({"strategy": "priority"}), json!({}), prices);
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.usage.unwrap().cached_tokens, 400);
+    // 600 fresh input at 1.0/1k, 400 cached at 0.25/1k, 500 output at 2.0/1k, plus 0.01.
+    assert!((r.cost.unwrap() - 1.71).abs() < 1e-9, "{:?}", r.cost);
+    let m = client.metrics_text();
+    assert!(m.contains("harness_cost_total{route=\"chat\",provider=\"primary\",model=\"gpt-x\"} 1.71"), "{m}");
+    // Streamed answers are priced the same way.
+    let mut s = client.chat_stream("chat", hello()).await.unwrap();
+    let (_, chunks) = collect(&mut s).await.unwrap();
+    assert!((chunks.last().unwrap().cost.unwrap() - 1.71).abs() < 1e-9);
+    // The provider's own price wins whole: no cached rate, no per-request price of the table's.
+    client.set_weight("chat", "primary", 0).unwrap();
+    let r = client.chat("chat", hello()).await.unwrap();
+    assert_eq!(r.provider.as_deref(), Some("backup"));
+    assert!((r.cost.unwrap() - 0.2).abs() < 1e-9, "{:?}", r.cost);
+}
+
+#[test]
+fn bad_prices_are_config_errors_naming_the_field() {
+    let err = |top: Value| {
+        let mut v = json!({"services": {"a": {"base_url": "http://127.0.0.1:1"}},
+            "routes": {"chat": {"providers": [{"id": "a", "service": "a", "model": "m", "weight": 1}]}}});
+        merge(&mut v, &top);
+        Config::from_value(v).unwrap_err().message
+    };
+    let e = err(json!({"prices": {"gpt-x": {"input_per_1k": -1}}}));
+    assert!(e.starts_with("prices.gpt-x.input_per_1k: expected a number >= 0, got -1"), "{e}");
+    let e = err(json!({"prices": {"gpt-x": {"cached_input_per_1k": -0.5}}}));
+    assert!(e.starts_with("prices.gpt-x.cached_input_per_1k: expected a number >= 0"), "{e}");
+    let e = err(json!({"prices": {"gpt-x": {"per_request": "free"}}}));
+    assert!(e.starts_with("prices.gpt-x.per_request: "), "{e}");
+    let e = err(json!({"routes": {"chat": {"providers": [{"id": "a", "service": "a", "model": "m", "weight": 1, "price": {"per_request": -2}}]}}}));
+    assert!(e.starts_with("routes.chat.providers[0].price.per_request: expected a number >= 0, got -2"), "{e}");
+    let e = Config::from_str_with_format("prices:\n  gpt-x: { output_per_1k: .nan }\n", "yaml").unwrap_err().message;
+    assert!(e.starts_with("prices.gpt-x.output_per_1k: "), "{e}");
 }

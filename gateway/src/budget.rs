@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use harness_core::observability::metrics::Label;
-use harness_core::routing::config::Price;
+use harness_core::routing::price::{self, Price};
 use harness_core::Config;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -143,30 +143,39 @@ impl Pricing {
         if let Some(r) = cfg.routes.get(route) {
             let serving: Vec<_> = r.providers.iter().filter(|p| pinned.is_none_or(|m| p.model.as_deref() == Some(m))).collect();
             let serving = if serving.is_empty() { r.providers.iter().collect() } else { serving };
-            prices = serving.into_iter().map(|p| (p.id.clone(), p.price.unwrap_or_default())).collect();
+            // The price the core charges: the provider's own, else the `prices:` entry for its model.
+            prices = serving.into_iter().map(|p| (p.id.clone(), price::resolve(p.price, p.model.as_deref(), &cfg.prices).unwrap_or_default())).collect();
         }
         Pricing { prices, prompt_bytes: messages.to_string().len() as u64 }
     }
 
+    /// Each rate at its highest among the providers (an input token at the dearer of the
+    /// fresh and cached rates: whether it is cached is known only afterwards).
     fn dearest(&self) -> Price {
-        self.prices.iter().fold(Price::default(), |a, (_, p)| Price { input_per_1k: a.input_per_1k.max(p.input_per_1k), output_per_1k: a.output_per_1k.max(p.output_per_1k) })
+        self.prices.iter().fold(Price::default(), |a, (_, p)| Price {
+            input_per_1k: a.input_per_1k.max(p.input_per_1k).max(p.cached_input_per_1k.unwrap_or(0.0)),
+            output_per_1k: a.output_per_1k.max(p.output_per_1k),
+            cached_input_per_1k: None,
+            per_request: a.per_request.max(p.per_request),
+        })
     }
 
     pub fn is_free(&self) -> bool {
         let p = self.dearest();
-        p.input_per_1k <= 0.0 && p.output_per_1k <= 0.0
+        p.input_per_1k <= 0.0 && p.output_per_1k <= 0.0 && p.per_request <= 0.0
     }
 
     /// The most the request can cost with `max_tokens` of output.
     pub fn max_cost(&self, max_tokens: u64) -> f64 {
         let p = self.dearest();
-        (self.prompt_bytes as f64 * p.input_per_1k + max_tokens as f64 * p.output_per_1k) / 1000.0
+        (self.prompt_bytes as f64 * p.input_per_1k + max_tokens as f64 * p.output_per_1k) / 1000.0 + p.per_request
     }
 
-    /// An estimate for an answer of `answer_bytes` bytes from `provider` that reported no usage.
+    /// An estimate for an answer of `answer_bytes` bytes from `provider` that reported no usage
+    /// (its input all fresh, as nothing says any of it was cached).
     pub fn estimate(&self, provider: Option<&str>, answer_bytes: u64) -> f64 {
         let p = provider.and_then(|id| self.prices.iter().find(|(p, _)| p == id)).map(|(_, p)| *p).unwrap_or_else(|| self.dearest());
-        (self.prompt_bytes.div_ceil(4) as f64 * p.input_per_1k + answer_bytes.div_ceil(4) as f64 * p.output_per_1k) / 1000.0
+        (self.prompt_bytes.div_ceil(4) as f64 * p.input_per_1k + answer_bytes.div_ceil(4) as f64 * p.output_per_1k) / 1000.0 + p.per_request
     }
 }
 
@@ -212,5 +221,43 @@ impl Drop for StreamCharge {
         if let Some(r) = self.reservation.take() {
             r.settle(self.estimated(None));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reservations_use_the_price_the_core_charges_table_and_per_request_included() {
+        let cfg = Config::from_value(json!({
+            "services": {"s": {"base_url": "http://127.0.0.1:1"}},
+            "prices": {"m1": {"input_per_1k": 2.0, "output_per_1k": 4.0, "cached_input_per_1k": 0.5, "per_request": 0.25}},
+            "routes": {"chat": {"adapter": "openai-compatible", "providers": [
+                {"id": "a", "service": "s", "model": "m1", "weight": 1},
+                {"id": "b", "service": "s", "model": "m2", "weight": 1, "price": {"input_per_1k": 1.0, "output_per_1k": 1.0}}]}}
+        }))
+        .unwrap();
+        let messages = json!("x".repeat(998)); // 1000 bytes as JSON
+        let pricing = Pricing::new(&cfg, "chat", "chat", &messages);
+        assert!(!pricing.is_free());
+        // The dearest: a's table price (input 2.0, output 4.0, 0.25 a request).
+        assert!((pricing.max_cost(500) - (2.0 + 2.0 + 0.25)).abs() < 1e-9, "{}", pricing.max_cost(500));
+        // a's estimate: 250 prompt tokens and 100 answer tokens at its table price, plus 0.25.
+        assert!((pricing.estimate(Some("a"), 400) - (0.5 + 0.4 + 0.25)).abs() < 1e-9);
+        // b's own price, no per-request price.
+        assert!((pricing.estimate(Some("b"), 400) - 0.35).abs() < 1e-9);
+        // Only b may serve `chat/m2`.
+        let pinned = Pricing::new(&cfg, "chat", "chat/m2", &messages);
+        assert!((pinned.max_cost(500) - 1.5).abs() < 1e-9);
+        // A per-request price alone is not free.
+        let cfg = Config::from_value(json!({
+            "services": {"s": {"base_url": "http://127.0.0.1:1"}},
+            "prices": {"m1": {"per_request": 0.01}},
+            "routes": {"chat": {"providers": [{"id": "a", "service": "s", "model": "m1", "weight": 1}]}}
+        }))
+        .unwrap();
+        assert!(!Pricing::new(&cfg, "chat", "chat", &messages).is_free());
     }
 }

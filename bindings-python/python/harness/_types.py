@@ -381,8 +381,15 @@ class StreamConfig(TypedDict, total=False):
 
 
 class Price(TypedDict, total=False):
+    """Prices in one currency: per 1,000 tokens, and per answered request.
+
+    ``cached_input_per_1k``: Input tokens served from the provider's prompt cache (default: `input_per_1k`).
+    ``per_request``: Added to every priced answer.
+    """
     input_per_1k: float
     output_per_1k: float
+    cached_input_per_1k: Optional[float]
+    per_request: float
 
 
 RangeMode = Literal["clamp", "scale"]
@@ -408,6 +415,7 @@ class ProviderConfig(TypedDict, total=False):
     ``weight``: Share of traffic; 0 means registered but not serving.
     ``degraded_weight``: The weight an unhealthy provider moves toward (default: weight / 20, at least 1).
     ``max_concurrency``: In-flight requests on this provider for this route (default: the service's bulkhead only).
+    ``price``: What this provider's answers cost; wins over the top-level `prices:` entry for `model`.
     ``accepts_prefill``: Takes the partial answer as an assistant prefill and continues it.
     """
     id: str
@@ -444,6 +452,7 @@ class RouteConfig(TypedDict, total=False):
     ``same_provider_retries``: A 5xx is retried on the same provider this many times before failing over.
     ``budget_ratio``: Failovers and retries as a share of the route's requests (plus `budget_min_per_sec`).
     ``max_retry_after_ms``: Longest `Retry-After` waited out when no other provider can serve.
+    ``wait_retry_after_ms``: A 429 whose `Retry-After` is at most this long is waited out on the same provider (once, within the deadline) before failing over; 0: fail over at once.
     ``health_window_ms``: Health window: outcomes older than this count for (almost) nothing.
     ``path``: The path a chat call posts to.
     ``on_error``: A non-retryable provider error code (e.g. `context_length_exceeded`) sent to another provider.
@@ -460,6 +469,7 @@ class RouteConfig(TypedDict, total=False):
     budget_ratio: float
     budget_min_per_sec: int
     max_retry_after_ms: int
+    wait_retry_after_ms: int
     health_window_ms: int
     path: str
     stream: "StreamConfig"
@@ -587,6 +597,7 @@ class FaultsConfig(TypedDict, total=False):
 
 class Config(TypedDict, total=False):
     """``routes``: Routes: a name business code calls, served by a choice of providers.
+    ``prices``: Prices by model name (a provider's `model`), for providers without their own `price`.
     ``audit``: One audit record per request, to a rotating file (off by default).
     ``otel``: Spans to an OpenTelemetry collector over OTLP/HTTP (off until `otel.endpoint` is set).
     ``mock``: Answers from rules instead of the network (off unless enabled or `HARNESS_MOCK=1`).
@@ -596,6 +607,7 @@ class Config(TypedDict, total=False):
     log: "LogConfig"
     services: Dict[str, "ServiceConfig"]
     routes: Dict[str, "RouteConfig"]
+    prices: Dict[str, "Price"]
     audit: "AuditConfig"
     metrics: "MetricsConfig"
     otel: "OtelConfig"
@@ -862,16 +874,19 @@ Event = Union["RequestFinishedEvent", "RetryScheduledEvent", "BreakerStateChange
 
 class Usage(NamedTuple):
     """Token counts as the provider reported them.
+
+    ``cached_tokens``: The part of `prompt_tokens` served from the provider's prompt cache (OpenAI's `prompt_tokens_details.cached_tokens`); 0 when not reported.
     """
 
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cached_tokens: int
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "Usage":
         """Builds one from the dict that crossed from the core."""
-        return cls(prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"], total_tokens=d["total_tokens"])
+        return cls(prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"], total_tokens=d["total_tokens"], cached_tokens=d["cached_tokens"])
 
 
 class ChatResponse(NamedTuple):

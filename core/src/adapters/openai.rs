@@ -1,7 +1,6 @@
 //! The `openai-compatible` adapter: one chat-completions request, normalised for
 //! each provider (model name, temperature range, the token-limit field), and the
-//! answer read back the same way from any of them (content, finish reason, usage),
-//! priced from the provider's configured prices.
+//! answer read back the same way from any of them (content, finish reason, usage).
 //!
 //! Guarantees: the caller's request is never changed in place (each provider gets
 //! its own copy); an answer that does not parse as a chat completion is an error
@@ -12,42 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::HarnessError;
-use crate::routing::config::{Price, ProviderConfig, RangeMode};
-
-/// Token counts as the provider reported them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-}
-
-/// More tokens than this in one answer's usage is a malformed answer, not a bill: no model
-/// call comes near it, and pricing it would put absurd sums into costs and budgets.
-pub const MAX_USAGE_TOKENS: u64 = 1_000_000_000;
-
-impl Usage {
-    /// The usage object of an answer or chunk; `Ok(None)` when there is none, `Err` when a
-    /// count is over `MAX_USAGE_TOKENS`. A missing total is the sum (never wrapping).
-    fn from_value(v: Option<&Value>) -> Result<Option<Usage>, String> {
-        let Some(o) = v.and_then(Value::as_object) else { return Ok(None) };
-        let n = |k: &str| o.get(k).and_then(Value::as_u64);
-        let Some(prompt) = n("prompt_tokens").or_else(|| n("input_tokens")) else { return Ok(None) };
-        let completion = n("completion_tokens").or_else(|| n("output_tokens")).unwrap_or(0);
-        let total = n("total_tokens").unwrap_or(prompt.saturating_add(completion));
-        for (what, count) in [("prompt", prompt), ("completion", completion), ("total", total)] {
-            if count > MAX_USAGE_TOKENS {
-                return Err(format!("malformed usage: {count} {what} tokens (more than {MAX_USAGE_TOKENS})"));
-            }
-        }
-        Ok(Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total }))
-    }
-}
-
-/// The cost of `usage` at `price` (per 1,000 tokens, in the price's currency).
-pub fn cost(usage: &Usage, price: &Price) -> f64 {
-    usage.prompt_tokens as f64 / 1000.0 * price.input_per_1k + usage.completion_tokens as f64 / 1000.0 * price.output_per_1k
-}
+use super::usage::Usage;
+use crate::routing::config::{ProviderConfig, RangeMode};
 
 /// A chat call: the messages and any other chat-completions parameters.
 ///
@@ -324,7 +289,7 @@ mod tests {
     fn answers_and_chunks_are_read_the_same_from_any_provider() {
         let p = parse_completion(br#"{"model":"m","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}"#).unwrap();
         assert_eq!((p.content.as_str(), p.finish_reason.as_deref(), p.model.as_deref()), ("hi", Some("stop"), Some("m")));
-        assert_eq!(p.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }));
+        assert_eq!(p.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, cached_tokens: 0 }));
         assert!(parse_completion(b"{}").unwrap_err().contains("choices"));
         // Usage never wraps, and absurd counts are a malformed answer, not a bill.
         let max = u64::MAX;
@@ -338,8 +303,6 @@ mod tests {
         let c = parse_chunk(r#"{"choices":[{"delta":{"content":"Hel"},"finish_reason":null}]}"#).unwrap();
         assert_eq!(c.content, "Hel");
         assert!(parse_chunk("{\"choices\": [broken").is_err());
-        let cost = cost(&Usage { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 }, &Price { input_per_1k: 0.15, output_per_1k: 0.6 });
-        assert!((cost - 0.45).abs() < 1e-12);
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct Config {
     pub services: BTreeMap<String, ServiceConfig>,
     /// Routes: a name business code calls, served by a choice of providers.
     pub routes: BTreeMap<String, crate::routing::RouteConfig>,
+    /// Prices by model name (a provider's `model`), for providers without their own `price`.
+    pub prices: BTreeMap<String, crate::routing::price::Price>,
     /// One audit record per request, to a rotating file (off by default).
     pub audit: crate::observability::audit::AuditConfig,
     pub metrics: MetricsConfig,
@@ -312,6 +314,7 @@ impl Config {
                 return Err(bad(p("openapi.spec"), "required: the path of an OpenAPI 3.0 or 3.1 document"));
             }
         }
+        crate::routing::price::validate_table(&self.prices)?;
         for (name, r) in &self.routes {
             crate::routing::config::validate(name, r, &self.services)?;
         }

@@ -7,6 +7,7 @@
 //! the service itself (its own breaker, no health record, the service's retry rules);
 //! health, fallback answers, limiters and hedge budgets outlive snapshots by key.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use crate::error::HarnessError;
 use crate::routing::config::{ProviderConfig, RouteConfig};
 use crate::routing::fallback::FallbackCache;
 use crate::routing::health::ProviderHealth;
+use crate::routing::price::{self, Price};
 use crate::state::{BudgetPolicy, RetryBudgetStore};
 
 /// How long a route's failover-budget deposit counts.
@@ -56,15 +58,19 @@ pub(crate) struct ProviderRuntime {
     /// The `service` of the provider's breaker key and metrics.
     pub scope: Arc<str>,
     pub config: ProviderConfig,
+    /// Its own `price`, else the `prices:` entry for its model (`routing/price.rs`).
+    pub price: Option<Price>,
     pub svc: Arc<ServiceRuntime>,
     pub health: Arc<ProviderHealth>,
 }
 
 impl RouteRuntime {
-    /// A configured route (already validated against the services it names).
+    /// A configured route (already validated against the services it names), priced from
+    /// each provider's own `price` or the `prices:` table.
     pub fn build(
         name: &str,
         config: &RouteConfig,
+        prices: &BTreeMap<String, Price>,
         services: &std::collections::HashMap<String, Arc<ServiceRuntime>>,
         registry: &Registry,
     ) -> Result<RouteRuntime, HarnessError> {
@@ -75,6 +81,7 @@ impl RouteRuntime {
                 id: p.id.as_str().into(),
                 scope: crate::routing::provider_scope(name, &p.id).into(),
                 config: p.clone(),
+                price: price::resolve(p.price, p.model.as_deref(), prices),
                 svc: services[&p.service].clone(),
                 health: registry.provider_health(name, &p.id),
             })
@@ -109,6 +116,7 @@ impl RouteRuntime {
             id: svc.name.clone(),
             scope: svc.name.clone(),
             config: ProviderConfig { id: svc.name.to_string(), service: svc.name.to_string(), weight: 1, ..Default::default() },
+            price: None,
             svc: svc.clone(),
             health: Default::default(),
         };

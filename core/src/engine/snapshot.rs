@@ -210,7 +210,7 @@ impl Snapshot {
         let routes = config
             .routes
             .iter()
-            .map(|(name, r)| RouteRuntime::build(name, r, &services, registry).map(|rt| (name.clone(), Arc::new(rt))))
+            .map(|(name, r)| RouteRuntime::build(name, r, &config.prices, &services, registry).map(|rt| (name.clone(), Arc::new(rt))))
             .collect::<Result<_, _>>()?;
         let plain = services.iter().map(|(name, svc)| (name.clone(), Arc::new(RouteRuntime::plain(svc)))).collect();
         let version = config.version();

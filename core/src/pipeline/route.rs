@@ -73,10 +73,7 @@ pub(crate) fn settle(engine: &Engine, call: &mut Call, idx: usize, model: Option
     let p = &call.plan.providers[idx];
     rc.model = model.or_else(|| p.config.model.clone());
     rc.usage = usage;
-    rc.cost = match (usage, &p.config.price) {
-        (Some(u), Some(price)) => Some(openai::cost(&u, price)),
-        _ => None,
-    };
+    rc.cost = p.price.and_then(|price| price.cost(usage.as_ref()));
     if let Some(c) = rc.cost {
         engine.metrics.cost.get_or_create(&cost_labels(&call.plan, idx, rc.model.as_deref())).inc_by(c);
     }
@@ -85,8 +82,8 @@ pub(crate) fn settle(engine: &Engine, call: &mut Call, idx: usize, model: Option
 /// A failed attempt that reported usage (a stream cut after its usage) is priced apart.
 pub(crate) fn bill_failed(engine: &Engine, rt: &RouteRuntime, idx: usize, model: Option<&str>, usage: Option<Usage>) {
     let p = &rt.providers[idx];
-    if let (Some(u), Some(price)) = (usage, &p.config.price) {
-        engine.metrics.failed_cost.get_or_create(&cost_labels(rt, idx, model)).inc_by(openai::cost(&u, price));
+    if let Some(c) = usage.and(p.price).and_then(|price| price.cost(usage.as_ref())) {
+        engine.metrics.failed_cost.get_or_create(&cost_labels(rt, idx, model)).inc_by(c);
     }
 }
 

@@ -8,7 +8,9 @@
 //!
 //! Failover rules: a 5xx is retried on the same provider up to `same_provider_retries`
 //! times after a backoff, then fails over; a 429 cools the provider until its `Retry-After`
-//! (at most `max_retry_after_ms`) and fails over at once; a connect failure, silence until
+//! (at most `max_retry_after_ms`) and fails over at once, unless its `Retry-After` is at
+//! most `wait_retry_after_ms`: then it is waited out on the same provider, once per
+//! provider and never past the deadline (a wait that cannot fit fails over); a connect failure, silence until
 //! the response timeout (or, streaming, `ttft_ms` after the request is sent), a broken,
 //! malformed or oversized answer, an open breaker or a full bulkhead fails over at once; a
 //! non-retryable 4xx goes to the `on_error` provider for its code, or to the caller
@@ -156,6 +158,8 @@ fn refused(call: &mut Call, idx: usize, e: HarnessError) -> Step {
 enum Next {
     /// Try the same provider again after this delay.
     Same(Duration),
+    /// Wait out a 429's `Retry-After` on the same provider, or fail over when that cannot fit.
+    WaitOut(Duration),
     /// Pick again (elsewhere, or here once its cooling ends).
     Repick,
     /// Go to this provider (`on_error`).
@@ -183,8 +187,12 @@ async fn failover_after(engine: &Engine, call: &mut Call, idx: usize, c: Classif
     match next {
         Next::Stop => Step::Fail(c.error),
         Next::To(target) => Step::Again { to: Some(target), error: Some(c.error) },
-        Next::Same(_) | Next::Repick if call.attempts >= cfg.max_attempts => Step::Exhausted,
-        Next::Same(delay) => {
+        Next::Same(_) | Next::WaitOut(_) | Next::Repick if call.attempts >= cfg.max_attempts => Step::Exhausted,
+        Next::Same(delay) | Next::WaitOut(delay) => {
+            if matches!(next, Next::WaitOut(_)) && !call.deadline.fits(delay) {
+                // Never sleeping past the deadline: another provider now instead.
+                return repick(call, c).await;
+            }
             if !call.deadline.fits(delay) || !plan.budgets.withdraw(&plan.budget_key, &plan.budget).await.unwrap_or(false) {
                 return Step::Fail(c.error);
             }
@@ -193,14 +201,18 @@ async fn failover_after(engine: &Engine, call: &mut Call, idx: usize, c: Classif
             tokio::time::sleep(delay).await;
             Step::Again { to: Some(idx), error: Some(c.error) }
         }
-        Next::Repick => {
-            if !plan.budgets.withdraw(&plan.budget_key, &plan.budget).await.unwrap_or(false) {
-                return Step::Fail(c.error);
-            }
-            call.ep.retries.inc();
-            Step::Again { to: None, error: Some(c.error) }
-        }
+        Next::Repick => repick(call, c).await,
     }
+}
+
+/// Elsewhere (or here once its cooling ends), if the route's failover budget allows.
+async fn repick(call: &mut Call, c: Classified) -> Step {
+    let plan = &call.plan;
+    if !plan.budgets.withdraw(&plan.budget_key, &plan.budget).await.unwrap_or(false) {
+        return Step::Fail(c.error);
+    }
+    call.ep.retries.inc();
+    Step::Again { to: None, error: Some(c.error) }
 }
 
 /// The failover rule for one failed attempt.
@@ -215,8 +227,25 @@ fn decide(engine: &Engine, call: &mut Call, idx: usize, c: &Classified) -> Next 
             // Clamped like a service's Retry-After: a hostile or broken `Retry-After: 99999999`
             // must not take a provider out for years.
             let cap = Duration::from_millis(cfg.max_retry_after_ms);
-            p.health.cool_until(Instant::now() + c.retry_after.unwrap_or(DEFAULT_COOLING).min(cap));
-            Next::Repick
+            let now = Instant::now();
+            p.health.cool_until(now + c.retry_after.unwrap_or(DEFAULT_COOLING).min(cap));
+            // The primary's price over the fastest answer: a short enough hint is waited out
+            // here (once: a provider that limits again after its own hint fails over).
+            let tried = &mut lanes.tried[idx];
+            match c.retry_after {
+                Some(hint) if cfg.wait_retry_after_ms > 0 && hint <= Duration::from_millis(cfg.wait_retry_after_ms) && !tried.waited_429 => {
+                    // Nor more than two attempts to one provider in 1.5 s.
+                    let spaced = tried.spaced_until(now).map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+                    let wait = hint.max(spaced);
+                    if call.deadline.fits(wait) {
+                        tried.waited_429 = true;
+                        Next::WaitOut(wait)
+                    } else {
+                        Next::Repick
+                    }
+                }
+                _ => Next::Repick,
+            }
         }
         Failure::Status(s) if s >= 500 && attempts_here <= cfg.same_provider_retries => {
             Next::Same(retry::delay_for(attempts_here, &p.svc.config.retry, None, engine.jitter()))

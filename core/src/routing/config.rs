@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use super::price::Price;
 use crate::error::HarnessError;
 use crate::redact::escape_control;
 
@@ -97,6 +98,9 @@ pub struct RouteConfig {
     pub budget_min_per_sec: u32,
     /// Longest `Retry-After` waited out when no other provider can serve.
     pub max_retry_after_ms: u64,
+    /// A 429 whose `Retry-After` is at most this long is waited out on the same provider
+    /// (once, within the deadline) before failing over; 0: fail over at once.
+    pub wait_retry_after_ms: u64,
     /// Health window: outcomes older than this count for (almost) nothing.
     pub health_window_ms: u64,
     /// The path a chat call posts to.
@@ -125,6 +129,7 @@ impl Default for RouteConfig {
             budget_ratio: 0.2,
             budget_min_per_sec: 10,
             max_retry_after_ms: 30000,
+            wait_retry_after_ms: 0,
             health_window_ms: 60000,
             path: "/v1/chat/completions".into(),
             stream: StreamConfig::default(),
@@ -178,17 +183,11 @@ pub struct ProviderConfig {
     pub degraded_weight: Option<u32>,
     /// In-flight requests on this provider for this route (default: the service's bulkhead only).
     pub max_concurrency: Option<u32>,
+    /// What this provider's answers cost; wins over the top-level `prices:` entry for `model`.
     pub price: Option<Price>,
     pub params: Params,
     /// Takes the partial answer as an assistant prefill and continues it.
     pub accepts_prefill: bool,
-}
-
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct Price {
-    pub input_per_1k: f64,
-    pub output_per_1k: f64,
 }
 
 /// Per-provider parameter normalisation for `openai-compatible`.
@@ -279,11 +278,7 @@ pub(crate) fn validate<S>(name: &str, r: &RouteConfig, services: &BTreeMap<Strin
             return Err(bad(&f("max_concurrency"), "expected an integer >= 1, got 0".into()));
         }
         if let Some(price) = &p.price {
-            for (field, v) in [("price.input_per_1k", price.input_per_1k), ("price.output_per_1k", price.output_per_1k)] {
-                if !(v >= 0.0 && v.is_finite()) {
-                    return Err(bad(&f(field), format!("expected a number >= 0, got {v}")));
-                }
-            }
+            price.validate(&format!("routes.{name}.{}", f("price")))?;
         }
         if let Some(t) = &p.params.temperature {
             let [lo, hi] = t.range;

@@ -1,14 +1,15 @@
 //! Routes: business code names a route, Harness picks a provider.
 //!
 //! What a route is (`config.rs`), how one provider is chosen (`strategy.rs`), what is
-//! known of each provider's health (`health.rs`) and the answers kept for degradation
-//! (`fallback.rs`): plain data and pure functions. Routes are compiled (each provider
+//! known of each provider's health (`health.rs`), what an answer costs (`price.rs`) and
+//! the answers kept for degradation (`fallback.rs`): plain data and pure functions. Routes are compiled (each provider
 //! bound to the service it is reached through) in `engine/route.rs`; the failover
 //! rules are the pipeline's (`pipeline/rules.rs`).
 
 pub mod config;
 pub(crate) mod fallback;
 pub(crate) mod health;
+pub mod price;
 pub(crate) mod strategy;
 
 use serde::Serialize;

@@ -26,6 +26,8 @@ pub(crate) struct Tried {
     pub attempts: u32,
     /// Given up on for this request (silence, connect failure, a non-retryable error...).
     pub excluded: bool,
+    /// A 429 from it was waited out (`wait_retry_after_ms`): the next one fails over.
+    pub waited_429: bool,
     /// When this request's last `MAX_IN_SPACING` attempts to it were sent (for `SPACING`).
     sent_at: [Option<Instant>; MAX_IN_SPACING],
 }
@@ -46,7 +48,7 @@ impl Tried {
     }
 
     /// When this request may next send to the provider without hammering it.
-    fn spaced_until(&self, now: Instant) -> Option<Instant> {
+    pub fn spaced_until(&self, now: Instant) -> Option<Instant> {
         let recent = self.sent_at.iter().flatten().filter(|t| now.saturating_duration_since(**t) < SPACING);
         if recent.clone().count() >= MAX_IN_SPACING {
             recent.map(|t| *t + SPACING).min()

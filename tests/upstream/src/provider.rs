@@ -41,6 +41,8 @@ pub struct ProviderSpec {
     pub content: String,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Reported as `usage.prompt_tokens_details.cached_tokens` (a prompt-cache hit).
+    pub cached_tokens: Option<u64>,
     pub finish_reason: String,
     /// A last assistant message is a prefill to continue; refused with 400 when false.
     pub accept_prefill: bool,
@@ -84,6 +86,7 @@ impl Default for ProviderSpec {
             content: "Hello from {name}".into(),
             prompt_tokens: None,
             completion_tokens: None,
+            cached_tokens: None,
             finish_reason: "stop".into(),
             accept_prefill: true,
             stream: StreamSpec::default(),
@@ -149,7 +152,7 @@ impl Providers {
 enum Plan {
     Fail { status: u16, body: Value, retry_after: Option<String> },
     Silence,
-    Answer { content: String, model: String, prompt_tokens: u64, completion_tokens: Option<u64>, finish: String },
+    Answer { content: String, model: String, prompt_tokens: u64, completion_tokens: Option<u64>, cached_tokens: Option<u64>, finish: String },
 }
 
 pub async fn serve(
@@ -213,6 +216,7 @@ pub async fn serve(
                 model: model.clone(),
                 prompt_tokens: spec.prompt_tokens.unwrap_or((chars as u64 / 4).max(1)),
                 completion_tokens: spec.completion_tokens,
+                cached_tokens: spec.cached_tokens,
                 finish: spec.finish_reason.clone(),
             }
         };
@@ -250,10 +254,13 @@ pub async fn serve(
             super::write_response(reader, status, &headers, body.to_string().as_bytes()).await?;
             Ok(true)
         }
-        Plan::Answer { content, model, prompt_tokens, completion_tokens, finish } => {
+        Plan::Answer { content, model, prompt_tokens, completion_tokens, cached_tokens, finish } => {
             let pieces = words(&content);
             let completion = completion_tokens.unwrap_or(pieces.len() as u64);
-            let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens.saturating_add(completion)});
+            let mut usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens.saturating_add(completion)});
+            if let Some(cached) = cached_tokens {
+                usage["prompt_tokens_details"] = json!({"cached_tokens": cached});
+            }
             if !stream {
                 let body = json!({
                     "id": format!("chatcmpl-{name}"),

@@ -29,6 +29,8 @@ data class Config(
     @SerialName("services") val services: Map<String, ServiceConfig>? = null,
     /** Routes: a name business code calls, served by a choice of providers. */
     @SerialName("routes") val routes: Map<String, RouteConfig>? = null,
+    /** Prices by model name (a provider's `model`), for providers without their own `price`. */
+    @SerialName("prices") val prices: Map<String, Price>? = null,
     /** One audit record per request, to a rotating file (off by default). */
     @SerialName("audit") val audit: AuditConfig? = null,
     @SerialName("metrics") val metrics: MetricsConfig? = null,
@@ -438,6 +440,11 @@ data class RouteConfig(
     @SerialName("budget_min_per_sec") val budgetMinPerSec: Int? = null,
     /** Longest `Retry-After` waited out when no other provider can serve. */
     @SerialName("max_retry_after_ms") val maxRetryAfterMs: Long? = null,
+    /**
+     * A 429 whose `Retry-After` is at most this long is waited out on the same provider
+     * (once, within the deadline) before failing over; 0: fail over at once.
+     */
+    @SerialName("wait_retry_after_ms") val waitRetryAfterMs: Long? = null,
     /** Health window: outcomes older than this count for (almost) nothing. */
     @SerialName("health_window_ms") val healthWindowMs: Long? = null,
     /** The path a chat call posts to. */
@@ -522,16 +529,22 @@ data class ProviderConfig(
     @SerialName("degraded_weight") val degradedWeight: Int? = null,
     /** In-flight requests on this provider for this route (default: the service's bulkhead only). */
     @SerialName("max_concurrency") val maxConcurrency: Int? = null,
+    /** What this provider's answers cost; wins over the top-level `prices:` entry for `model`. */
     @SerialName("price") val price: Price? = null,
     @SerialName("params") val params: Params? = null,
     /** Takes the partial answer as an assistant prefill and continues it. */
     @SerialName("accepts_prefill") val acceptsPrefill: Boolean? = null,
 )
 
+/** Prices in one currency: per 1,000 tokens, and per answered request. */
 @Serializable
 data class Price(
     @SerialName("input_per_1k") val inputPer1k: Double? = null,
     @SerialName("output_per_1k") val outputPer1k: Double? = null,
+    /** Input tokens served from the provider's prompt cache (default: `input_per_1k`). */
+    @SerialName("cached_input_per_1k") val cachedInputPer1k: Double? = null,
+    /** Added to every priced answer. */
+    @SerialName("per_request") val perRequest: Double? = null,
 )
 
 /** Per-provider parameter normalisation for `openai-compatible`. */
@@ -1067,6 +1080,11 @@ data class Usage(
     @SerialName("prompt_tokens") val promptTokens: Long,
     @SerialName("completion_tokens") val completionTokens: Long,
     @SerialName("total_tokens") val totalTokens: Long,
+    /**
+     * The part of `prompt_tokens` served from the provider's prompt cache (OpenAI's
+     * `prompt_tokens_details.cached_tokens`); 0 when not reported.
+     */
+    @SerialName("cached_tokens") val cachedTokens: Long,
 )
 
 /** One piece of a streamed chat answer. */
