@@ -236,7 +236,7 @@ class Response extends ResponseHead {
     return this._routed?.cost ?? null
   }
 
-  /** `{ promptTokens, completionTokens, totalTokens }` as the provider reported them, or null. */
+  /** `{ promptTokens, completionTokens, totalTokens, cachedTokens }` as the provider reported them, or null. */
   get usage() {
     return this._routed?.usage ?? null
   }
@@ -441,7 +441,7 @@ class ChatResponse {
     this.content = r.content
     /** `stop`, `length`, ... (null when the provider gave none). */
     this.finishReason = r.finishReason
-    /** `{ promptTokens, completionTokens, totalTokens }`, or null when the provider reported none. */
+    /** `{ promptTokens, completionTokens, totalTokens, cachedTokens }`, or null when the provider reported none. */
     this.usage = r.usage
     /** The route called. */
     this.route = r.route

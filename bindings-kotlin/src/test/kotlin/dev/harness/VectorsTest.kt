@@ -183,7 +183,9 @@ class VectorsTest {
         fun ms() = (System.nanoTime() - start) / 1e6
         if (call["stream"] != true) {
             return try {
-                Outcome(null, null, false, ms(), chat = client.chat(request))
+                // The answer first: arguments run in order, and the elapsed time must include the call.
+                val answer = client.chat(request)
+                Outcome(null, null, false, ms(), chat = answer)
             } catch (e: HarnessException) {
                 Outcome(null, e, false, ms())
             }
@@ -373,7 +375,7 @@ class VectorsTest {
         exp.obj("usage")?.let { want ->
             if (!answered("usage")) return@let
             val u = r?.usage ?: c?.usage ?: done?.usage
-            val got = u?.let { mapOf("prompt_tokens" to it.promptTokens, "completion_tokens" to it.completionTokens, "total_tokens" to it.totalTokens) }
+            val got = u?.let { mapOf("prompt_tokens" to it.promptTokens, "completion_tokens" to it.completionTokens, "total_tokens" to it.totalTokens, "cached_tokens" to it.cachedTokens) }
             for ((k, v) in want) if (got == null || !jsonEquals(got[k], v)) fail("expected usage.$k $v, got ${got?.get(k)} ($u)")
         }
         if (exp.containsKey("cost") && answered("cost")) {
