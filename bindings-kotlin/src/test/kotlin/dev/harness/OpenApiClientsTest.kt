@@ -188,7 +188,10 @@ class OpenApiClientsTest {
             "failure" to JSONObject.NULL,
         )
         val declined = mapOf("code" to "declined", "title" to "Declined", "status" to 422, "decline_code" to "expired")
-        TestUpstream.putScript("kt_oa_pay", listOf(mapOf("status" to 201, "json" to payment), mapOf("status" to 422, "json" to declined)))
+        TestUpstream.putScript(
+            "kt_oa_pay",
+            listOf(mapOf("status" to 201, "json" to payment), mapOf("status" to 422, "json" to declined), mapOf("status" to 418, "json" to problem), mapOf("status" to 404, "json" to problem)),
+        )
         val request = payments.PaymentRequestInput(orderId = orderId, amount = payments.Money(900, payments.Currency.EUR), method = payments.CardInput(token = "tok_1"))
         HarnessClient(config("kt_oa_pay")).use { h ->
             val client = payments.PaymentsClient(h)
@@ -199,8 +202,12 @@ class OpenApiClientsTest {
             assertEquals("expired", e.model.declineCode)
             val exhaustive: payments.CreatePaymentError = e
             assertEquals(422, when (exhaustive) { is payments.ConflictError -> 409; is payments.UnprocessableEntityError -> 422 })
+            // getPayment declares 404 and `default`: any other error status is the DefaultError.
+            val other = assertThrows<payments.DefaultError> { client.getPayment("pay_1") }
+            assertEquals(listOf(418, "order_not_found"), listOf(other.status, other.model.code))
+            assertThrows<payments.NotFoundError> { client.getPayment("pay_1") }
         }
-        val (first) = requests("kt_oa_pay")
+        val first = requests("kt_oa_pay")[0]
         assertEquals(
             """{"order_id":"5b0a5f3e-8d2b-4a55-9c1e-3f1e7c1d2a10","amount":{"amount_minor":900,"currency":"EUR"},"method":{"token":"tok_1","type":"card"},"capture":true}""",
             first.getString("body"),
