@@ -261,6 +261,10 @@ impl<'a> Kt<'a> {
         let mut taken: BTreeSet<String> = TYPE_RESERVED.iter().chain(TYPE_RESERVED_MORE.iter()).map(|s| s.to_string()).collect();
         taken.insert(self.client.clone());
         taken.insert(self.base_error.clone());
+        // The JVM classes that hold each file's top-level functions.
+        for facade in ["ModelsKt".to_string(), "ErrorsKt".to_string(), format!("{}Kt", self.client)] {
+            taken.insert(facade);
+        }
         let reserved = taken.clone();
         let mut unique = |wanted: String| {
             let base = if reserved.contains(&wanted) || KEYWORDS.contains(&wanted.as_str()) { format!("{wanted}_") } else { wanted };
@@ -409,6 +413,7 @@ impl<'a> Kt<'a> {
         taken.extend(TYPE_RESERVED.iter().chain(TYPE_RESERVED_MORE.iter()).map(|s| s.to_string()));
         taken.insert(self.client.clone());
         taken.insert(self.base_error.clone());
+        taken.extend(["ModelsKt".to_string(), "ErrorsKt".to_string(), format!("{}Kt", self.client)]);
         taken
     }
 
