@@ -179,6 +179,52 @@ class OpenApiClientsTest {
         assertFalse(log[4].getJSONObject("headers").has("idempotency-key"))
     }
 
+    /** The services with their documents in the config: the core knows every operation. */
+    private fun withDocuments(script: String, validate: String): Map<String, Any?> = mapOf(
+        "log" to mapOf("enabled" to false),
+        "services" to listOf("orders", "users", "payments").associateWith {
+            mapOf(
+                "base_url" to "${TestUpstream.url}/s/$script",
+                "retry" to mapOf("max_retries" to 2, "base_delay_ms" to 1, "jitter" to false),
+                "openapi" to mapOf("spec" to java.io.File(TestUpstream.repoRoot, "examples/openapi/$it.yaml").path, "validate" to validate),
+            )
+        },
+    )
+
+    @Test
+    fun `with the documents in the config the core enforces or warns on an answer off its schema and keys a POST`() = runBlocking<Unit> {
+        // quantity has `minimum: 1`: a type the model reads, a value the document refuses.
+        val off = order + ("items" to listOf(mapOf("sku" to "tea", "quantity" to 0, "unit_price" to mapOf("amount_minor" to 450, "currency" to "EUR"))))
+        TestUpstream.putScript("kt_oa_doc", listOf(mapOf("json" to off), mapOf("status" to 503), mapOf("status" to 201, "json" to order)))
+        val input = orders.OrderInput(
+            customerId = UUID.fromString("0f0e0d0c-0b0a-4909-8807-060504030201"),
+            items = listOf(orders.LineItem(sku = "tea", quantity = 2, unitPrice = orders.Money(450, orders.Currency.EUR))),
+        )
+        HarnessClient(withDocuments("kt_oa_doc", "enforce")).use { h ->
+            val client = orders.OrdersClient(h)
+            val e = assertThrows<HarnessException.Schema> { client.getOrder(orderId) }
+            assertEquals(listOf("getOrder", 200, "schema_mismatch"), listOf(e.endpoint, e.status, e.code))
+            assertTrue(e.reason.contains("at /items/0/quantity"), e.reason)
+            // No key given: the operation declares one, so Harness sends a fresh one and may retry.
+            assertEquals(orderId, client.createOrder(input).id)
+        }
+        val keys = requests("kt_oa_doc").filter { it.getString("method") == "POST" }.map { it.getJSONObject("headers").getString("idempotency-key") }
+        assertEquals(2, keys.size)
+        assertTrue(keys[0].isNotEmpty() && keys[0] == keys[1], keys.toString())
+
+        TestUpstream.putScript("kt_oa_warn", listOf(mapOf("json" to off)))
+        HarnessClient(withDocuments("kt_oa_warn", "warn")).use { h ->
+            val events = java.util.concurrent.CopyOnWriteArrayList<HarnessEvent>()
+            h.addListener { events.add(it) }
+            assertEquals(0, orders.OrdersClient(h).getOrder(orderId).items[0].quantity)
+            h.flush()
+            val warned = events.filterIsInstance<HarnessEvent.SchemaViolation>()
+            assertEquals(listOf("warn", "getOrder"), warned.map { listOf(it.mode, it.endpoint) }.single())
+            assertTrue(warned.single().violation.contains("at /items/0/quantity"), warned.toString())
+            assertTrue(h.metrics().contains("harness_schema_violations_total{service=\"orders\",endpoint=\"getOrder\"} 1"))
+        }
+    }
+
     @Test
     fun `a payment reads its tagged method and a typed 422, and the body is the document's JSON`() = runBlocking<Unit> {
         val payment = mapOf(
