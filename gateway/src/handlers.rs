@@ -261,7 +261,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
             "created": now_s(),
             "model": r.model.clone().unwrap_or_else(|| model.clone()),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": r.content}, "finish_reason": r.finish_reason.clone().unwrap_or_else(|| "stop".into())}],
-            "usage": r.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens})),
+            "usage": r.usage.as_ref().map(usage_json),
             "harness": {"route": r.route, "provider": r.provider, "cost": r.cost, "attempts": r.attempts, "trace_id": r.trace_id, "fallback": r.fallback},
         });
         let mut resp = Json(body).into_response();
@@ -312,7 +312,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
                             ChatChunkKind::Restart => flush(&mut scrub, m) + &chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
                             ChatChunkKind::Done => {
                                 charge.done(c.provider.as_deref(), c.cost);
-                                let usage = c.usage.as_ref().map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}));
+                                let usage = c.usage.as_ref().map(usage_json);
                                 let mut last = flush(&mut scrub, m);
                                 last.push_str(&chunk(m, json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null)))));
                                 last.push_str("data: [DONE]\n\n");
@@ -583,4 +583,14 @@ async fn admin_breaker_set(State(gw): Gw, headers: HeaderMap, Path(action): Path
 async fn admin_credentials(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
     admin(&gw, &headers)?;
     Ok(Json(json!({"credentials": serde_json::to_value(gw.client.credentials_state()).unwrap_or(Value::Null)})).into_response())
+}
+
+/// A usage in the OpenAI shape, with the prompt-cache hit when the provider reported one
+/// (`prompt_tokens_details.cached_tokens`, as OpenAI's SDKs read it).
+fn usage_json(u: &harness_core::Usage) -> Value {
+    let mut v = json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens});
+    if u.cached_tokens > 0 {
+        v["prompt_tokens_details"] = json!({"cached_tokens": u.cached_tokens});
+    }
+    v
 }

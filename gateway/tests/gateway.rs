@@ -108,7 +108,7 @@ fn hello(model: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_models_and_costs_in_the_openai_shape() {
     let w = World::new().await;
-    w.provider("g1-a", json!({"content": "hello from a", "prompt_tokens": 100, "completion_tokens": 100})).await;
+    w.provider("g1-a", json!({"content": "hello from a", "prompt_tokens": 100, "completion_tokens": 100, "cached_tokens": 40})).await;
     w.provider("g1-b", json!({"content": "hello from b"})).await;
     let g = w.gateway(w.config("g1", json!({}))).await;
     let (status, headers, v) = post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("chat")).await;
@@ -117,7 +117,9 @@ async fn chat_models_and_costs_in_the_openai_shape() {
     assert_eq!(v["choices"][0]["message"]["content"], "hello from a");
     assert_eq!(v["model"], "model-a");
     assert_eq!(v["usage"]["total_tokens"], 200);
-    assert!((v["harness"]["cost"].as_f64().unwrap() - 0.2).abs() < 1e-9);
+    // The prompt-cache hit is passed on in the shape OpenAI's SDKs read.
+    assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 40, "{v}");
+    assert!((v["harness"]["cost"].as_f64().unwrap() - 0.2).abs() < 1e-9, "cached input at the input rate when no cached rate is set");
     assert_eq!(headers["x-harness-trace-id"].to_str().unwrap(), v["harness"]["trace_id"].as_str().unwrap());
     // route/model pins the model.
     let (_, _, v) = post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("chat/model-b")).await;
@@ -141,7 +143,7 @@ async fn chat_models_and_costs_in_the_openai_shape() {
 async fn a_stream_fails_over_mid_answer_and_ends_with_done() {
     let w = World::new().await;
     w.provider("g2-a", json!({"content": "one two three four five six", "stream": {"cut_after": 2, "done": true}})).await;
-    w.provider("g2-b", json!({"content": "alpha beta gamma", "stream": {"done": true, "usage": true}})).await;
+    w.provider("g2-b", json!({"content": "alpha beta gamma", "prompt_tokens": 10, "cached_tokens": 3, "stream": {"done": true, "usage": true}})).await;
     let g = w.gateway(w.config("g2", json!({}))).await;
     let mut body = hello("chat");
     body["stream"] = json!(true);
@@ -156,6 +158,7 @@ async fn a_stream_fails_over_mid_answer_and_ends_with_done() {
     assert!(events.iter().all(|e| e["object"] == "chat.completion.chunk"));
     assert_eq!(events.last().unwrap()["model"], "model-b", "the model that answered");
     assert_eq!(events.last().unwrap()["choices"][0]["finish_reason"], "stop");
+    assert_eq!(events.last().unwrap()["usage"]["prompt_tokens_details"]["cached_tokens"], 3, "{text}");
     g.shutdown().await;
 }
 
