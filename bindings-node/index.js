@@ -439,7 +439,9 @@ class ChatResponse {
   constructor(r, raw) {
     /** The assistant's answer. */
     this.content = r.content
-    /** `stop`, `length`, ... (null when the provider gave none). */
+    /** The tools the model asked to call: `[{ id, name, arguments }]`, `arguments` the JSON text the provider sent. */
+    this.toolCalls = r.toolCalls
+    /** `stop`, `length`, `tool_calls`, ... (null when the provider gave none). */
     this.finishReason = r.finishReason
     /** `{ promptTokens, completionTokens, totalTokens, cachedTokens }`, or null when the provider reported none. */
     this.usage = r.usage
@@ -470,9 +472,10 @@ class ChatResponse {
 
 /**
  * A streamed chat answer: an async iterable of chunks `{ kind, content, provider, model,
- * finishReason, usage, cost, reason }`, pulled from the core one at a time. `kind` is `delta`
- * (more text), `restart` (the answer so far is void; a new one follows from another provider)
- * or `done` (the last: finish reason, usage, cost). Breaking out of `for await`, `cancel()` or
+ * toolCall, toolCalls, finishReason, usage, cost, reason }`, pulled from the core one at a time.
+ * `kind` is `delta` (more text), `tool_call` (a piece of a tool call: `toolCall` is `{ index, id,
+ * name, arguments }`), `restart` (the answer so far is void; a new one follows from another
+ * provider) or `done` (the last: finish reason, the assembled `toolCalls`, usage, cost). Breaking out of `for await`, `cancel()` or
  * the call's AbortSignal stops the answer and releases its connection and permits at once.
  */
 // `done` is the last chunk of an answer: the iteration ends after it without another read.

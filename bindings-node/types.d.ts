@@ -1075,6 +1075,8 @@ export interface AuditRecord {
 export interface ChatResponse {
   /** The assistant's text. */
   content: string
+  /** The tools the model asked to call (finish reason `tool_calls`), in the provider's order. */
+  toolCalls: ToolCall[]
   finishReason: string | null
   usage: Usage | null
   route: string
@@ -1087,6 +1089,15 @@ export interface ChatResponse {
   attemptsByProvider: [string, number][]
   traceId: string
   elapsedMs: number
+}
+
+/** A tool the model asks to call. */
+export interface ToolCall {
+  id: string
+  /** The function's name. */
+  name: string
+  /** The arguments as the JSON text the provider sent (never re-encoded). */
+  arguments: string
 }
 
 /** Token counts as the provider reported them. */
@@ -1108,6 +1119,10 @@ export interface ChatChunk {
   content: string
   provider: string | null
   model: string | null
+  /** `tool_call`: the piece of one tool call that arrived. */
+  toolCall: ToolCallDelta | null
+  /** `done`: the tool calls assembled from every `tool_call` chunk. */
+  toolCalls: ToolCall[]
   /** `done`. */
   finishReason: string | null
   usage: Usage | null
@@ -1118,10 +1133,21 @@ export interface ChatChunk {
 
 /**
  * - `delta`: More of the answer.
+ * - `tool_call`: More of a tool call: `tool_call` says which (index) and what arrived.
  * - `restart`: The answer so far is void: it starts again from another provider.
  * - `done`: The end: finish reason, usage and cost.
  */
-export type ChatChunkKind = 'delta' | 'restart' | 'done'
+export type ChatChunkKind = 'delta' | 'tool_call' | 'restart' | 'done'
+
+/** One streamed piece of a tool call: the first names it, the rest add to its arguments. */
+export interface ToolCallDelta {
+  /** Which tool call of the answer (0, 1, ...). */
+  index: number
+  id: string | null
+  name: string | null
+  /** More of the arguments' JSON text. */
+  arguments: string
+}
 
 /** A route as `routing_state` shows it. */
 export interface RouteState {

@@ -280,7 +280,7 @@ test('chatStream: delta chunks, then done with finish reason, usage and cost', a
     assert.deepEqual(kinds, [...Array(5).fill('delta'), 'done'])
     assert.equal(deltas(chunks), FIVE)
     for (const c of chunks) {
-      assert.deepEqual(Object.keys(c), ['kind', 'content', 'provider', 'model', 'finishReason', 'usage', 'cost', 'reason'])
+      assert.deepEqual(Object.keys(c), ['kind', 'content', 'provider', 'model', 'toolCall', 'toolCalls', 'finishReason', 'usage', 'cost', 'reason'])
       assert.equal(c.provider, 'primary')
     }
     const done = chunks.at(-1)

@@ -107,7 +107,7 @@ async function runOne(client, scenario, call) {
 
 // A chat call on a route (`client.chat(route, { messages, ...params })`), or with `stream` a
 // chat stream read to its end, folded into one object: the content after the last `restart`,
-// the chunk kinds (runs of `delta` collapsed) and the `done` chunk's fields.
+// the chunk kinds (runs of `delta` or `tool_call` collapsed) and the `done` chunk's fields.
 async function runChat(client, call) {
   const request = { messages: call.chat.messages, ...(call.chat.params || {}) }
   const t0 = performance.now()
@@ -121,7 +121,7 @@ async function runChat(client, call) {
       let content = ''
       let done = null
       for await (const chunk of stream) {
-        if (!(chunk.kind === 'delta' && kinds.at(-1) === 'delta')) kinds.push(chunk.kind)
+        if (!((chunk.kind === 'delta' || chunk.kind === 'tool_call') && kinds.at(-1) === chunk.kind)) kinds.push(chunk.kind)
         if (chunk.kind === 'restart') content = ''
         else if (chunk.kind === 'delta') content += chunk.content
         else if (chunk.kind === 'done') done = chunk
@@ -133,6 +133,7 @@ async function runChat(client, call) {
         provider: done.provider,
         model: done.model,
         finishReason: done.finishReason,
+        toolCalls: done.toolCalls,
         usage: done.usage,
         cost: done.cost,
         traceId: stream.traceId,
@@ -195,6 +196,7 @@ function checkRouted(ex, where, response, error, desc) {
   if ('content' in ex) assert.equal(r ? r.content : undefined, ex.content, `${where}: content (${desc})`)
   if ('fallback' in ex) assert.equal(r ? r.fallback : undefined, ex.fallback, `${where}: fallback (${desc})`)
   if ('finish_reason' in ex) assert.equal(r ? r.finishReason : undefined, ex.finish_reason, `${where}: finishReason (${desc})`)
+  if ('tool_calls' in ex) assert.deepEqual(r ? r.toolCalls : undefined, ex.tool_calls, `${where}: toolCalls (${desc})`)
   if ('usage' in ex) {
     assert.ok(r && r.usage, `${where}: expected usage, got ${r ? r.usage : desc}`)
     for (const [k, v] of Object.entries(ex.usage)) assert.equal(r.usage[camel(k)], v, `${where}: usage.${camel(k)}`)

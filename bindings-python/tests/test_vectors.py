@@ -151,14 +151,14 @@ class ChatStreamed:
                 content.append(c.content)
         self.content = "".join(content)
         done = chunks[-1] if chunks and chunks[-1].kind == "done" else None
-        for k in ("provider", "model", "finish_reason", "usage", "cost"):
+        for k in ("provider", "model", "finish_reason", "usage", "cost", "tool_calls"):
             setattr(self, k, getattr(done, k, None))
 
     @property
     def chunk_kinds(self):
         kinds = []
         for c in self.chunks:
-            if not (c.kind == "delta" and kinds and kinds[-1] == "delta"):
+            if not (c.kind in ("delta", "tool_call") and kinds and kinds[-1] == c.kind):
                 kinds.append(c.kind)
         return kinds
 
@@ -168,7 +168,7 @@ _MISSING = object()
 
 def check_routed(exp, res, he, fail):
     """The routing `expect` keys: who answered, how, and what the error says about providers."""
-    for k in ("provider", "model", "fallback", "finish_reason", "content"):
+    for k in ("provider", "model", "fallback", "finish_reason", "content", "tool_calls"):
         if k in exp:
             got = _MISSING if res is None else getattr(res, k, _MISSING)
             if got is _MISSING or got != exp[k]:

@@ -327,6 +327,7 @@ async fn run_demo() -> Result<(), String> {
             harness_core::ChatChunkKind::Delta => text.push_str(&chunk.content),
             harness_core::ChatChunkKind::Done => println!("   {text:?} from {}, usage {:?}", chunk.provider.unwrap_or_default(), chunk.usage),
             harness_core::ChatChunkKind::Restart => text.clear(),
+            harness_core::ChatChunkKind::ToolCall => {}
         }
     }
 

@@ -878,3 +878,85 @@ fn bad_prices_are_config_errors_naming_the_field() {
     let e = Config::from_str_with_format("prices:\n  gpt-x: { output_per_1k: .nan }\n", "yaml").unwrap_err().message;
     assert!(e.starts_with("prices.gpt-x.output_per_1k: "), "{e}");
 }
+
+// ---- tool calls ----
+
+const WEATHER_ARGS: &str = r#"{"city":"Paris","unit":"celsius"}"#;
+
+fn weather_call() -> Value {
+    json!({"id": "call_1", "name": "get_weather", "arguments": WEATHER_ARGS})
+}
+
+fn tool_request() -> ChatRequest {
+    let mut r = hello();
+    for (k, v) in [
+        ("tools", json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])),
+        ("tool_choice", json!("auto")),
+        ("response_format", json!({"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object"}}})),
+        ("stop", json!(["END"])),
+        ("seed", json!(7)),
+        ("top_p", json!(0.9)),
+    ] {
+        r.params.insert(k.into(), v);
+    }
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_and_the_structured_output_parameters_pass_through_and_come_back() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({"content": "", "finish_reason": "tool_calls", "tool_calls": [weather_call()]})).await;
+    let (client, _) = make(&sim, json!([p("primary", 1)]), json!({}), json!({}));
+    let r = client.chat("chat", tool_request()).await.unwrap();
+    assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(r.content, "");
+    assert_eq!(r.tool_calls, [harness_core::ToolCall { id: "call_1".into(), name: "get_weather".into(), arguments: WEATHER_ARGS.into() }]);
+    let body = &sim.log("primary").await["requests"][0]["body"];
+    for k in ["tools", "tool_choice", "response_format", "stop", "seed", "top_p"] {
+        assert_eq!(body[k], tool_request().params[k], "{k} reaches the provider as sent");
+    }
+    // A plain answer has no tool calls.
+    sim.provider("primary", json!({})).await;
+    assert!(client.chat("chat", hello()).await.unwrap().tool_calls.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_tool_call_arrives_in_pieces_and_done_carries_it_assembled() {
+    let sim = Sim::start().await;
+    let second = json!({"id": "call_2", "name": "get_time", "arguments": "{}"});
+    sim.provider("primary", json!({"content": "Let me check.", "finish_reason": "tool_calls", "tool_calls": [weather_call(), second]})).await;
+    let (client, _) = make(&sim, json!([p("primary", 1)]), json!({}), json!({}));
+    let mut s = client.chat_stream("chat", tool_request()).await.unwrap();
+    let (text, chunks) = collect(&mut s).await.unwrap();
+    assert_eq!(text, "Let me check.");
+    let pieces: Vec<&harness_core::ToolCallDelta> = chunks.iter().filter(|c| c.kind == ChatChunkKind::ToolCall).map(|c| c.tool_call.as_ref().unwrap()).collect();
+    assert_eq!(pieces.len(), 6, "id and name, then the arguments in two, per call");
+    assert_eq!((pieces[0].index, pieces[0].id.as_deref(), pieces[0].name.as_deref()), (0, Some("call_1"), Some("get_weather")));
+    assert_eq!(pieces[1..3].iter().map(|p| p.arguments.as_str()).collect::<String>(), WEATHER_ARGS);
+    assert_eq!(pieces[3].index, 1);
+    let done = chunks.last().unwrap();
+    assert_eq!((done.kind, done.finish_reason.as_deref()), (ChatChunkKind::Done, Some("tool_calls")));
+    assert_eq!(serde_json::to_value(&done.tool_calls).unwrap(), json!([weather_call(), second]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_stream_cut_mid_call_is_replayed_unseen_in_hold_mode() {
+    let sim = Sim::start().await;
+    // Cut after the call's id and first half of its arguments: nothing of it may reach the caller.
+    sim.provider("primary", json!({"content": "", "finish_reason": "tool_calls", "tool_calls": [weather_call()], "stream": {"cut_after": 2}})).await;
+    sim.provider("backup", json!({"content": "", "finish_reason": "tool_calls", "tool_calls": [weather_call()]})).await;
+    let providers = json!([p("primary", 1), {"id": "backup", "service": "backup", "model": "b", "weight": 1, "accepts_prefill": true}]);
+    let (client, events) = make(&sim, providers, json!({"strategy": "priority"}), json!({}));
+    let mut s = client.chat_stream("chat", tool_request()).await.unwrap();
+    let (_, chunks) = collect(&mut s).await.unwrap();
+    assert!(chunks.iter().all(|c| c.provider.as_deref() == Some("backup")), "{chunks:?}");
+    assert!(chunks.iter().all(|c| c.kind != ChatChunkKind::Restart));
+    let args: String = chunks.iter().filter_map(|c| c.tool_call.as_ref()).map(|t| t.arguments.as_str()).collect();
+    assert_eq!(args, WEATHER_ARGS, "the call's pieces once, from the backup only");
+    assert_eq!(serde_json::to_value(&chunks.last().unwrap().tool_calls).unwrap(), json!([weather_call()]));
+    // No prefill: a prefill continues text, not a tool call.
+    let body = &sim.log("backup").await["requests"][0]["body"];
+    assert_eq!(body["messages"].as_array().unwrap().len(), 1);
+    flushed(&client).await;
+    assert_eq!(events.of("stream_restarted")[0]["mode"], "hidden");
+}

@@ -243,6 +243,7 @@ struct ChatView {
     cost: Option<f64>,
     attempts_by_provider: Vec<(String, u32)>,
     chunk_kinds: Vec<String>,
+    tool_calls: Vec<harness_core::ToolCall>,
 }
 
 impl ChatView {
@@ -269,6 +270,7 @@ impl ChatView {
             cost: c.cost,
             attempts_by_provider: c.attempts_by_provider.clone(),
             chunk_kinds: Vec::new(),
+            tool_calls: c.tool_calls.clone(),
         }
     }
 }
@@ -319,6 +321,12 @@ fn check_routed(name: &str, i: usize, exp: &Value, view: Option<&ChatView>, err:
             fail(format!("expected chunk kinds {want:?}, got {got:?}"));
         }
     }
+    if let Some(want) = exp.get("tool_calls") {
+        let got = view.map(|v| serde_json::to_value(&v.tool_calls).unwrap());
+        if got.as_ref() != Some(want) {
+            fail(format!("expected tool_calls {want}, got {got:?}"));
+        }
+    }
     if let Some(want) = exp.get("provider_errors").and_then(Value::as_array) {
         let want: Vec<&str> = want.iter().map(|k| k.as_str().unwrap()).collect();
         let got: Vec<&str> = err.map(|e| e.provider_errors.iter().map(|(p, _)| p.as_str()).collect()).unwrap_or_default();
@@ -349,16 +357,18 @@ async fn run_chat(client: &Client, call: &Value) -> (Result<ChatView, HarnessErr
             let mut view = ChatView { content: Some(String::new()), ..Default::default() };
             while let Some(c) = s.next().await? {
                 let kind = c.kind.as_str().to_string();
-                if view.chunk_kinds.last() != Some(&kind) || kind != "delta" {
+                if view.chunk_kinds.last() != Some(&kind) || (kind != "delta" && kind != "tool_call") {
                     view.chunk_kinds.push(kind);
                 }
                 match c.kind {
                     harness_core::ChatChunkKind::Delta => view.content.as_mut().unwrap().push_str(&c.content),
+                    harness_core::ChatChunkKind::ToolCall => {}
                     harness_core::ChatChunkKind::Restart => view.content = Some(String::new()),
                     harness_core::ChatChunkKind::Done => {
                         view.provider = c.provider;
                         view.model = c.model;
                         view.finish_reason = c.finish_reason;
+                        view.tool_calls = c.tool_calls;
                         view.usage = c.usage;
                         view.cost = c.cost;
                     }

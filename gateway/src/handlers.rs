@@ -213,6 +213,31 @@ async fn chat(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Response {
 
 type ChatDone = (u16, String, Response, Option<String>, Option<f64>);
 
+/// An answer's `message` in OpenAI's shape: `content` is null when the model only calls tools.
+fn message(r: &harness_core::ChatResponse) -> Value {
+    if r.tool_calls.is_empty() {
+        return json!({"role": "assistant", "content": r.content});
+    }
+    let calls: Vec<Value> = r.tool_calls.iter().map(|t| json!({"id": t.id, "type": "function", "function": {"name": t.name, "arguments": t.arguments}})).collect();
+    let content = if r.content.is_empty() { Value::Null } else { json!(r.content) };
+    json!({"role": "assistant", "content": content, "tool_calls": calls})
+}
+
+/// One streamed piece of a tool call in OpenAI's `delta.tool_calls[]` shape (id and name on the first).
+fn tool_call_delta(t: &harness_core::ToolCallDelta) -> Value {
+    let mut function = json!({"arguments": t.arguments});
+    let mut v = json!({"index": t.index});
+    if let Some(id) = &t.id {
+        v["id"] = json!(id);
+        v["type"] = json!("function");
+    }
+    if let Some(name) = &t.name {
+        function["name"] = json!(name);
+    }
+    v["function"] = function;
+    v
+}
+
 async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap, body: &[u8], guard: InFlight) -> Result<ChatDone, (String, ApiError)> {
     let v: Value = serde_json::from_slice(body).map_err(|e| (String::new(), ApiError::bad_request(format!("the body is not JSON: {e}"))))?;
     let Some(mut obj) = v.as_object().cloned() else { return Err((String::new(), ApiError::bad_request("the body must be a JSON object"))) };
@@ -252,7 +277,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
         let charge = match (r.cost, r.fallback) {
             (Some(c), _) => c,
             (None, Some(_)) => 0.0,
-            (None, None) => pricing.estimate(r.provider.as_deref(), r.content.len() as u64),
+            (None, None) => pricing.estimate(r.provider.as_deref(), (r.content.len() + r.tool_calls.iter().map(|t| t.name.len() + t.arguments.len()).sum::<usize>()) as u64),
         };
         reservation.settle(charge);
         let body = json!({
@@ -260,7 +285,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
             "object": "chat.completion",
             "created": now_s(),
             "model": r.model.clone().unwrap_or_else(|| model.clone()),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": r.content}, "finish_reason": r.finish_reason.clone().unwrap_or_else(|| "stop".into())}],
+            "choices": [{"index": 0, "message": message(&r), "finish_reason": r.finish_reason.clone().unwrap_or_else(|| "stop".into())}],
             "usage": r.usage.as_ref().map(usage_json),
             "harness": {"route": r.route, "provider": r.provider, "cost": r.cost, "attempts": r.attempts, "trace_id": r.trace_id, "fallback": r.fallback},
         });
@@ -308,6 +333,11 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
                                     continue;
                                 }
                                 chunk(m, json!({"content": content}), None, None)
+                            }
+                            ChatChunkKind::ToolCall => {
+                                let Some(t) = &c.tool_call else { continue };
+                                charge.delta(c.provider.as_deref(), &t.arguments);
+                                chunk(m, json!({"tool_calls": [tool_call_delta(t)]}), None, None)
                             }
                             ChatChunkKind::Restart => flush(&mut scrub, m) + &chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
                             ChatChunkKind::Done => {

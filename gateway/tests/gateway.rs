@@ -840,3 +840,41 @@ async fn a_stream_is_charged_for_what_it_streamed_even_when_the_caller_leaves_ea
     assert!((estimated - expected).abs() < 1e-9, "charged {estimated}, expected {expected}");
     g.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_pass_through_chat_completions_both_ways_streamed_and_not() {
+    let w = World::new().await;
+    let args = r#"{"city":"Paris"}"#;
+    let call = json!({"id": "call_1", "name": "get_weather", "arguments": args});
+    w.provider("gtc-a", json!({"content": "", "finish_reason": "tool_calls", "tool_calls": [call]})).await;
+    w.provider("gtc-b", json!({})).await;
+    let g = w.gateway(w.config("gtc", json!({}))).await;
+    let mut body = hello("chat");
+    body["tools"] = json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]);
+    body["tool_choice"] = json!({"type": "function", "function": {"name": "get_weather"}});
+    body["response_format"] = json!({"type": "json_object"});
+    body["seed"] = json!(3);
+    let (status, _, v) = post(&w.http, &g, Some(ANN), "/v1/chat/completions", body.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    let message = &v["choices"][0]["message"];
+    assert_eq!(message["content"], Value::Null, "{v}");
+    assert_eq!(message["tool_calls"], json!([{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": args}}]));
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    let log: Value = serde_json::from_slice(&w.http.get(format!("{}/__admin/provider-log/gtc-a", w.up.url())).send().await.unwrap().bytes().await.unwrap()).unwrap();
+    let sent = &log["requests"][0]["body"];
+    for k in ["tools", "tool_choice", "response_format", "seed"] {
+        assert_eq!(sent[k], body[k], "{k} reaches the provider");
+    }
+    // Streamed: OpenAI's delta.tool_calls pieces, which join into the same call.
+    body["stream"] = json!(true);
+    let text = w.http.post(url(&g, "/v1/chat/completions")).bearer_auth(ANN).body(body.to_string()).send().await.unwrap().text().await.unwrap();
+    let events: Vec<Value> = text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).filter(|d| *d != "[DONE]").map(|d| serde_json::from_str(d).unwrap()).collect();
+    let pieces: Vec<&Value> = events.iter().filter_map(|e| e["choices"][0]["delta"]["tool_calls"].as_array()).flatten().collect();
+    assert_eq!(pieces[0], &json!({"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}), "{text}");
+    let joined: String = pieces.iter().filter_map(|p| p["function"]["arguments"].as_str()).collect();
+    assert_eq!(joined, args);
+    assert!(pieces.iter().all(|p| p["index"] == 0));
+    assert_eq!(events.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
+    assert!(text.trim_end().ends_with("data: [DONE]"));
+    g.shutdown().await;
+}

@@ -872,6 +872,17 @@ Event = Union["RequestFinishedEvent", "RetryScheduledEvent", "BreakerStateChange
 """A structured record of something the engine did. `kind()` names it the same in every language."""
 
 
+class ToolCall(TypedDict):
+    """A tool the model asks to call.
+
+    ``name``: The function's name.
+    ``arguments``: The arguments as the JSON text the provider sent (never re-encoded).
+    """
+    id: str
+    name: str
+    arguments: str
+
+
 class Usage(NamedTuple):
     """Token counts as the provider reported them.
 
@@ -893,11 +904,13 @@ class ChatResponse(NamedTuple):
     """A chat answer, the same shape from every provider.
 
     ``content``: The assistant's text.
+    ``tool_calls``: The tools the model asked to call (finish reason `tool_calls`), in the provider's order.
     ``fallback``: `cache` or `static` when no provider answered (see `Routed::fallback`).
     ``raw``: The provider's whole answer, as bytes.
     """
 
     content: str
+    tool_calls: List["ToolCall"]
     finish_reason: Optional[str]
     usage: Optional["Usage"]
     route: str
@@ -914,7 +927,7 @@ class ChatResponse(NamedTuple):
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "ChatResponse":
         """Builds one from the dict that crossed from the core."""
-        return cls(content=d["content"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), route=d["route"], provider=d["provider"], model=d["model"], cost=d["cost"], fallback=d["fallback"], attempts=d["attempts"], attempts_by_provider=[(x[0], x[1],) for x in d["attempts_by_provider"]], trace_id=d["trace_id"], elapsed_ms=d["elapsed_ms"], raw=d.get("raw", b""))
+        return cls(content=d["content"], tool_calls=d["tool_calls"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), route=d["route"], provider=d["provider"], model=d["model"], cost=d["cost"], fallback=d["fallback"], attempts=d["attempts"], attempts_by_provider=[(x[0], x[1],) for x in d["attempts_by_provider"]], trace_id=d["trace_id"], elapsed_ms=d["elapsed_ms"], raw=d.get("raw", b""))
 
     @property
     def stale(self) -> bool:
@@ -922,16 +935,30 @@ class ChatResponse(NamedTuple):
         return self.fallback == "cache"
 
     def __repr__(self) -> str:
-        return f"ChatResponse(content=<{len(self.content)} chars>, finish_reason={self.finish_reason!r}, usage={self.usage!r}, route={self.route!r}, provider={self.provider!r}, model={self.model!r}, cost={self.cost!r}, fallback={self.fallback!r}, attempts={self.attempts!r}, attempts_by_provider={self.attempts_by_provider!r}, trace_id={self.trace_id!r}, elapsed_ms={self.elapsed_ms!r})"
+        return f"ChatResponse(content=<{len(self.content)} chars>, tool_calls={self.tool_calls!r}, finish_reason={self.finish_reason!r}, usage={self.usage!r}, route={self.route!r}, provider={self.provider!r}, model={self.model!r}, cost={self.cost!r}, fallback={self.fallback!r}, attempts={self.attempts!r}, attempts_by_provider={self.attempts_by_provider!r}, trace_id={self.trace_id!r}, elapsed_ms={self.elapsed_ms!r})"
 
 
-ChatChunkKind = Literal["delta", "restart", "done"]
+ChatChunkKind = Literal["delta", "tool_call", "restart", "done"]
+
+
+class ToolCallDelta(TypedDict):
+    """One streamed piece of a tool call: the first names it, the rest add to its arguments.
+
+    ``index``: Which tool call of the answer (0, 1, ...).
+    ``arguments``: More of the arguments' JSON text.
+    """
+    index: int
+    id: Optional[str]
+    name: Optional[str]
+    arguments: str
 
 
 class ChatChunk(NamedTuple):
     """One piece of a streamed chat answer.
 
     ``content``: `delta`: the new text.
+    ``tool_call``: `tool_call`: the piece of one tool call that arrived.
+    ``tool_calls``: `done`: the tool calls assembled from every `tool_call` chunk.
     ``finish_reason``: `done`.
     ``reason``: `restart`: why the previous provider's answer was abandoned.
     """
@@ -940,6 +967,8 @@ class ChatChunk(NamedTuple):
     content: str
     provider: Optional[str]
     model: Optional[str]
+    tool_call: Optional["ToolCallDelta"]
+    tool_calls: List["ToolCall"]
     finish_reason: Optional[str]
     usage: Optional["Usage"]
     cost: Optional[float]
@@ -948,10 +977,10 @@ class ChatChunk(NamedTuple):
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "ChatChunk":
         """Builds one from the dict that crossed from the core."""
-        return cls(kind=d["kind"], content=d["content"], provider=d["provider"], model=d["model"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), cost=d["cost"], reason=d["reason"])
+        return cls(kind=d["kind"], content=d["content"], provider=d["provider"], model=d["model"], tool_call=d["tool_call"], tool_calls=d["tool_calls"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), cost=d["cost"], reason=d["reason"])
 
     def __repr__(self) -> str:
-        return f"ChatChunk(kind={self.kind!r}, content=<{len(self.content)} chars>, provider={self.provider!r}, model={self.model!r}, finish_reason={self.finish_reason!r}, usage={self.usage!r}, cost={self.cost!r}, reason={self.reason!r})"
+        return f"ChatChunk(kind={self.kind!r}, content=<{len(self.content)} chars>, provider={self.provider!r}, model={self.model!r}, tool_call={self.tool_call!r}, tool_calls={self.tool_calls!r}, finish_reason={self.finish_reason!r}, usage={self.usage!r}, cost={self.cost!r}, reason={self.reason!r})"
 
 
 class ProviderState(TypedDict):
@@ -1228,9 +1257,11 @@ __all__ = [
     "RequestRecord",
     "AuditRecord",
     "ChatResponse",
+    "ToolCall",
     "Usage",
     "ChatChunk",
     "ChatChunkKind",
+    "ToolCallDelta",
     "RouteState",
     "ProviderState",
     "CredentialState",

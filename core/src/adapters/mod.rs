@@ -5,5 +5,5 @@
 pub mod openai;
 pub mod usage;
 
-pub use openai::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse};
+pub use openai::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, ToolCall, ToolCallDelta};
 pub use usage::Usage;

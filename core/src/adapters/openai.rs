@@ -1,6 +1,6 @@
 //! The `openai-compatible` adapter: one chat-completions request, normalised for
 //! each provider (model name, temperature range, the token-limit field), and the
-//! answer read back the same way from any of them (content, finish reason, usage).
+//! answer read back the same way from any of them (content, tool calls, finish reason, usage).
 //!
 //! Guarantees: the caller's request is never changed in place (each provider gets
 //! its own copy); an answer that does not parse as a chat completion is an error
@@ -79,6 +79,8 @@ pub struct ChatResponse {
     /// The assistant's text.
     #[schemars(extend("x-sensitive" = true))]
     pub content: String,
+    /// The tools the model asked to call (finish reason `tool_calls`), in the provider's order.
+    pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
     pub route: String,
@@ -102,6 +104,8 @@ pub struct ChatResponse {
 pub enum ChatChunkKind {
     /// More of the answer.
     Delta,
+    /// More of a tool call: `tool_call` says which (index) and what arrived.
+    ToolCall,
     /// The answer so far is void: it starts again from another provider.
     Restart,
     /// The end: finish reason, usage and cost.
@@ -112,6 +116,7 @@ impl ChatChunkKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ChatChunkKind::Delta => "delta",
+            ChatChunkKind::ToolCall => "tool_call",
             ChatChunkKind::Restart => "restart",
             ChatChunkKind::Done => "done",
         }
@@ -127,12 +132,55 @@ pub struct ChatChunk {
     pub content: String,
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// `tool_call`: the piece of one tool call that arrived.
+    pub tool_call: Option<ToolCallDelta>,
+    /// `done`: the tool calls assembled from every `tool_call` chunk.
+    pub tool_calls: Vec<ToolCall>,
     /// `done`.
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
     pub cost: Option<f64>,
     /// `restart`: why the previous provider's answer was abandoned.
     pub reason: Option<String>,
+}
+
+/// A tool the model asks to call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ToolCall {
+    pub id: String,
+    /// The function's name.
+    pub name: String,
+    /// The arguments as the JSON text the provider sent (never re-encoded).
+    #[schemars(extend("x-sensitive" = true))]
+    pub arguments: String,
+}
+
+/// One streamed piece of a tool call: the first names it, the rest add to its arguments.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ToolCallDelta {
+    /// Which tool call of the answer (0, 1, ...).
+    pub index: u32,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// More of the arguments' JSON text.
+    #[schemars(extend("x-sensitive" = true))]
+    pub arguments: String,
+}
+
+/// Adds one streamed piece to the tool calls assembled so far.
+pub(crate) fn assemble(calls: &mut Vec<ToolCall>, d: &ToolCallDelta) {
+    let i = d.index as usize;
+    while calls.len() <= i {
+        calls.push(ToolCall::default());
+    }
+    let c = &mut calls[i];
+    if let Some(id) = &d.id {
+        c.id.clone_from(id);
+    }
+    if let Some(name) = &d.name {
+        c.name.push_str(name);
+    }
+    c.arguments.push_str(&d.arguments);
 }
 
 /// The body for one provider: its model, its temperature range, its token-limit field.
@@ -173,6 +221,10 @@ pub(crate) fn prepare(body: &Value, p: &ProviderConfig, stream: bool) -> Value {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Parsed {
     pub content: String,
+    /// A whole answer's tool calls.
+    pub tool_calls: Vec<ToolCall>,
+    /// A chunk's pieces of tool calls.
+    pub tool_deltas: Vec<ToolCallDelta>,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
     pub model: Option<String>,
@@ -192,8 +244,19 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Parsed, String> {
         Some(Value::Null) | None => String::new(),
         Some(other) => other.to_string(),
     };
+    let mut tool_calls = Vec::new();
+    for (i, t) in message.get("tool_calls").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
+        let f = t.get("function").ok_or_else(|| format!("choices[0].message.tool_calls[{i}] has no function"))?;
+        tool_calls.push(ToolCall {
+            id: t.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
+            name: f.get("name").and_then(Value::as_str).ok_or_else(|| format!("choices[0].message.tool_calls[{i}].function has no name"))?.to_string(),
+            arguments: arguments(f.get("arguments")),
+        });
+    }
     Ok(Parsed {
         content,
+        tool_calls,
+        tool_deltas: Vec::new(),
         finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
         usage: Usage::from_value(v.get("usage"))?,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
@@ -213,12 +276,34 @@ pub(crate) fn parse_chunk(data: &str) -> Result<Parsed, String> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    let mut tool_deltas = Vec::new();
+    let deltas = choice.and_then(|c| c.get("delta")).and_then(|d| d.get("tool_calls")).and_then(Value::as_array);
+    for (i, t) in deltas.map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
+        let f = t.get("function");
+        tool_deltas.push(ToolCallDelta {
+            index: t.get("index").and_then(Value::as_u64).map(|n| n.min(1024) as u32).unwrap_or(i as u32),
+            id: t.get("id").and_then(Value::as_str).map(str::to_string),
+            name: f.and_then(|f| f.get("name")).and_then(Value::as_str).map(str::to_string),
+            arguments: f.and_then(|f| f.get("arguments")).map(|a| arguments(Some(a))).unwrap_or_default(),
+        });
+    }
     Ok(Parsed {
         content,
+        tool_calls: Vec::new(),
+        tool_deltas,
         finish_reason: choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str).map(str::to_string),
         usage: Usage::from_value(v.get("usage"))?,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+/// Tool-call arguments as the provider sent them: a string as is, anything else as its JSON.
+fn arguments(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
 }
 
 /// A chat completion body carrying `content` (a non-core route's static answer).
@@ -303,6 +388,25 @@ mod tests {
         let c = parse_chunk(r#"{"choices":[{"delta":{"content":"Hel"},"finish_reason":null}]}"#).unwrap();
         assert_eq!(c.content, "Hel");
         assert!(parse_chunk("{\"choices\": [broken").is_err());
+    }
+
+    #[test]
+    fn tool_calls_are_read_from_answers_and_assembled_from_chunks() {
+        let p = parse_completion(br#"{"choices":[{"message":{"content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}]}"#).unwrap();
+        assert_eq!(p.tool_calls, [ToolCall { id: "call_1".into(), name: "get_weather".into(), arguments: r#"{"city":"Paris"}"#.into() }]);
+        assert_eq!((p.content.as_str(), p.finish_reason.as_deref()), ("", Some("tool_calls")));
+        assert!(parse_completion(br#"{"choices":[{"message":{"tool_calls":[{"id":"x"}]}}]}"#).unwrap_err().contains("tool_calls[0]"));
+        let mut calls = Vec::new();
+        for data in [
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]}}]}"#,
+        ] {
+            for d in parse_chunk(data).unwrap().tool_deltas {
+                assemble(&mut calls, &d);
+            }
+        }
+        assert_eq!(calls, [ToolCall { id: "call_1".into(), name: "get_weather".into(), arguments: r#"{"city":"Paris"}"#.into() }]);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use super::classify;
 use super::outcome::{Mode, Reached};
 use super::route::{attempt_metric, bill_failed, settle};
 use crate::adapters::openai;
-use crate::adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, Usage};
+use crate::adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, ToolCall, ToolCallDelta, Usage};
 use crate::breaker::{Outcome, Permit};
 use crate::bulkhead::BulkheadPermit;
 use crate::engine::Engine;
@@ -54,6 +54,7 @@ pub(crate) fn answer(call: &mut Call, route: &str, resp: Response) -> Result<Cha
     let routed = resp.routed.map(|b| *b).unwrap_or_default();
     Ok(ChatResponse {
         content: parsed.content,
+        tool_calls: parsed.tool_calls,
         finish_reason: parsed.finish_reason,
         usage: routed.usage,
         route: route.to_string(),
@@ -87,6 +88,7 @@ pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatReq
         releasing: false,
         delivered: false,
         answer: String::new(),
+        tools: Vec::new(),
         out: VecDeque::new(),
         original: None,
     };
@@ -131,6 +133,8 @@ struct Live {
     delivered: bool,
     /// The answer so far (what a prefill continues).
     answer: String,
+    /// The tool calls so far, assembled from `tool_call` chunks (what `done` carries).
+    tools: Vec<ToolCall>,
     out: VecDeque<ChatChunk>,
     /// The first mid-stream failure: what the caller hears if no one can take over.
     original: Option<HarnessError>,
@@ -260,6 +264,7 @@ impl Live {
         let idx = self.call.lanes.answered.take().expect("an open stream has a provider");
         if !continued {
             self.answer.clear();
+            self.tools.clear();
         }
         let svc = self.call.svc(idx);
         let limit = svc.config.limits.max_response_bytes;
@@ -346,6 +351,9 @@ impl Live {
                             if !parsed.content.is_empty() {
                                 self.push_delta(parsed.content);
                             }
+                            for d in parsed.tool_deltas {
+                                self.push_tool_call(d);
+                            }
                         }
                         Err(why) => self.skipped(why),
                     }
@@ -372,20 +380,39 @@ impl Live {
     }
 
     fn push_delta(&mut self, content: String) {
-        let idx = self.attempt.as_ref().expect("attempt").idx;
         self.answer.push_str(&content);
-        let chunk = ChatChunk {
-            kind: ChatChunkKind::Delta,
+        let chunk = self.piece(ChatChunkKind::Delta, content, None);
+        self.release(chunk);
+    }
+
+    fn push_tool_call(&mut self, d: ToolCallDelta) {
+        openai::assemble(&mut self.tools, &d);
+        let chunk = self.piece(ChatChunkKind::ToolCall, String::new(), Some(d));
+        self.release(chunk);
+    }
+
+    /// A `delta` or `tool_call` chunk from the current provider.
+    fn piece(&self, kind: ChatChunkKind, content: String, tool_call: Option<ToolCallDelta>) -> ChatChunk {
+        let idx = self.attempt.as_ref().expect("attempt").idx;
+        ChatChunk {
+            kind,
             content,
             provider: Some(self.provider_id(idx)),
             model: self.attempt.as_ref().and_then(|a| a.model.clone()),
+            tool_call,
+            tool_calls: Vec::new(),
             finish_reason: None,
             usage: None,
             cost: None,
             reason: None,
-        };
+        }
+    }
+
+    /// Held (`hold`, up to `hold_bytes`) or given to the caller.
+    fn release(&mut self, chunk: ChatChunk) {
         if self.mode == MidStream::Hold && !self.releasing {
-            self.held_bytes += chunk.content.len() as u64;
+            let t = chunk.tool_call.as_ref();
+            self.held_bytes += (chunk.content.len() + t.map(|t| t.arguments.len() + t.name.as_ref().map_or(0, String::len)).unwrap_or(0)) as u64;
             self.held.push(chunk);
             if self.held_bytes > self.hold_bytes {
                 self.releasing = true;
@@ -429,6 +456,8 @@ impl Live {
             content: String::new(),
             provider: Some(rt.providers[a.idx].id.to_string()),
             model: rc.model.clone(),
+            tool_call: None,
+            tool_calls: std::mem::take(&mut self.tools),
             finish_reason: a.finish_reason,
             usage: a.usage,
             cost: rc.cost,
@@ -468,8 +497,9 @@ impl Live {
         if !before_first && self.original.is_none() {
             self.original = Some(e.clone());
         }
-        // A prefill continues what the caller has (or what is held); none before the first chunk.
-        let prefill = (!self.answer.is_empty()).then(|| self.answer.clone());
+        // A prefill continues what the caller has (or what is held); none before the first chunk,
+        // nor once tool calls have begun (a prefill continues text only).
+        let prefill = (!self.answer.is_empty() && self.tools.is_empty()).then(|| self.answer.clone());
         let opened = self.open(prefill).await;
         if let Err(next) = opened {
             // Nobody could take over: the first failure is what went wrong.
@@ -496,6 +526,8 @@ impl Live {
                 content: String::new(),
                 provider: Some(to_id.clone()),
                 model: rt.providers[to].config.model.clone(),
+                tool_call: None,
+                tool_calls: Vec::new(),
                 finish_reason: None,
                 usage: None,
                 cost: None,

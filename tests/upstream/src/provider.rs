@@ -5,7 +5,9 @@
 //! `"reset": true` to clear them). `GET /__admin/provider-log/{name}` returns
 //! `{"count": n, "requests": [{"n", "model", "stream", "body", "at_ms", "outcome"}]}`.
 //! The provider itself answers `POST /llm/{name}/v1/chat/completions` (any path under
-//! `/llm/{name}/`), with or without `"stream": true`.
+//! `/llm/{name}/`), with or without `"stream": true`. With `tool_calls` in the spec it
+//! answers with those tool calls (streamed: after the content, each call's id and name in
+//! one chunk, then its arguments in two).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -44,12 +46,24 @@ pub struct ProviderSpec {
     /// Reported as `usage.prompt_tokens_details.cached_tokens` (a prompt-cache hit).
     pub cached_tokens: Option<u64>,
     pub finish_reason: String,
+    /// Tool calls the answer makes (`finish_reason` stays as set: say `tool_calls`).
+    pub tool_calls: Vec<ToolCallSpec>,
     /// A last assistant message is a prefill to continue; refused with 400 when false.
     pub accept_prefill: bool,
     pub stream: StreamSpec,
     /// When set, failures, latency and silence apply only to requests for this model; the
     /// provider answers other models normally (one gateway base URL serving two models).
     pub only_model: Option<String>,
+}
+
+/// One tool call of an answer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallSpec {
+    pub id: String,
+    pub name: String,
+    /// The arguments' JSON text, sent as is.
+    pub arguments: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -59,7 +73,8 @@ pub struct StreamSpec {
     pub ttft_ms: u64,
     /// Wait between chunks.
     pub delay_ms: u64,
-    /// Close the connection (no terminating chunk) after this many content chunks.
+    /// Close the connection (no terminating chunk) after this many content chunks (tool-call
+    /// chunks count too; the same for `stall_after` and `malformed_at`).
     pub cut_after: Option<usize>,
     /// Go silent (connection kept open) after this many content chunks.
     pub stall_after: Option<usize>,
@@ -88,6 +103,7 @@ impl Default for ProviderSpec {
             completion_tokens: None,
             cached_tokens: None,
             finish_reason: "stop".into(),
+            tool_calls: Vec::new(),
             accept_prefill: true,
             stream: StreamSpec::default(),
             only_model: None,
@@ -152,7 +168,7 @@ impl Providers {
 enum Plan {
     Fail { status: u16, body: Value, retry_after: Option<String> },
     Silence,
-    Answer { content: String, model: String, prompt_tokens: u64, completion_tokens: Option<u64>, cached_tokens: Option<u64>, finish: String },
+    Answer { content: String, model: String, prompt_tokens: u64, completion_tokens: Option<u64>, cached_tokens: Option<u64>, finish: String, tools: Vec<ToolCallSpec> },
 }
 
 pub async fn serve(
@@ -218,6 +234,7 @@ pub async fn serve(
                 completion_tokens: spec.completion_tokens,
                 cached_tokens: spec.cached_tokens,
                 finish: spec.finish_reason.clone(),
+                tools: spec.tool_calls.clone(),
             }
         };
         let outcome = match &plan {
@@ -254,7 +271,7 @@ pub async fn serve(
             super::write_response(reader, status, &headers, body.to_string().as_bytes()).await?;
             Ok(true)
         }
-        Plan::Answer { content, model, prompt_tokens, completion_tokens, cached_tokens, finish } => {
+        Plan::Answer { content, model, prompt_tokens, completion_tokens, cached_tokens, finish, tools } => {
             let pieces = words(&content);
             let completion = completion_tokens.unwrap_or(pieces.len() as u64);
             let mut usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens.saturating_add(completion)});
@@ -267,16 +284,36 @@ pub async fn serve(
                     "object": "chat.completion",
                     "created": 0,
                     "model": model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+                    "choices": [{"index": 0, "message": message(&content, &tools), "finish_reason": finish}],
                     "usage": usage,
                 });
                 let headers = vec![("content-type".to_string(), "application/json".to_string())];
                 super::write_response(reader, 200, &headers, body.to_string().as_bytes()).await?;
                 return Ok(true);
             }
-            stream_answer(reader, name, &model, &pieces, &finish, usage, &spec.stream).await
+            let mut deltas: Vec<Value> = pieces.iter().map(|p| json!({"content": p})).collect();
+            for (i, t) in tools.iter().enumerate() {
+                deltas.push(json!({"tool_calls": [{"index": i, "id": t.id, "type": "function", "function": {"name": t.name, "arguments": ""}}]}));
+                let half = t.arguments.char_indices().nth(t.arguments.chars().count() / 2).map_or(t.arguments.len(), |(at, _)| at);
+                for part in [&t.arguments[..half], &t.arguments[half..]] {
+                    deltas.push(json!({"tool_calls": [{"index": i, "function": {"arguments": part}}]}));
+                }
+            }
+            if let Some(first) = deltas.first_mut() {
+                first["role"] = json!("assistant");
+            }
+            stream_answer(reader, name, &model, &deltas, &finish, usage, &spec.stream).await
         }
     }
+}
+
+/// The answer's message: `content` null when it only calls tools, as OpenAI sends it.
+fn message(content: &str, tools: &[ToolCallSpec]) -> Value {
+    if tools.is_empty() {
+        return json!({"role": "assistant", "content": content});
+    }
+    let calls: Vec<Value> = tools.iter().map(|t| json!({"id": t.id, "type": "function", "function": {"name": t.name, "arguments": t.arguments}})).collect();
+    json!({"role": "assistant", "content": if content.is_empty() { Value::Null } else { json!(content) }, "tool_calls": calls})
 }
 
 /// Word-sized pieces, each keeping its leading space.
@@ -293,7 +330,7 @@ async fn stream_answer(
     reader: &mut BufReader<TcpStream>,
     name: &str,
     model: &str,
-    pieces: &[String],
+    pieces: &[Value],
     finish: &str,
     usage: Value,
     spec: &StreamSpec,
@@ -332,8 +369,7 @@ async fn stream_answer(
         if i > 0 && spec.delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(spec.delay_ms)).await;
         }
-        let delta = if i == 0 { json!({"role": "assistant", "content": piece}) } else { json!({"content": piece}) };
-        if !write_piece(reader, &chunk(delta, Value::Null, None)).await {
+        if !write_piece(reader, &chunk(piece.clone(), Value::Null, None)).await {
             return Ok(false);
         }
     }

@@ -1054,6 +1054,8 @@ data class AuditRecord(
 data class ChatResponse(
     /** The assistant's text. */
     @SerialName("content") val content: String,
+    /** The tools the model asked to call (finish reason `tool_calls`), in the provider's order. */
+    @SerialName("tool_calls") val toolCalls: List<ToolCall>,
     @SerialName("finish_reason") val finishReason: String? = null,
     @SerialName("usage") val usage: Usage? = null,
     @SerialName("route") val route: String,
@@ -1071,7 +1073,19 @@ data class ChatResponse(
 ) {
     /** A cached answer, served because no provider could answer now. */
     val stale: Boolean get() = fallback == "cache"
-    override fun toString(): String = "ChatResponse(content=${content.length} chars, finishReason=$finishReason, usage=$usage, route=$route, provider=$provider, model=$model, cost=$cost, fallback=$fallback, attempts=$attempts, attemptsByProvider=$attemptsByProvider, traceId=$traceId, elapsedMs=$elapsedMs)"
+    override fun toString(): String = "ChatResponse(content=${content.length} chars, toolCalls=$toolCalls, finishReason=$finishReason, usage=$usage, route=$route, provider=$provider, model=$model, cost=$cost, fallback=$fallback, attempts=$attempts, attemptsByProvider=$attemptsByProvider, traceId=$traceId, elapsedMs=$elapsedMs)"
+}
+
+/** A tool the model asks to call. */
+@Serializable
+data class ToolCall(
+    @SerialName("id") val id: String,
+    /** The function's name. */
+    @SerialName("name") val name: String,
+    /** The arguments as the JSON text the provider sent (never re-encoded). */
+    @SerialName("arguments") val arguments: String,
+) {
+    override fun toString(): String = "ToolCall(id=$id, name=$name, arguments=${arguments.length} chars)"
 }
 
 /** Token counts as the provider reported them. */
@@ -1095,6 +1109,10 @@ data class ChatChunk(
     @SerialName("content") val content: String,
     @SerialName("provider") val provider: String? = null,
     @SerialName("model") val model: String? = null,
+    /** `tool_call`: the piece of one tool call that arrived. */
+    @SerialName("tool_call") val toolCall: ToolCallDelta? = null,
+    /** `done`: the tool calls assembled from every `tool_call` chunk. */
+    @SerialName("tool_calls") val toolCalls: List<ToolCall>,
     /** `done`. */
     @SerialName("finish_reason") val finishReason: String? = null,
     @SerialName("usage") val usage: Usage? = null,
@@ -1102,13 +1120,15 @@ data class ChatChunk(
     /** `restart`: why the previous provider's answer was abandoned. */
     @SerialName("reason") val reason: String? = null,
 ) {
-    override fun toString(): String = "ChatChunk(kind=$kind, content=${content.length} chars, provider=$provider, model=$model, finishReason=$finishReason, usage=$usage, cost=$cost, reason=$reason)"
+    override fun toString(): String = "ChatChunk(kind=$kind, content=${content.length} chars, provider=$provider, model=$model, toolCall=$toolCall, toolCalls=$toolCalls, finishReason=$finishReason, usage=$usage, cost=$cost, reason=$reason)"
 }
 
 @Serializable
 enum class ChatChunkKind(val value: String) {
     /** More of the answer. */
     @SerialName("delta") DELTA("delta"),
+    /** More of a tool call: `tool_call` says which (index) and what arrived. */
+    @SerialName("tool_call") TOOL_CALL("tool_call"),
     /** The answer so far is void: it starts again from another provider. */
     @SerialName("restart") RESTART("restart"),
     /** The end: finish reason, usage and cost. */
@@ -1116,6 +1136,19 @@ enum class ChatChunkKind(val value: String) {
     ;
 
     override fun toString(): String = value
+}
+
+/** One streamed piece of a tool call: the first names it, the rest add to its arguments. */
+@Serializable
+data class ToolCallDelta(
+    /** Which tool call of the answer (0, 1, ...). */
+    @SerialName("index") val index: Int,
+    @SerialName("id") val id: String? = null,
+    @SerialName("name") val name: String? = null,
+    /** More of the arguments' JSON text. */
+    @SerialName("arguments") val arguments: String,
+) {
+    override fun toString(): String = "ToolCallDelta(index=$index, id=$id, name=$name, arguments=${arguments.length} chars)"
 }
 
 /** A route as `routing_state` shows it. */

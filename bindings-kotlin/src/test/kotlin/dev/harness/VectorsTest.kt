@@ -372,6 +372,11 @@ class VectorsTest {
             val got = c?.finishReason ?: done?.finishReason
             if (got != exp["finish_reason"]) fail("expected finish_reason ${exp["finish_reason"]}, got $got")
         }
+        if (exp.containsKey("tool_calls") && answered("tool_calls")) {
+            val calls = c?.toolCalls ?: done?.toolCalls
+            val got = calls?.map { mapOf("id" to it.id, "name" to it.name, "arguments" to it.arguments) }
+            if (got == null || !jsonEquals(got, exp["tool_calls"])) fail("expected tool_calls ${exp["tool_calls"]}, got $got")
+        }
         exp.obj("usage")?.let { want ->
             if (!answered("usage")) return@let
             val u = r?.usage ?: c?.usage ?: done?.usage
@@ -397,7 +402,7 @@ class VectorsTest {
         }
         exp.list("chunk_kinds")?.let { want ->
             val kinds = mutableListOf<String>()
-            for (k in o.chunks.orEmpty().map { it.kind.value }) if (!(k == "delta" && kinds.lastOrNull() == "delta")) kinds += k
+            for (k in o.chunks.orEmpty().map { it.kind.value }) if (!((k == "delta" || k == "tool_call") && kinds.lastOrNull() == k)) kinds += k
             if (kinds != want) fail("expected chunk kinds $want, got $kinds")
         }
     }
