@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use super::python::snake;
 use harness_openapi::model::{Api, Content, Def, In, Operation, Param, Prop, Status, Style, Ty};
+use super::common::{self, error_responses, http_reason, keeps, Mode};
 use harness_openapi::names::{camel, pascal};
 
 /// How a package is written.
@@ -72,14 +73,6 @@ const TYPE_RESERVED: [&str; 52] = [
 
 /// More names a type may not take: Kotlin's own that the files use implicitly.
 const TYPE_RESERVED_MORE: [&str; 6] = ["Unit", "Throwable", "StringBuilder", "Suppress", "Result", "Companion"];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Mode {
-    /// As responses carry it (no `writeOnly` properties).
-    Out,
-    /// As requests send it (no `readOnly` properties).
-    In,
-}
 
 /// The package's files, relative to the output directory (`com/example/orders/...`).
 pub fn emit(api: &Api, opts: &Options) -> Vec<(PathBuf, String)> {
@@ -362,43 +355,6 @@ impl<'a> Kt<'a> {
         }
     }
 
-    fn tags(&mut self) {
-        let mut seen: HashMap<usize, Option<(String, String)>> = HashMap::new();
-        for t in &self.api.types {
-            let Def::Union { members, tag: Some(tag) } = &t.def else { continue };
-            for (mi, m) in members.iter().enumerate() {
-                let Ty::Named(j) = m else { continue };
-                if !matches!(self.api.types[*j].def, Def::Object { .. }) {
-                    continue;
-                }
-                let values: Vec<&String> = tag.values.iter().filter(|(_, k)| *k == mi).map(|(v, _)| v).collect();
-                let this = match values.as_slice() {
-                    [one] => Some((tag.property.clone(), (*one).clone())),
-                    _ => None,
-                };
-                match seen.get(j) {
-                    Some(prev) if *prev != this => {
-                        seen.insert(*j, None);
-                    }
-                    Some(_) => {}
-                    None => {
-                        seen.insert(*j, this);
-                    }
-                }
-            }
-        }
-        for (j, v) in seen {
-            let Some((property, value)) = v else { continue };
-            if let Def::Object { props, .. } = &self.api.types[j].def {
-                if let Some(p) = props.iter().find(|p| p.name == property) {
-                    if !holds(self.api, &p.ty, &Value::String(value.clone())) {
-                        continue;
-                    }
-                }
-            }
-            self.tag_defaults.insert(j, (property, value));
-        }
-    }
 
     fn taken_types(&self) -> BTreeSet<String> {
         let mut taken: BTreeSet<String> = self.names.values().cloned().collect();
@@ -415,6 +371,11 @@ impl<'a> Kt<'a> {
         taken.insert(self.base_error.clone());
         taken.extend(["ModelsKt".to_string(), "ErrorsKt".to_string(), format!("{}Kt", self.client)]);
         taken
+    }
+
+    /// A union's member selected by exactly one tag value gets that value.
+    fn tags(&mut self) {
+        self.tag_defaults = common::tag_defaults(self.api, holds);
     }
 
     fn name_errors(&mut self) {
@@ -1524,17 +1485,7 @@ fn twin(method: &str) -> String {
     format!("{}Async", method.trim_end_matches('_'))
 }
 
-fn error_responses(op: &Operation) -> impl Iterator<Item = &harness_openapi::model::Response> {
-    let has_success = op.responses.iter().any(|r| r.status.success());
-    op.responses.iter().filter(move |r| !r.status.success() && (has_success || r.status != Status::Default))
-}
 
-fn keeps(p: &Prop, m: Mode) -> bool {
-    match m {
-        Mode::Out => !p.write_only,
-        Mode::In => !p.read_only,
-    }
-}
 
 fn holds(api: &Api, t: &Ty, v: &Value) -> bool {
     match (t, v) {
@@ -1726,34 +1677,6 @@ fn reason(code: u16) -> Option<&'static str> {
     })
 }
 
-fn http_reason(code: u16) -> Option<&'static str> {
-    Some(match code {
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        402 => "Payment Required",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        410 => "Gone",
-        412 => "Precondition Failed",
-        413 => "Payload Too Large",
-        415 => "Unsupported Media Type",
-        422 => "Unprocessable Entity",
-        423 => "Locked",
-        424 => "Failed Dependency",
-        428 => "Precondition Required",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => return None,
-    })
-}
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@
 //! Guarantees: the output depends on the documents alone, so it can be checked in and
 //! compared; only the types the generated operations use are written.
 
+mod common;
 pub mod kotlin;
 pub mod python;
 pub mod typescript;

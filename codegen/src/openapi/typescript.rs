@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::names::{camel, pascal};
 use harness_openapi::model::{Api, Content, Def, In, Operation, Param, Prop, Status, Style, Ty};
+use super::common::{self, error_responses, holds, http_reason, keeps, Mode};
 
 /// How a package is written.
 #[derive(Debug, Clone)]
@@ -78,14 +79,6 @@ const TYPE_RESERVED: [&str; 34] = [
     "Headers",
     "harness",
 ];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Mode {
-    /// As responses carry it (no `writeOnly` properties).
-    Out,
-    /// As requests send it (no `readOnly` properties).
-    In,
-}
 
 /// The package's files, relative to the output directory (`PACKAGE/...`).
 pub fn emit(api: &Api, opts: &Options) -> Vec<(PathBuf, String)> {
@@ -260,43 +253,10 @@ impl<'a> Ts<'a> {
         }
     }
 
-    /// A union's member selected by exactly one tag value has that value as its tag's type.
+
+    /// A union's member selected by exactly one tag value gets that value.
     fn tags(&mut self) {
-        let mut seen: HashMap<usize, Option<(String, String)>> = HashMap::new();
-        for t in &self.api.types {
-            let Def::Union { members, tag: Some(tag) } = &t.def else { continue };
-            for (mi, m) in members.iter().enumerate() {
-                let Ty::Named(j) = m else { continue };
-                if !matches!(self.api.types[*j].def, Def::Object { .. }) {
-                    continue;
-                }
-                let values: Vec<&String> = tag.values.iter().filter(|(_, k)| *k == mi).map(|(v, _)| v).collect();
-                let this = match values.as_slice() {
-                    [one] => Some((tag.property.clone(), (*one).clone())),
-                    _ => None,
-                };
-                match seen.get(j) {
-                    Some(prev) if *prev != this => {
-                        seen.insert(*j, None);
-                    }
-                    Some(_) => {}
-                    None => {
-                        seen.insert(*j, this);
-                    }
-                }
-            }
-        }
-        for (j, v) in seen {
-            let Some((property, value)) = v else { continue };
-            if let Def::Object { props, .. } = &self.api.types[j].def {
-                if let Some(p) = props.iter().find(|p| p.name == property) {
-                    if !holds(self.api, &p.ty, &Value::String(value.clone())) {
-                        continue;
-                    }
-                }
-            }
-            self.tag_defaults.insert(j, (property, value));
-        }
+        self.tag_defaults = common::tag_defaults(self.api, holds);
     }
 
     fn name_errors(&mut self) {
@@ -1085,18 +1045,7 @@ fn error_base(status: Status) -> &'static str {
     }
 }
 
-fn error_responses(op: &Operation) -> impl Iterator<Item = &harness_openapi::model::Response> {
-    let has_success = op.responses.iter().any(|r| r.status.success());
-    op.responses.iter().filter(move |r| !r.status.success() && (has_success || r.status != Status::Default))
-}
 
-/// Whether a property is part of an object type's form.
-fn keeps(p: &Prop, m: Mode) -> bool {
-    match m {
-        Mode::Out => !p.write_only,
-        Mode::In => !p.read_only,
-    }
-}
 
 /// Whether a named type is an alias of a nullable type.
 fn nullable_alias(api: &Api, t: &Ty) -> bool {
@@ -1123,23 +1072,6 @@ fn wide(api: &Api, t: &Ty) -> bool {
     }
 }
 
-/// Whether a value (a default) is one the type holds.
-fn holds(api: &Api, t: &Ty, v: &Value) -> bool {
-    match (t, v) {
-        (Ty::Nullable(_), Value::Null) => true,
-        (Ty::Nullable(t), v) => holds(api, t, v),
-        (Ty::String, Value::String(_)) => true,
-        (Ty::Int { .. }, Value::Number(n)) => n.is_i64() || n.is_u64(),
-        (Ty::Number, Value::Number(_)) => true,
-        (Ty::Bool, Value::Bool(_)) => true,
-        (Ty::Literals(vs), v) => vs.contains(v),
-        (Ty::Named(i), v) => match &api.types[*i].def {
-            Def::Alias(t) => holds(api, t, v),
-            _ => false,
-        },
-        _ => false,
-    }
-}
 
 /// A camelCase identifier starting with a lower-case letter (`X-Tenant` -> `xTenant`,
 /// `ListService` -> `listService`); `prefix` goes before one that would start with a digit.
@@ -1249,34 +1181,6 @@ fn reason(code: u16) -> Option<&'static str> {
     })
 }
 
-fn http_reason(code: u16) -> Option<&'static str> {
-    Some(match code {
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        402 => "Payment Required",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        410 => "Gone",
-        412 => "Precondition Failed",
-        413 => "Payload Too Large",
-        415 => "Unsupported Media Type",
-        422 => "Unprocessable Entity",
-        423 => "Locked",
-        424 => "Failed Dependency",
-        428 => "Precondition Required",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => return None,
-    })
-}
 
 #[cfg(test)]
 mod tests {
