@@ -197,6 +197,27 @@ components:
     }
 
     #[test]
+    fn hostile_references_neither_hang_nor_crash() {
+        // A schema that is only a reference to itself, and two that refer to each other.
+        let doc = DOC.replace("$ref: '#/components/schemas/Order'", "$ref: '#/components/schemas/Loop'")
+            + "    Loop: {$ref: '#/components/schemas/Loop'}\n    Ping: {type: object, properties: {pong: {$ref: '#/components/schemas/Pong'}}}\n    Pong: {type: object, properties: {ping: {$ref: '#/components/schemas/Ping'}}}\n";
+        match load("orders", &spec("loop", &doc)) {
+            Ok((_, schemas)) => {
+                let _ = schemas[0].1.check(200, b"{}");
+            }
+            Err(e) => assert_eq!(e.kind, crate::error::ErrorKind::Config, "{}", e.message),
+        }
+        let doc = DOC.replace("$ref: '#/components/schemas/Order'", "$ref: '#/components/schemas/Ping'")
+            + "    Ping: {type: object, properties: {pong: {$ref: '#/components/schemas/Pong'}}}\n    Pong: {type: object, properties: {ping: {$ref: '#/components/schemas/Ping'}}}\n";
+        let (_, schemas) = load("orders", &spec("pingpong", &doc)).unwrap();
+        assert!(schemas[0].1.check(200, br#"{"pong": {"ping": {"pong": {}}}}"#).is_ok());
+        assert!(schemas[0].1.check(200, br#"{"pong": {"ping": 3}}"#).unwrap_err().contains("at /pong/ping"));
+        // A control character in a key of the document is shown escaped in the error.
+        let e = load("orders", &spec("ctl", &DOC.replace("'204'", "\"2\\u001b[31m\""))).unwrap_err();
+        assert!(!e.message.contains('\u{1b}'), "{}", e.message);
+    }
+
+    #[test]
     fn validate_off_compiles_no_schema_but_keeps_the_operations() {
         let mut cfg = spec("off", DOC);
         cfg.validate = ValidateMode::Off;
