@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+mod formats;
 mod ledger;
 mod otlp;
 mod provider;
@@ -125,7 +126,7 @@ struct State {
     scripts: Mutex<HashMap<String, Script>>,
     /// The upstream's own port, for `{port}` in scripted header values.
     port: u16,
-    /// Simulated OpenAI-compatible providers (`/llm/{name}/...`).
+    /// Simulated model providers (`/llm/{name}/...`), in five wire formats.
     providers: provider::Providers,
     /// Spans exported to `/v1/traces`.
     otlp: otlp::Receiver,
@@ -274,11 +275,13 @@ fn reason(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         409 => "Conflict",
+        413 => "Payload Too Large",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
+        529 => "Overloaded",
         _ => "Status",
     }
 }
@@ -426,7 +429,7 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
     }
     if let Some(rest) = req.path.strip_prefix("/llm/") {
         let name = rest.split(['/', '?']).next().unwrap_or("").to_string();
-        return provider::serve(reader, &state.providers, &name, &req.body).await;
+        return provider::serve(reader, &state.providers, &name, &req.path, &req.headers, &req.body).await;
     }
     if let Some(name) = req.path.strip_prefix("/__admin/stats/") {
         use std::sync::atomic::Ordering::Relaxed;
