@@ -236,7 +236,7 @@ class Response extends ResponseHead {
     return this._routed?.cost ?? null
   }
 
-  /** `{ promptTokens, completionTokens, totalTokens, cachedTokens }` as the provider reported them, or null. */
+  /** `{ promptTokens, completionTokens, totalTokens, cachedTokens, reasoningTokens }` as the provider reported them, or null. */
   get usage() {
     return this._routed?.usage ?? null
   }
@@ -443,7 +443,7 @@ class ChatResponse {
     this.toolCalls = r.toolCalls
     /** `stop`, `length`, `tool_calls`, ... (null when the provider gave none). */
     this.finishReason = r.finishReason
-    /** `{ promptTokens, completionTokens, totalTokens, cachedTokens }`, or null when the provider reported none. */
+    /** `{ promptTokens, completionTokens, totalTokens, cachedTokens, reasoningTokens }`, or null when the provider reported none. */
     this.usage = r.usage
     /** The route called. */
     this.route = r.route

@@ -535,10 +535,17 @@ export interface RouteConfig {
    */
   health_window_ms?: number
   /**
-   * The path a chat call posts to.
+   * The path a chat call posts to (providers whose adapter has its own path use that).
    * Default: `"/v1/chat/completions"`.
    */
   path?: string
+  /**
+   * `max_tokens` for providers whose format requires one (Anthropic's), when neither the
+   * request nor the provider gives one (default 4096).
+   */
+  max_tokens?: number | null
+  /** What an answer that does not match the request's `response_format` comes to. */
+  structured_output?: StructuredOutput
   stream?: StreamConfig
   /** Default: `[]`. */
   providers?: ProviderConfig[]
@@ -567,6 +574,21 @@ export type Criticality = 'core' | 'non-core'
  * - `openai-compatible`: The OpenAI chat-completions shape, normalised per provider.
  */
 export type AdapterKind = 'http' | 'openai-compatible'
+
+/**
+ * `response_format: json_object | json_schema` answers are checked (JSON Schema, by the
+ * core's validator): the caller never gets invalid JSON labelled as structured.
+ */
+export interface StructuredOutput {
+  /** Default: `"failover"`. */
+  on_invalid?: OnInvalid
+}
+
+/**
+ * - `failover`: A failed attempt: the next provider is tried (within `max_attempts` and the budget).
+ * - `error`: A `SchemaError` to the caller at once.
+ */
+export type OnInvalid = 'failover' | 'error'
 
 export interface StreamConfig {
   /** Default: `"hold"`. */
@@ -614,6 +636,23 @@ export interface ProviderConfig {
    * Default: `false`.
    */
   accepts_prefill?: boolean
+  /**
+   * The provider's wire format: `openai-compatible` (default on an `openai-compatible`
+   * route), `anthropic`, `gemini`, `azure-openai`, or the name of a host adapter
+   * (`register_adapter`).
+   */
+  adapter?: string | null
+  /** `max_tokens` for this provider when the request gives none (formats that require one). */
+  max_tokens?: number | null
+  /**
+   * `anthropic`: the `anthropic-version` header (default 2023-06-01); `azure-openai`: the
+   * `api-version` parameter (default 2024-10-21); `gemini`: the path's version (default v1beta).
+   */
+  api_version?: string | null
+  /** `azure-openai`: the deployment (default: `model`). */
+  deployment?: string | null
+  /** Merged into this provider's request body last (its own parameters). */
+  extra_body?: Record<string, unknown> | null
 }
 
 /** Prices in one currency: per 1,000 tokens, and per answered request. */
@@ -1110,6 +1149,11 @@ export interface Usage {
    * `prompt_tokens_details.cached_tokens`); 0 when not reported.
    */
   cachedTokens: number
+  /**
+   * The part of `completion_tokens` spent on reasoning (OpenAI's
+   * `completion_tokens_details.reasoning_tokens`, Gemini's `thoughtsTokenCount`); 0 when not reported.
+   */
+  reasoningTokens: number
 }
 
 /** One piece of a streamed chat answer. */

@@ -369,6 +369,16 @@ Criticality = Literal["core", "non-core"]
 AdapterKind = Literal["http", "openai-compatible"]
 
 
+OnInvalid = Literal["failover", "error"]
+
+
+class StructuredOutput(TypedDict, total=False):
+    """`response_format: json_object | json_schema` answers are checked (JSON Schema, by the
+    core's validator): the caller never gets invalid JSON labelled as structured.
+    """
+    on_invalid: "OnInvalid"
+
+
 MidStream = Literal["hold", "restart", "error"]
 """What a stream does when it breaks after its first chunk."""
 
@@ -417,6 +427,11 @@ class ProviderConfig(TypedDict, total=False):
     ``max_concurrency``: In-flight requests on this provider for this route (default: the service's bulkhead only).
     ``price``: What this provider's answers cost; wins over the top-level `prices:` entry for `model`.
     ``accepts_prefill``: Takes the partial answer as an assistant prefill and continues it.
+    ``adapter``: The provider's wire format: `openai-compatible` (default on an `openai-compatible` route), `anthropic`, `gemini`, `azure-openai`, or the name of a host adapter (`register_adapter`).
+    ``max_tokens``: `max_tokens` for this provider when the request gives none (formats that require one).
+    ``api_version``: `anthropic`: the `anthropic-version` header (default 2023-06-01); `azure-openai`: the `api-version` parameter (default 2024-10-21); `gemini`: the path's version (default v1beta).
+    ``deployment``: `azure-openai`: the deployment (default: `model`).
+    ``extra_body``: Merged into this provider's request body last (its own parameters).
     """
     id: str
     service: str
@@ -427,6 +442,11 @@ class ProviderConfig(TypedDict, total=False):
     price: Optional["Price"]
     params: "Params"
     accepts_prefill: bool
+    adapter: Optional[str]
+    max_tokens: Optional[int]
+    api_version: Optional[str]
+    deployment: Optional[str]
+    extra_body: Optional[Dict[str, Any]]
 
 
 class OnError(TypedDict, total=False):
@@ -454,7 +474,9 @@ class RouteConfig(TypedDict, total=False):
     ``max_retry_after_ms``: Longest `Retry-After` waited out when no other provider can serve.
     ``wait_retry_after_ms``: A 429 whose `Retry-After` is at most this long is waited out on the same provider (once, within the deadline) before failing over; 0: fail over at once.
     ``health_window_ms``: Health window: outcomes older than this count for (almost) nothing.
-    ``path``: The path a chat call posts to.
+    ``path``: The path a chat call posts to (providers whose adapter has its own path use that).
+    ``max_tokens``: `max_tokens` for providers whose format requires one (Anthropic's), when neither the request nor the provider gives one (default 4096).
+    ``structured_output``: What an answer that does not match the request's `response_format` comes to.
     ``on_error``: A non-retryable provider error code (e.g. `context_length_exceeded`) sent to another provider.
     ``rate_limit``: A limit on the route's requests, before any provider's own.
     ``hedge``: Hedged requests: a second attempt on another provider when the first is slow (not streams).
@@ -472,6 +494,8 @@ class RouteConfig(TypedDict, total=False):
     wait_retry_after_ms: int
     health_window_ms: int
     path: str
+    max_tokens: Optional[int]
+    structured_output: "StructuredOutput"
     stream: "StreamConfig"
     providers: List["ProviderConfig"]
     on_error: Dict[str, "OnError"]
@@ -887,17 +911,19 @@ class Usage(NamedTuple):
     """Token counts as the provider reported them.
 
     ``cached_tokens``: The part of `prompt_tokens` served from the provider's prompt cache (OpenAI's `prompt_tokens_details.cached_tokens`); 0 when not reported.
+    ``reasoning_tokens``: The part of `completion_tokens` spent on reasoning (OpenAI's `completion_tokens_details.reasoning_tokens`, Gemini's `thoughtsTokenCount`); 0 when not reported.
     """
 
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     cached_tokens: int
+    reasoning_tokens: int
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "Usage":
         """Builds one from the dict that crossed from the core."""
-        return cls(prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"], total_tokens=d["total_tokens"], cached_tokens=d["cached_tokens"])
+        return cls(prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"], total_tokens=d["total_tokens"], cached_tokens=d["cached_tokens"], reasoning_tokens=d["reasoning_tokens"])
 
 
 class ChatResponse(NamedTuple):
@@ -1219,6 +1245,8 @@ __all__ = [
     "Strategy",
     "Criticality",
     "AdapterKind",
+    "StructuredOutput",
+    "OnInvalid",
     "StreamConfig",
     "MidStream",
     "ProviderConfig",

@@ -10,9 +10,56 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::HarnessError;
 use super::usage::Usage;
+use super::{AnswerFault, ChatAdapter, EventFault, EventRead, EventReader, Parsed, RouteDefaults, Shaped};
+use crate::error::HarnessError;
 use crate::routing::config::{ProviderConfig, RangeMode};
+
+/// The `openai-compatible` format: the caller's body, normalised per provider.
+pub struct OpenAi;
+
+impl ChatAdapter for OpenAi {
+    fn name(&self) -> &str {
+        "openai-compatible"
+    }
+
+    fn shape(&self, body: &Value, p: &ProviderConfig, _route: &RouteDefaults, stream: bool) -> Result<Shaped, String> {
+        let mut body = prepare(body, p, stream);
+        if let Some(extra) = &p.extra_body {
+            super::extra(&mut body, extra);
+        }
+        Ok(Shaped { body, path: None, headers: Vec::new() })
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Parsed, AnswerFault> {
+        parse_completion(body).map_err(AnswerFault::Malformed)
+    }
+
+    fn stream(&self) -> Box<dyn EventReader> {
+        Box::new(Chunks)
+    }
+
+    fn error_code(&self, _status: u16, _body: &[u8]) -> Option<String> {
+        // OpenAI's own codes (`context_length_exceeded`, `content_filter`, ...) are the common ones.
+        None
+    }
+}
+
+/// OpenAI's chunks: `data: {...}` until `data: [DONE]`.
+pub(crate) struct Chunks;
+
+impl EventReader for Chunks {
+    fn read(&mut self, _event: &str, data: &str) -> Result<EventRead, EventFault> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(EventRead::Done(Parsed::default()));
+        }
+        if data.is_empty() {
+            return Ok(EventRead::Skip);
+        }
+        parse_chunk(data).map(EventRead::Piece)
+    }
+}
 
 /// A chat call: the messages and any other chat-completions parameters.
 ///
@@ -217,19 +264,6 @@ pub(crate) fn prepare(body: &Value, p: &ProviderConfig, stream: bool) -> Value {
     Value::Object(out)
 }
 
-/// What an answer (or one streamed chunk) says.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Parsed {
-    pub content: String,
-    /// A whole answer's tool calls.
-    pub tool_calls: Vec<ToolCall>,
-    /// A chunk's pieces of tool calls.
-    pub tool_deltas: Vec<ToolCallDelta>,
-    pub finish_reason: Option<String>,
-    pub usage: Option<Usage>,
-    pub model: Option<String>,
-}
-
 /// Reads a whole chat completion.
 pub(crate) fn parse_completion(body: &[u8]) -> Result<Parsed, String> {
     let v: Value = serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON: {e}"))?;
@@ -263,11 +297,15 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Parsed, String> {
     })
 }
 
-/// Reads one streamed chunk (`data:` of an SSE event); `Err` for a malformed one.
-pub(crate) fn parse_chunk(data: &str) -> Result<Parsed, String> {
-    let v: Value = serde_json::from_str(data).map_err(|e| format!("malformed chunk: {e}"))?;
+/// Reads one streamed chunk (`data:` of an SSE event): `Malformed` for one that does not
+/// parse, `Failed` for an `{"error": ...}` chunk (a provider failing mid-stream).
+pub(crate) fn parse_chunk(data: &str) -> Result<Parsed, EventFault> {
+    let v: Value = serde_json::from_str(data).map_err(|e| EventFault::Malformed(format!("malformed chunk: {e}")))?;
     if !v.is_object() {
-        return Err("malformed chunk: not a JSON object".into());
+        return Err(EventFault::Malformed("malformed chunk: not a JSON object".into()));
+    }
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(stream_error(err));
     }
     let choice = v.get("choices").and_then(Value::as_array).and_then(|c| c.first());
     let content = choice
@@ -292,9 +330,40 @@ pub(crate) fn parse_chunk(data: &str) -> Result<Parsed, String> {
         tool_calls: Vec::new(),
         tool_deltas,
         finish_reason: choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str).map(str::to_string),
-        usage: Usage::from_value(v.get("usage"))?,
+        usage: Usage::from_value(v.get("usage")).map_err(EventFault::Malformed)?,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+/// An `{"error": ...}` object sent mid-stream.
+pub(crate) fn stream_error(err: &Value) -> EventFault {
+    let text = |k: &str| err.get(k).and_then(Value::as_str).map(str::to_string);
+    let message = text("message").unwrap_or_else(|| crate::redact::truncate_chars(&err.to_string(), 300));
+    let code = text("code").or_else(|| text("type")).or_else(|| text("status"));
+    let code = super::common_code(0, code.as_deref(), &message).map(str::to_string).or(code);
+    EventFault::Failed { code, message }
+}
+
+/// A whole answer in OpenAI's chat-completion shape: how a native format's answer is handed on.
+pub(crate) fn completion_json(p: &Parsed) -> Value {
+    let mut message = serde_json::json!({"role": "assistant", "content": if p.content.is_empty() && !p.tool_calls.is_empty() { Value::Null } else { Value::String(p.content.clone()) }});
+    if !p.tool_calls.is_empty() {
+        let calls: Vec<Value> = p
+            .tool_calls
+            .iter()
+            .map(|t| serde_json::json!({"id": t.id, "type": "function", "function": {"name": t.name, "arguments": t.arguments}}))
+            .collect();
+        message["tool_calls"] = Value::Array(calls);
+    }
+    let mut out = serde_json::json!({
+        "object": "chat.completion",
+        "model": p.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": p.finish_reason}],
+    });
+    if let Some(u) = &p.usage {
+        out["usage"] = u.openai_json();
+    }
+    out
 }
 
 /// Tool-call arguments as the provider sent them: a string as is, anything else as its JSON.
@@ -374,7 +443,7 @@ mod tests {
     fn answers_and_chunks_are_read_the_same_from_any_provider() {
         let p = parse_completion(br#"{"model":"m","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}"#).unwrap();
         assert_eq!((p.content.as_str(), p.finish_reason.as_deref(), p.model.as_deref()), ("hi", Some("stop"), Some("m")));
-        assert_eq!(p.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, cached_tokens: 0 }));
+        assert_eq!(p.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, ..Default::default() }));
         assert!(parse_completion(b"{}").unwrap_err().contains("choices"));
         // Usage never wraps, and absurd counts are a malformed answer, not a bill.
         let max = u64::MAX;
@@ -388,6 +457,8 @@ mod tests {
         let c = parse_chunk(r#"{"choices":[{"delta":{"content":"Hel"},"finish_reason":null}]}"#).unwrap();
         assert_eq!(c.content, "Hel");
         assert!(parse_chunk("{\"choices\": [broken").is_err());
+        let failed = parse_chunk(r#"{"error":{"message":"Overloaded","type":"server_error","code":"overloaded"}}"#).unwrap_err();
+        assert_eq!(failed, EventFault::Failed { code: Some("overloaded".into()), message: "Overloaded".into() });
     }
 
     #[test]

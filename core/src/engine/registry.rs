@@ -135,6 +135,8 @@ pub(crate) struct Registry {
     shared_budgets: Mutex<HashMap<(String, String), Arc<dyn RetryBudgetStore>>>,
     /// The process-local retry budget (the default, and the fallback of a shared one).
     pub budgets: Arc<dyn RetryBudgetStore>,
+    /// Adapters the host registered by name (`register_adapter`), resolved at each snapshot.
+    pub host_adapters: crate::adapters::HostAdapters,
     endpoints: RwLock<Endpoints>,
     metrics: Arc<Metrics>,
     events: Arc<EventHub>,
@@ -149,6 +151,7 @@ impl Registry {
             limiters: Mutex::new(HashMap::new()),
             shared_budgets: Mutex::new(HashMap::new()),
             budgets,
+            host_adapters: Default::default(),
             services: Mutex::new(HashMap::new()),
             providers: Mutex::new(HashMap::new()),
             route_caches: Mutex::new(HashMap::new()),

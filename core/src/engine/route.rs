@@ -62,6 +62,8 @@ pub(crate) struct ProviderRuntime {
     pub price: Option<Price>,
     pub svc: Arc<ServiceRuntime>,
     pub health: Arc<ProviderHealth>,
+    /// Its wire format (`Pass` on a plain `http` route).
+    pub adapter: crate::adapters::Adapter,
 }
 
 impl RouteRuntime {
@@ -84,6 +86,7 @@ impl RouteRuntime {
                 price: price::resolve(p.price, p.model.as_deref(), prices),
                 svc: services[&p.service].clone(),
                 health: registry.provider_health(name, &p.id),
+                adapter: crate::adapters::Adapter::resolve(config.adapter, p, &registry.host_adapters),
             })
             .collect();
         let request_ms = config
@@ -119,6 +122,7 @@ impl RouteRuntime {
             price: None,
             svc: svc.clone(),
             health: Default::default(),
+            adapter: crate::adapters::Adapter::Pass,
         };
         RouteRuntime {
             name: svc.name.clone(),

@@ -52,8 +52,14 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, mode: Mode) -> Once {
         return Once::Refused(HarnessError::new(ErrorKind::BulkheadFull, format!("bulkhead full: {} requests already in flight", bulkhead.max())));
     };
     call.attempts += 1;
-    let mut request = match call.outgoing() {
+    let mut request = match call.outgoing().await {
         Ok(r) => r,
+        // An adapter that failed for this provider only (a host adapter that raised, or one
+        // not registered): not sent, so not an attempt; the route goes elsewhere.
+        Err(e) if e.provider.is_some() => {
+            call.attempts -= 1;
+            return Once::Refused(e);
+        }
         Err(e) => return Once::Fatal(e),
     };
     // Credentials per attempt: a refresh or a rotation between attempts is picked up.

@@ -14,8 +14,7 @@ use serde_json::Value;
 use smallvec::SmallVec;
 use tokio::time::Instant;
 
-use crate::adapters::openai::Parsed;
-use crate::adapters::{ChatRequest, Usage};
+use crate::adapters::{ChatRequest, Parsed, Shaped, Usage};
 use crate::deadline::Deadline;
 use crate::endpoint;
 use crate::engine::registry::EndpointState;
@@ -121,8 +120,10 @@ pub(crate) struct RouteCall {
     pub prefill: Option<String>,
     /// The last request sent carried the prefill.
     pub prefill_used: bool,
-    /// The answer, read once (an `openai-compatible` completion).
+    /// The answer, read once (in the answering provider's format).
     pub parsed: Option<Parsed>,
+    /// The request's `response_format`, which every answer must match.
+    pub structured: Option<crate::adapters::structured::Structured>,
     pub model: Option<String>,
     pub usage: Option<Usage>,
     pub cost: Option<f64>,
@@ -224,7 +225,11 @@ impl Call {
                 // Bad headers or a bad body fail now, before any provider is tried.
                 let check_body = if json.is_some() { Body::Empty } else { req.body.clone() };
                 build_request(&plan.providers[0].svc, &req, &check_body, &method, &wire)?;
-                (ep, Some(Box::new(RouteCall { json, stream: streaming, ..Default::default() })), None)
+                let structured = match &json {
+                    Some(j) => crate::adapters::structured::Structured::of(j)?,
+                    None => None,
+                };
+                (ep, Some(Box::new(RouteCall { json, stream: streaming, structured, ..Default::default() })), None)
             }
         };
         let deadline = Deadline::after(Duration::from_millis(req.timeout_ms.unwrap_or(plan.request_ms)));
@@ -257,19 +262,24 @@ impl Call {
     }
 
     /// The request for the next attempt: the prebuilt one first, rebuilt for a retry
-    /// (cheaper than cloning on every request for the rare retry).
-    pub fn outgoing(&mut self) -> Result<OutgoingRequest, HarnessError> {
+    /// (cheaper than cloning on every request for the rare retry), in the provider's wire
+    /// format on a route.
+    pub async fn outgoing(&mut self) -> Result<OutgoingRequest, HarnessError> {
         if let Some(r) = self.first.take() {
             return Ok(r);
         }
         self.wire = self.trace.next_span();
         let lane = self.lanes.current;
-        let svc = self.plan.providers[lane].svc.clone();
-        let body = match self.route.as_mut() {
-            Some(rc) => rc.body_for(&self.plan.providers[lane].config),
+        let plan = self.plan.clone();
+        let p = &plan.providers[lane];
+        let shaped = match self.route.as_mut() {
+            Some(rc) => rc.shaped_for(p, &plan.config, self.deadline.remaining()).await?,
             None => None,
         };
-        build_request(&svc, &self.req, body.as_ref().unwrap_or(&self.req.body), &self.method, &self.wire)
+        match shaped {
+            Some(s) => build_shaped(&p.svc, &self.req, s, &self.method, &self.wire),
+            None => build_request(&p.svc, &self.req, &self.req.body, &self.method, &self.wire),
+        }
     }
 
     /// The error with the request's context: service, endpoint, method, attempts, trace id
@@ -399,9 +409,28 @@ fn trace_for(engine: &Engine, snapshot: &Snapshot, req: &Request) -> (TraceConte
 /// Builds one attempt's request with `body` (the caller's, or a provider's form of it);
 /// the path was checked (`target::check_path`) first.
 pub(crate) fn build_request(svc: &ServiceRuntime, req: &Request, body: &Body, method: &Method, trace: &TraceContext) -> Result<OutgoingRequest, HarnessError> {
-    let (path, query) = match req.path.split_once('?') {
+    build_at(svc, req, &req.path, body, method, trace)
+}
+
+/// A provider's request in its wire format: its path (when its format has one) and the
+/// headers it needs unless the service already sets them.
+pub(crate) fn build_shaped(svc: &ServiceRuntime, req: &Request, shaped: Shaped, method: &Method, trace: &TraceContext) -> Result<OutgoingRequest, HarnessError> {
+    let path = shaped.path.as_deref().unwrap_or(&req.path);
+    let mut out = build_at(svc, req, path, &Body::Json(shaped.body), method, trace)?;
+    for (k, v) in shaped.headers {
+        let name = HeaderName::try_from(k.as_str()).map_err(|_| HarnessError::config(format!("adapter header: invalid name {:?}", escape_control(&k))))?;
+        if !out.headers.contains_key(&name) {
+            let v = HeaderValue::try_from(v.as_str()).map_err(|_| HarnessError::config(format!("adapter header {k}: invalid value")))?;
+            out.headers.insert(name, v);
+        }
+    }
+    Ok(out)
+}
+
+fn build_at(svc: &ServiceRuntime, req: &Request, path: &str, body: &Body, method: &Method, trace: &TraceContext) -> Result<OutgoingRequest, HarnessError> {
+    let (path, query) = match path.split_once('?') {
         Some((p, q)) => (p, Some(q)),
-        None => (req.path.as_str(), None),
+        None => (path, None),
     };
     let mut url = svc.base_url.clone();
     if svc.base_path.is_empty() {

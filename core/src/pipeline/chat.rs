@@ -30,7 +30,8 @@ use super::call::{Call, Failed, RouteCall};
 use super::classify;
 use super::outcome::{Mode, Reached};
 use super::route::{attempt_metric, bill_failed, settle};
-use crate::adapters::openai;
+use crate::adapters::host::HostChat;
+use crate::adapters::{openai, Adapter, EventFault, EventRead, EventReader, Parsed};
 use crate::adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, ToolCall, ToolCallDelta, Usage};
 use crate::breaker::{Outcome, Permit};
 use crate::bulkhead::BulkheadPermit;
@@ -38,7 +39,8 @@ use crate::engine::Engine;
 use crate::error::{ErrorKind, HarnessError, TimeoutPhase};
 use crate::host::Event;
 use crate::response::Response;
-use crate::routing::config::MidStream;
+use crate::redact::truncate_chars;
+use crate::routing::config::{MidStream, OnInvalid};
 use crate::transport::{BodySource, Failure, TransportFailure};
 
 /// Largest single SSE event (a line that never ends is not buffered forever).
@@ -99,6 +101,12 @@ pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatReq
     Ok(ChatStream { route: route.to_string(), trace_id, live: Some(Box::new(live)) })
 }
 
+/// A stream's event reader: a native format's, or a host adapter's (awaited).
+enum Reader {
+    Native(Box<dyn EventReader>),
+    Host(Arc<HostChat>),
+}
+
 type Events = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<TransportFailure>>> + Send>>;
 
 /// One provider's streamed answer in progress.
@@ -111,6 +119,8 @@ struct Attempt {
     /// Bytes since the last complete event, and in all.
     since_event: Arc<AtomicU64>,
     got_first: bool,
+    /// Reads the provider's events in its format.
+    reader: Reader,
     finish_reason: Option<String>,
     usage: Option<Usage>,
     model: Option<String>,
@@ -271,7 +281,13 @@ impl Live {
         let idle = Duration::from_millis(svc.config.timeouts.idle_ms);
         let since_event = Arc::new(AtomicU64::new(0));
         let events = sse(open.body, since_event.clone(), limit).eventsource();
+        let reader = match &self.call.plan.providers[idx].adapter {
+            Adapter::Native(a) => Reader::Native(a.stream()),
+            Adapter::Host(h) => Reader::Host(h.clone()),
+            Adapter::Pass | Adapter::Missing(_) => Reader::Native(Box::new(openai::Chunks)),
+        };
         self.attempt = Some(Attempt {
+            reader,
             idx,
             events: Box::pin(events),
             breaker: Some(open.breaker),
@@ -323,39 +339,30 @@ impl Live {
             };
             match ev {
                 None => {
-                    // A clean close, with or without `[DONE]`: the answer is complete.
-                    self.complete();
+                    // A clean close, with or without an end event: the answer is complete.
+                    self.complete().await?;
                 }
                 Some(Ok(event)) => {
                     a.since_event.store(0, Ordering::Relaxed);
-                    let data = event.data.trim();
-                    if data == "[DONE]" {
-                        self.complete();
-                        continue;
-                    }
-                    if data.is_empty() {
-                        continue;
-                    }
-                    match openai::parse_chunk(data) {
-                        Ok(parsed) => {
-                            a.got_first = true;
-                            if parsed.usage.is_some() {
-                                a.usage = parsed.usage;
-                            }
-                            if parsed.model.is_some() {
-                                a.model = parsed.model;
-                            }
-                            if parsed.finish_reason.is_some() {
-                                a.finish_reason = parsed.finish_reason;
-                            }
-                            if !parsed.content.is_empty() {
-                                self.push_delta(parsed.content);
-                            }
-                            for d in parsed.tool_deltas {
-                                self.push_tool_call(d);
-                            }
+                    let read = match &mut a.reader {
+                        Reader::Native(r) => r.read(&event.event, &event.data),
+                        Reader::Host(h) => h.read(&event.event, &event.data, self.call.deadline.remaining()).await,
+                    };
+                    match read {
+                        Ok(EventRead::Skip) => {}
+                        Ok(EventRead::Piece(parsed)) => self.take(parsed),
+                        Ok(EventRead::Done(parsed)) => {
+                            self.take(parsed);
+                            self.complete().await?;
                         }
-                        Err(why) => self.skipped(why),
+                        Err(EventFault::Malformed(why)) => self.skipped(why),
+                        Err(EventFault::Failed { code, message }) => {
+                            let idx = self.attempt.as_ref().expect("attempt").idx;
+                            let message = self.call.svc(idx).secrets_for(&self.call.req).downstream_message(&message);
+                            let mut e = HarnessError::new(ErrorKind::Protocol, format!("the provider failed mid-stream: {}", truncate_chars(&message, 300)));
+                            e.code = code;
+                            self.broken(e, Failure::Protocol).await?;
+                        }
                     }
                 }
                 Some(Err(EventStreamError::Transport(tf))) => {
@@ -372,6 +379,27 @@ impl Live {
                     self.broken(e, Failure::Protocol).await?;
                 }
             }
+        }
+    }
+
+    /// What one event said: its text and tool-call pieces to the caller, the rest kept for `done`.
+    fn take(&mut self, parsed: Parsed) {
+        let a = self.attempt.as_mut().expect("attempt");
+        a.got_first = true;
+        if parsed.usage.is_some() {
+            a.usage = parsed.usage;
+        }
+        if parsed.model.is_some() {
+            a.model = parsed.model;
+        }
+        if parsed.finish_reason.is_some() {
+            a.finish_reason = parsed.finish_reason;
+        }
+        if !parsed.content.is_empty() {
+            self.push_delta(parsed.content);
+        }
+        for d in parsed.tool_deltas {
+            self.push_tool_call(d);
         }
     }
 
@@ -438,8 +466,21 @@ impl Live {
         }
     }
 
-    /// The provider finished its answer: record it, release held chunks, then `done`.
-    fn complete(&mut self) {
+    /// The provider finished its answer: checked against the request's `response_format`
+    /// (an answer that does not match is broken, or the call's error), recorded, held
+    /// chunks released, then `done`.
+    async fn complete(&mut self) -> Result<(), HarnessError> {
+        // An answer that calls tools has no content to check: the format applies to the content.
+        if let Some(s) = self.call.route.as_ref().and_then(|rc| rc.structured.as_ref()).filter(|_| self.tools.is_empty()) {
+            if let Err(why) = s.check(&self.answer) {
+                let idx = self.attempt.as_ref().expect("attempt").idx;
+                let e = HarnessError::new(ErrorKind::Schema, format!("provider `{}` answered with content that does not match response_format: {why}", self.provider_id(idx)));
+                if self.call.plan.config.structured_output.on_invalid == OnInvalid::Error {
+                    return Err(e);
+                }
+                return self.broken(e, Failure::Protocol).await;
+            }
+        }
         let a = self.attempt.take().expect("attempt");
         let latency = a.sent.elapsed();
         if let Some(p) = a.breaker {
@@ -463,19 +504,25 @@ impl Live {
             cost: rc.cost,
             reason: None,
         });
+        Ok(())
     }
 
     /// The current provider's answer broke: record it, then take over elsewhere or fail.
     async fn broken(&mut self, e: HarnessError, failure: Failure) -> Result<(), HarnessError> {
         let a = self.attempt.take().expect("attempt");
-        let health = if failure == Failure::TooLarge { Outcome::Ignored } else { Outcome::Failure };
+        // An oversized stream, or a model's answer off the requested format, says nothing about health.
+        let health = if failure == Failure::TooLarge || e.kind == ErrorKind::Schema { Outcome::Ignored } else { Outcome::Failure };
         if let Some(p) = a.breaker {
             p.record(health);
         }
         let rt = self.call.plan.clone();
         let from = rt.providers[a.idx].id.to_string();
         let summary = format!("{} {}", e.name(), e.message);
-        rt.providers[a.idx].health.record_failure(summary.clone(), rt.window);
+        if health == Outcome::Failure {
+            rt.providers[a.idx].health.record_failure(summary.clone(), rt.window);
+        } else {
+            rt.providers[a.idx].health.note_error(summary.clone());
+        }
         attempt_metric(&self.engine, &rt, a.idx, e.name());
         let lanes = &mut self.call.lanes;
         lanes.tried[a.idx].excluded = true;

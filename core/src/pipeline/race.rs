@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::call::{build_request, Call};
+use super::call::{build_request, build_shaped, Call};
 use super::exchange::{exchange, HedgeSignal, Lane, Racer, Waits};
 use super::outcome::{Mode, Once, Side};
 use super::select::select_other;
@@ -20,7 +20,6 @@ use crate::engine::route::Rules;
 use crate::engine::Engine;
 use crate::hedge::HedgeConfig;
 use crate::observability::metrics::ServiceLabels;
-use crate::request::Body;
 use crate::routing::config::AdapterKind;
 
 type RaceFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Once, Side, bool)> + Send + 'a>>;
@@ -156,8 +155,11 @@ async fn race<'a>(engine: &'a Engine, call: &'a Call, lane: Lane<'a>, r: Racer, 
 /// the breaker and the bulkhead allow one.
 async fn start_hedge<'a>(engine: &Engine, call: &'a Call, first: usize) -> Option<(Racer, Lane<'a>)> {
     let lane = Lane::of(call, select_other(engine, call, first)?);
-    let prepared = call.route.as_ref().and_then(|rc| rc.json.as_ref()).map(|json| Body::Json(crate::adapters::openai::prepare(json, &call.plan.providers[lane.idx].config, false)));
-    let body = prepared.as_ref().unwrap_or(&call.req.body);
+    let p = &call.plan.providers[lane.idx];
+    let shaped = match call.route.as_ref().and_then(|rc| rc.json.as_ref()) {
+        Some(json) if !matches!(p.adapter, crate::adapters::Adapter::Pass) => Some(super::route::shape(p, json, &call.plan.config, false, call.deadline.remaining()).await.ok()?),
+        _ => None,
+    };
     let (_, endpoint, method) = &lane.ep.names;
     // Permits first (cheap, and a refusal costs no budget), then the budget.
     let breaker = lane.ep.breaker.acquire(lane.svc.breaker_for(method, endpoint)).ok()?;
@@ -166,7 +168,10 @@ async fn start_hedge<'a>(engine: &Engine, call: &'a Call, first: usize) -> Optio
         return None;
     }
     let wire = call.trace.next_span();
-    let mut request = build_request(lane.svc, &call.req, body, &call.method, &wire).ok()?;
+    let mut request = match shaped {
+        Some(s) => build_shaped(lane.svc, &call.req, s, &call.method, &wire).ok()?,
+        None => build_request(lane.svc, &call.req, &call.req.body, &call.method, &wire).ok()?,
+    };
     let applied = match &lane.svc.credential {
         Some(c) => Some(c.apply(&mut request, call.deadline.remaining()).await.ok()?),
         None => None,

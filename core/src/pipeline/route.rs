@@ -9,9 +9,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::call::{Call, Failed, RouteCall};
-use crate::adapters::{openai, Usage};
+use crate::adapters::{openai, Adapter, RouteDefaults, Shaped, Usage};
 use crate::breaker::BreakerState;
-use crate::engine::route::RouteRuntime;
+use crate::engine::route::{ProviderRuntime, RouteRuntime};
 use crate::engine::Engine;
 use crate::error::{ErrorKind, HarnessError};
 use crate::host::Event;
@@ -19,24 +19,49 @@ use crate::observability::metrics::{CostLabels, FailoverLabels, FallbackLabels, 
 use crate::redact::truncate_chars;
 use crate::request::Body;
 use crate::response::{Response, Routed};
-use crate::routing::config::{AdapterKind, Criticality, ProviderConfig};
+use crate::routing::config::{AdapterKind, Criticality, RouteConfig};
 
 impl RouteCall {
-    /// The body for `provider`: the chat body in its form (its model, parameter ranges,
-    /// token-limit field), with the partial answer when it may continue one. `None`: the
-    /// caller's body as it is.
-    pub fn body_for(&mut self, provider: &ProviderConfig) -> Option<Body> {
+    /// The request for provider `p` in its wire format (its model, parameter ranges,
+    /// token-limit field, path and headers), with the partial answer when it may continue
+    /// one. `None`: an `http` route, the caller's body as it is.
+    pub async fn shaped_for(&mut self, p: &ProviderRuntime, route: &RouteConfig, budget: Duration) -> Result<Option<Shaped>, HarnessError> {
         self.prefill_used = false;
-        let json = self.json.as_ref()?;
-        let mut v = openai::prepare(json, provider, self.stream);
-        // Only a provider configured to accept it is asked to continue a partial answer.
-        if let (Some(partial), true) = (&self.prefill, provider.accepts_prefill) {
-            if let Some(list) = v.get_mut("messages").and_then(Value::as_array_mut) {
-                list.push(serde_json::json!({"role": "assistant", "content": partial}));
-                self.prefill_used = true;
-            }
+        let Some(json) = self.json.as_ref() else { return Ok(None) };
+        if matches!(p.adapter, Adapter::Pass) {
+            return Ok(None);
         }
-        Some(Body::Json(v))
+        // Only a provider configured to accept it is asked to continue a partial answer.
+        let with_prefill = match (&self.prefill, p.config.accepts_prefill) {
+            (Some(partial), true) => {
+                let mut v = json.clone();
+                if let Some(list) = v.get_mut("messages").and_then(Value::as_array_mut) {
+                    list.push(serde_json::json!({"role": "assistant", "content": partial}));
+                }
+                Some(v)
+            }
+            _ => None,
+        };
+        let shaped = shape(p, with_prefill.as_ref().unwrap_or(json), route, self.stream, budget).await?;
+        self.prefill_used = with_prefill.is_some();
+        Ok(Some(shaped))
+    }
+}
+
+/// A chat body in provider `p`'s wire format. A request the format cannot carry is a
+/// `ConfigError` naming the field; an adapter that fails (a host adapter that raises, or
+/// one not registered) is an error carrying the provider, which refuses that provider only.
+pub(crate) async fn shape(p: &ProviderRuntime, body: &Value, route: &RouteConfig, stream: bool, budget: Duration) -> Result<Shaped, HarnessError> {
+    let defaults = RouteDefaults { path: &route.path, max_tokens: route.max_tokens };
+    let on_provider = |mut e: HarnessError| {
+        e.provider = Some(p.id.to_string());
+        e
+    };
+    match &p.adapter {
+        Adapter::Pass => Ok(Shaped { body: body.clone(), path: None, headers: Vec::new() }),
+        Adapter::Native(a) => a.shape(body, &p.config, &defaults, stream).map_err(|why| HarnessError::config(format!("request.{why} (provider `{}`, adapter {})", p.id, a.name()))),
+        Adapter::Host(h) => h.shape(body, &p.config, stream, budget).await.map_err(|why| on_provider(HarnessError::new(ErrorKind::Protocol, why))),
+        Adapter::Missing(name) => Err(on_provider(HarnessError::config(format!("adapter `{name}` of provider `{}` is not registered (client.register_adapter)", p.id)))),
     }
 }
 

@@ -25,7 +25,7 @@ use super::call::{Call, Failed};
 use super::classify::Classified;
 use super::outcome::{Once, Reached};
 use super::route::{attempt_metric, summary};
-use crate::adapters::openai;
+use crate::adapters::{openai, Adapter, AnswerFault};
 use crate::breaker::Outcome;
 use crate::engine::route::Rules;
 use crate::engine::Engine;
@@ -33,7 +33,7 @@ use crate::error::{ErrorKind, HarnessError, TimeoutPhase};
 use crate::host::Event;
 use crate::observability::metrics::ServiceLabels;
 use crate::retry::{self, Failure};
-use crate::routing::config::AdapterKind;
+use crate::routing::config::{AdapterKind, OnInvalid};
 
 /// How long a provider cools after a 429 without `Retry-After`.
 const DEFAULT_COOLING: Duration = Duration::from_secs(1);
@@ -66,7 +66,7 @@ pub(crate) fn may_attempt(call: &Call) -> bool {
 
 /// What follows the attempt on provider `idx` that started at `t0`.
 pub(crate) async fn after(engine: &Engine, call: &mut Call, idx: usize, t0: Instant, outcome: Once) -> Step {
-    let outcome = checked_answer(call, idx, outcome);
+    let outcome = checked_answer(call, idx, outcome).await;
     let failover = call.plan.rules == Rules::Failover;
     match outcome {
         Once::Reached(reached) => {
@@ -82,31 +82,77 @@ pub(crate) async fn after(engine: &Engine, call: &mut Call, idx: usize, t0: Inst
         Once::Replay => Step::Again { to: Some(idx), error: None },
         Once::Refused(e) if failover => refused(call, idx, e),
         Once::Refused(e) => Step::Fail(e),
-        Once::Failed(c) if failover => failover_after(engine, call, idx, c).await,
+        Once::Failed(mut c) if failover => {
+            recode(call, idx, &mut c).await;
+            failover_after(engine, call, idx, c).await
+        }
         Once::Failed(c) => retry_after(engine, call, c).await,
     }
 }
 
-/// An `openai-compatible` 2xx that is not a chat completion is a broken answer; a good one
-/// is read here, once, for whoever needs it next.
-fn checked_answer(call: &mut Call, idx: usize, outcome: Once) -> Once {
-    let Once::Reached(Reached::Buffered(resp)) = &outcome else { return outcome };
-    if call.plan.config.adapter != AdapterKind::OpenaiCompatible {
-        return outcome;
-    }
-    match openai::parse_completion(&resp.body) {
-        Ok(parsed) => {
-            if let Some(rc) = call.route.as_mut() {
-                rc.parsed = Some(parsed);
-            }
-            outcome
+/// A route's 2xx read in the provider's format: one that is not a chat answer is a broken
+/// answer; a refusal stated in the body (a safety block) a provider error with its common
+/// code; one that does not match the request's `response_format` a failed attempt (or,
+/// with `structured_output.on_invalid: error`, the call's error). A good one is read here,
+/// once, for whoever needs it next, and a native format's is handed on in OpenAI's shape.
+async fn checked_answer(call: &mut Call, idx: usize, outcome: Once) -> Once {
+    let Once::Reached(Reached::Buffered(mut resp)) = outcome else { return outcome };
+    let plan = call.plan.clone();
+    let p = &plan.providers[idx];
+    let parsed = match &p.adapter {
+        Adapter::Pass | Adapter::Missing(_) => return Once::Reached(Reached::Buffered(resp)),
+        Adapter::Native(a) => a.parse(&resp.body),
+        Adapter::Host(h) => h.parse(resp.status, &resp.headers, &resp.body, call.deadline.remaining()).await,
+    };
+    let parsed = match parsed {
+        Ok(parsed) => parsed,
+        Err(AnswerFault::Malformed(why)) => {
+            return Once::Failed(Classified {
+                failure: Failure::Protocol,
+                health: Outcome::Failure,
+                error: HarnessError::new(ErrorKind::Protocol, format!("provider `{}` answered {} with no chat answer: {why}", p.id, resp.status)),
+                retry_after: None,
+            })
         }
-        Err(why) => Once::Failed(Classified {
-            failure: Failure::Protocol,
-            health: Outcome::Failure,
-            error: HarnessError::new(ErrorKind::Protocol, format!("provider `{}` answered 200 with no chat completion: {why}", call.plan.providers[idx].id)),
-            retry_after: None,
-        }),
+        Err(AnswerFault::Refused { code, message }) => {
+            let mut error = HarnessError::new(ErrorKind::HttpStatus, format!("provider `{}` answered {} with a refusal: {message}", p.id, resp.status));
+            error.status = Some(resp.status);
+            error.code = Some(code);
+            // Not a fault of the provider's health; the route's `on_error` decides where it goes.
+            return Once::Failed(Classified { failure: Failure::Status(resp.status), health: Outcome::Success, error, retry_after: None });
+        }
+    };
+    // An answer that calls tools has no content to check: the format applies to the content.
+    let checked = call.route.as_ref().and_then(|rc| rc.structured.as_ref()).filter(|_| parsed.tool_calls.is_empty());
+    if let Some(s) = checked {
+        if let Err(why) = s.check(&parsed.content) {
+            let error = HarnessError::new(ErrorKind::Schema, format!("provider `{}` answered with content that does not match response_format: {why}", p.id));
+            if plan.config.structured_output.on_invalid == OnInvalid::Error {
+                return Once::Fatal(error);
+            }
+            // A model's bad answer says nothing about the provider's availability.
+            return Once::Failed(Classified { failure: Failure::Protocol, health: Outcome::Ignored, error, retry_after: None });
+        }
+    }
+    if !p.adapter.speaks_openai() {
+        resp.body = serde_json::to_vec(&openai::completion_json(&parsed)).unwrap_or_default().into();
+    }
+    if let Some(rc) = call.route.as_mut() {
+        rc.parsed = Some(parsed);
+    }
+    Once::Reached(Reached::Buffered(resp))
+}
+
+/// An error answer's common code, in the provider's format (`on_error` keys on it).
+async fn recode(call: &Call, idx: usize, c: &mut Classified) {
+    let (Some(status), Some(body)) = (c.error.status, c.error.body.as_ref()) else { return };
+    let code = match &call.plan.providers[idx].adapter {
+        Adapter::Native(a) => a.error_code(status, body),
+        Adapter::Host(h) => h.error_code(status, &[], body, call.deadline.remaining()).await,
+        Adapter::Pass | Adapter::Missing(_) => None,
+    };
+    if code.is_some() {
+        c.error.code = code;
     }
 }
 

@@ -103,8 +103,13 @@ pub struct RouteConfig {
     pub wait_retry_after_ms: u64,
     /// Health window: outcomes older than this count for (almost) nothing.
     pub health_window_ms: u64,
-    /// The path a chat call posts to.
+    /// The path a chat call posts to (providers whose adapter has its own path use that).
     pub path: String,
+    /// `max_tokens` for providers whose format requires one (Anthropic's), when neither the
+    /// request nor the provider gives one (default 4096).
+    pub max_tokens: Option<u32>,
+    /// What an answer that does not match the request's `response_format` comes to.
+    pub structured_output: StructuredOutput,
     pub stream: StreamConfig,
     pub providers: Vec<ProviderConfig>,
     /// A non-retryable provider error code (e.g. `context_length_exceeded`) sent to another provider.
@@ -132,6 +137,8 @@ impl Default for RouteConfig {
             wait_retry_after_ms: 0,
             health_window_ms: 60000,
             path: "/v1/chat/completions".into(),
+            max_tokens: None,
+            structured_output: StructuredOutput::default(),
             stream: StreamConfig::default(),
             providers: Vec::new(),
             on_error: BTreeMap::new(),
@@ -140,6 +147,24 @@ impl Default for RouteConfig {
             hedge: None,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInvalid {
+    /// A failed attempt: the next provider is tried (within `max_attempts` and the budget).
+    #[default]
+    Failover,
+    /// A `SchemaError` to the caller at once.
+    Error,
+}
+
+/// `response_format: json_object | json_schema` answers are checked (JSON Schema, by the
+/// core's validator): the caller never gets invalid JSON labelled as structured.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct StructuredOutput {
+    pub on_invalid: OnInvalid,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
@@ -188,6 +213,19 @@ pub struct ProviderConfig {
     pub params: Params,
     /// Takes the partial answer as an assistant prefill and continues it.
     pub accepts_prefill: bool,
+    /// The provider's wire format: `openai-compatible` (default on an `openai-compatible`
+    /// route), `anthropic`, `gemini`, `azure-openai`, or the name of a host adapter
+    /// (`register_adapter`).
+    pub adapter: Option<String>,
+    /// `max_tokens` for this provider when the request gives none (formats that require one).
+    pub max_tokens: Option<u32>,
+    /// `anthropic`: the `anthropic-version` header (default 2023-06-01); `azure-openai`: the
+    /// `api-version` parameter (default 2024-10-21); `gemini`: the path's version (default v1beta).
+    pub api_version: Option<String>,
+    /// `azure-openai`: the deployment (default: `model`).
+    pub deployment: Option<String>,
+    /// Merged into this provider's request body last (its own parameters).
+    pub extra_body: Option<serde_json::Map<String, Value>>,
 }
 
 /// Per-provider parameter normalisation for `openai-compatible`.
@@ -294,6 +332,38 @@ pub(crate) fn validate<S>(name: &str, r: &RouteConfig, services: &BTreeMap<Strin
         if r.adapter == AdapterKind::OpenaiCompatible && p.model.as_deref().unwrap_or("").is_empty() {
             return Err(bad(&f("model"), "required with adapter openai-compatible".into()));
         }
+        if let Some(a) = &p.adapter {
+            if r.adapter != AdapterKind::OpenaiCompatible {
+                return Err(bad(&f("adapter"), "needs the route's `adapter: openai-compatible` (the shape the route's callers speak)".into()));
+            }
+            if crate::adapters::built_in(a).is_none() && !crate::adapters::host::valid_name(a) {
+                return Err(bad(
+                    &f("adapter"),
+                    format!("unknown adapter {:?}: one of {} or a host adapter's name (letters, digits, `-`, `_`, at most 64)", escape_control(a), crate::adapters::BUILT_IN.join(", ")),
+                ));
+            }
+        }
+        for (field, v) in [("api_version", &p.api_version), ("deployment", &p.deployment)] {
+            if let Some(v) = v {
+                if v.is_empty() || v.len() > 128 || !v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                    return Err(bad(&f(field), format!("expected letters, digits, `-`, `_` or `.` (at most 128), got {:?}", escape_control(v))));
+                }
+            }
+        }
+        // The model goes into Gemini's path: it must not change it.
+        if p.adapter.as_deref() == Some("gemini") {
+            if let Some(m) = p.model.as_deref().filter(|m| !m.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))) {
+                return Err(bad(&f("model"), format!("a gemini model name is letters, digits, `-`, `_` and `.`, got {:?}", escape_control(m))));
+            }
+        }
+        if p.adapter.as_deref() == Some("azure-openai") && p.deployment.is_none() {
+            if let Some(m) = p.model.as_deref().filter(|m| !m.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))) {
+                return Err(bad(&f("deployment"), format!("required: the model {:?} cannot name a deployment", escape_control(m))));
+            }
+        }
+        if p.max_tokens == Some(0) {
+            return Err(bad(&f("max_tokens"), "expected an integer >= 1, got 0".into()));
+        }
     }
     if r.providers.iter().all(|p| p.weight == 0) {
         return Err(bad("providers", "at least one provider needs a weight above 0".into()));
@@ -308,6 +378,9 @@ pub(crate) fn validate<S>(name: &str, r: &RouteConfig, services: &BTreeMap<Strin
     }
     if let Some(rl) = &r.rate_limit {
         rl.validate(&format!("routes.{name}.rate_limit"))?;
+    }
+    if r.max_tokens == Some(0) {
+        return Err(bad("max_tokens", "expected an integer >= 1, got 0".into()));
     }
     if r.fallback.cache_entries == 0 {
         return Err(bad("fallback.cache_entries", "expected an integer >= 1, got 0".into()));

@@ -86,7 +86,7 @@ mod tests {
     use super::*;
 
     fn usage(prompt: u64, completion: u64, cached: u64) -> Usage {
-        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, cached_tokens: cached }
+        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, cached_tokens: cached, reasoning_tokens: 0 }
     }
 
     #[test]

@@ -87,35 +87,41 @@ impl Schema {
     /// match. An answer with no schema for its status passes.
     pub fn check(&self, status: u16, body: &[u8]) -> Result<(), String> {
         let Some(validator) = self.validator_for(status) else { return Ok(()) };
-        // serde_json's own nesting limit (128) keeps a hostile body off the stack, in one pass.
-        let value: Value = match serde_json::from_slice(body) {
-            Ok(v) => v,
-            Err(_) => return Err("the body is not JSON (or nested too deep)".into()),
-        };
-        // Most bodies match: the fast check first, the error walk only when one does not.
-        if validator.is_valid(&value) {
-            return Ok(());
-        }
-        let mut named = Vec::new();
-        let mut more = 0;
-        for e in validator.iter_errors(&value) {
-            if named.len() < MAX_NAMED {
-                let pointer = e.instance_path().to_string();
-                let at = if pointer.is_empty() { "/".to_string() } else { pointer };
-                named.push(format!("at {at}: {}", e.masked()));
-            } else {
-                more += 1;
-            }
-        }
-        if named.is_empty() {
-            return Ok(());
-        }
-        let mut text = named.join("; ");
-        if more > 0 {
-            text.push_str(&format!(" (and {more} more)"));
-        }
-        Err(truncate_chars(&escape_control(&text), 600))
+        check_with(validator, body)
     }
+}
+
+/// Checks `body` against `validator`; `Err(what)` names where and what did not match
+/// (masked: never the body's values).
+pub(crate) fn check_with(validator: &jsonschema::Validator, body: &[u8]) -> Result<(), String> {
+    // serde_json's own nesting limit (128) keeps a hostile body off the stack, in one pass.
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(_) => return Err("the body is not JSON (or nested too deep)".into()),
+    };
+    // Most bodies match: the fast check first, the error walk only when one does not.
+    if validator.is_valid(&value) {
+        return Ok(());
+    }
+    let mut named = Vec::new();
+    let mut more = 0;
+    for e in validator.iter_errors(&value) {
+        if named.len() < MAX_NAMED {
+            let pointer = e.instance_path().to_string();
+            let at = if pointer.is_empty() { "/".to_string() } else { pointer };
+            named.push(format!("at {at}: {}", e.masked()));
+        } else {
+            more += 1;
+        }
+    }
+    if named.is_empty() {
+        return Ok(());
+    }
+    let mut text = named.join("; ");
+    if more > 0 {
+        text.push_str(&format!(" (and {more} more)"));
+    }
+    Err(truncate_chars(&escape_control(&text), 600))
 }
 
 /// Compiles every endpoint schema of a service.

@@ -447,8 +447,15 @@ data class RouteConfig(
     @SerialName("wait_retry_after_ms") val waitRetryAfterMs: Long? = null,
     /** Health window: outcomes older than this count for (almost) nothing. */
     @SerialName("health_window_ms") val healthWindowMs: Long? = null,
-    /** The path a chat call posts to. */
+    /** The path a chat call posts to (providers whose adapter has its own path use that). */
     @SerialName("path") val path: String? = null,
+    /**
+     * `max_tokens` for providers whose format requires one (Anthropic's), when neither the
+     * request nor the provider gives one (default 4096).
+     */
+    @SerialName("max_tokens") val maxTokens: Int? = null,
+    /** What an answer that does not match the request's `response_format` comes to. */
+    @SerialName("structured_output") val structuredOutput: StructuredOutput? = null,
     @SerialName("stream") val stream: StreamConfig? = null,
     @SerialName("providers") val providers: List<ProviderConfig>? = null,
     /** A non-retryable provider error code (e.g. `context_length_exceeded`) sent to another provider. */
@@ -487,6 +494,26 @@ enum class AdapterKind(val value: String) {
     @SerialName("http") HTTP("http"),
     /** The OpenAI chat-completions shape, normalised per provider. */
     @SerialName("openai-compatible") OPENAI_COMPATIBLE("openai-compatible"),
+    ;
+
+    override fun toString(): String = value
+}
+
+/**
+ * `response_format: json_object | json_schema` answers are checked (JSON Schema, by the
+ * core's validator): the caller never gets invalid JSON labelled as structured.
+ */
+@Serializable
+data class StructuredOutput(
+    @SerialName("on_invalid") val onInvalid: OnInvalid? = null,
+)
+
+@Serializable
+enum class OnInvalid(val value: String) {
+    /** A failed attempt: the next provider is tried (within `max_attempts` and the budget). */
+    @SerialName("failover") FAILOVER("failover"),
+    /** A `SchemaError` to the caller at once. */
+    @SerialName("error") ERROR("error"),
     ;
 
     override fun toString(): String = value
@@ -534,6 +561,23 @@ data class ProviderConfig(
     @SerialName("params") val params: Params? = null,
     /** Takes the partial answer as an assistant prefill and continues it. */
     @SerialName("accepts_prefill") val acceptsPrefill: Boolean? = null,
+    /**
+     * The provider's wire format: `openai-compatible` (default on an `openai-compatible`
+     * route), `anthropic`, `gemini`, `azure-openai`, or the name of a host adapter
+     * (`register_adapter`).
+     */
+    @SerialName("adapter") val adapter: String? = null,
+    /** `max_tokens` for this provider when the request gives none (formats that require one). */
+    @SerialName("max_tokens") val maxTokens: Int? = null,
+    /**
+     * `anthropic`: the `anthropic-version` header (default 2023-06-01); `azure-openai`: the
+     * `api-version` parameter (default 2024-10-21); `gemini`: the path's version (default v1beta).
+     */
+    @SerialName("api_version") val apiVersion: String? = null,
+    /** `azure-openai`: the deployment (default: `model`). */
+    @SerialName("deployment") val deployment: String? = null,
+    /** Merged into this provider's request body last (its own parameters). */
+    @SerialName("extra_body") val extraBody: Map<String, JsonElement>? = null,
 )
 
 /** Prices in one currency: per 1,000 tokens, and per answered request. */
@@ -1099,6 +1143,11 @@ data class Usage(
      * `prompt_tokens_details.cached_tokens`); 0 when not reported.
      */
     @SerialName("cached_tokens") val cachedTokens: Long,
+    /**
+     * The part of `completion_tokens` spent on reasoning (OpenAI's
+     * `completion_tokens_details.reasoning_tokens`, Gemini's `thoughtsTokenCount`); 0 when not reported.
+     */
+    @SerialName("reasoning_tokens") val reasoningTokens: Long,
 )
 
 /** One piece of a streamed chat answer. */
