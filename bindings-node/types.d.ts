@@ -485,6 +485,8 @@ export interface OpenApiConfig {
 }
 
 export interface RouteConfig {
+  /** Default: `"chat"`. */
+  kind?: RouteKind
   /** Default: `"weighted-health"`. */
   strategy?: Strategy
   /** Default: `"core"`. */
@@ -560,6 +562,13 @@ export interface RouteConfig {
   /** Hedged requests: a second attempt on another provider when the first is slow (not streams). */
   hedge?: HedgeConfig | null
 }
+
+/**
+ * What a route's providers are called for.
+ * - `chat`: `chat` and `chat_stream` (and plain requests).
+ * - `embeddings`: `embed`: texts in, vectors out.
+ */
+export type RouteKind = 'chat' | 'embeddings'
 
 export type Strategy = 'weighted-health' | 'priority' | 'least-latency'
 
@@ -651,6 +660,11 @@ export interface ProviderConfig {
   api_version?: string | null
   /** `azure-openai`: the deployment (default: `model`). */
   deployment?: string | null
+  /**
+   * Embeddings: most inputs per request to this provider (default: its format's limit,
+   * 2048 for OpenAI and Azure, 100 for Gemini).
+   */
+  max_batch?: number | null
   /** Merged into this provider's request body last (its own parameters). */
   extra_body?: Record<string, unknown> | null
 }
@@ -1191,6 +1205,27 @@ export interface ToolCallDelta {
   name: string | null
   /** More of the arguments' JSON text. */
   arguments: string
+}
+
+/** The vectors of an embeddings call, in input order, with what they cost. */
+export interface EmbedResponse {
+  /** How many vectors (one per input). */
+  count: number
+  /** The length of every vector. */
+  dimensions: number
+  usage?: Usage | null
+  cost?: number | null
+  route: string
+  /** The provider that answered the first batch. */
+  provider?: string | null
+  model?: string | null
+  /** How many calls the inputs were split into. */
+  batches: number
+  /** Attempts across every batch. */
+  attempts: number
+  /** The first batch's trace id. */
+  trace_id: string
+  elapsed_ms: number
 }
 
 /** A route as `routing_state` shows it. */

@@ -12,7 +12,7 @@ use crate::host::EventSink;
 use crate::pipeline;
 use crate::request::Request;
 use crate::target;
-use crate::adapters::{ChatRequest, ChatResponse};
+use crate::adapters::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse};
 use crate::pipeline::chat::ChatStream;
 use crate::pipeline::stream::StreamResponse;
 use crate::response::Response;
@@ -103,6 +103,13 @@ impl Client {
 
 
 
+    /// Embeds `req.inputs` on a route of `kind: embeddings`: one vector per input, in order,
+    /// batched per the providers' limits, each batch routed (failover, breakers, cost).
+    pub async fn embed(&self, route: &str, req: EmbedRequest) -> Result<EmbedResponse, HarnessError> {
+        self.engine.check_usable()?;
+        pipeline::embed(&self.engine, route, req).await
+    }
+
     /// A streamed chat answer: returns once a provider answers; pull normalised chunks.
     pub async fn chat_stream(&self, route: &str, chat: ChatRequest) -> Result<ChatStream, HarnessError> {
         self.engine.check_usable()?;
@@ -162,6 +169,22 @@ impl Client {
             p.degraded_weight = Some(weight);
         }
         self.engine.reload(config.check(), "set_weight")
+    }
+
+    /// Registers a host adapter under `name` (a provider's `adapter: <name>` reaches it);
+    /// a second registration of the name replaces the first. The active config picks it
+    /// up at once (providers naming it stop being refused).
+    pub fn register_adapter(&self, name: &str, adapter: Arc<dyn crate::adapters::HostAdapter>) -> Result<(), HarnessError> {
+        self.engine.check_usable()?;
+        if !crate::adapters::host::valid_name(name) {
+            return Err(HarnessError::config(format!(
+                "name: a host adapter's name is letters, digits, `-` and `_` (at most 64) and not a built-in's ({}), got {:?}",
+                crate::adapters::BUILT_IN.join(", "),
+                crate::redact::escape_control(name)
+            )));
+        }
+        self.engine.registry.host_adapters.insert(name, adapter);
+        self.engine.rebuild()
     }
 
     /// Replaces the config if it is valid; returns the new `config_version`. On error

@@ -52,7 +52,7 @@ pub use observability::log::RequestRecord;
 pub use request::{Body, Request};
 pub use pipeline::stream::{StreamHandle, StreamResponse};
 pub use response::{Response, Routed};
-pub use adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, ToolCall, ToolCallDelta, Usage};
+pub use adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, ToolCall, ToolCallDelta, Usage};
 pub use routing::{ProviderState, RouteState};
 pub use op::{Operation, Outcome, Started};
 pub use runtime::{BlockingCall, Task};

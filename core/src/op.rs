@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use crate::adapters::{ChatChunk, ChatRequest, ChatResponse};
+use crate::adapters::{ChatChunk, ChatRequest, ChatResponse, EmbedRequest, EmbedResponse};
 use crate::client::Client;
 use crate::error::HarnessError;
 use crate::idempotency::{Claim, Idempotency, Lease};
@@ -33,6 +33,8 @@ pub enum Operation {
     Chat(Client, String, ChatRequest),
     /// A chat stream, up to its first provider's answer; chunks are pulled with `ChatRead`.
     ChatStream(Client, String, ChatRequest),
+    /// An embeddings call on a route.
+    Embed(Client, String, EmbedRequest),
     /// The next chunk of an open stream.
     Read(StreamHandle),
     /// The next chunk of a chat stream.
@@ -55,6 +57,7 @@ pub enum Outcome {
     ChatStream(ChatStreamHandle),
     /// A chat chunk; `None` after `done`.
     ChatChunk(Option<ChatChunk>),
+    Embed(EmbedResponse),
     Claimed(Claim),
     /// A receiver's `complete` or `fail` was recorded.
     Settled,
@@ -78,6 +81,7 @@ impl Operation {
                 Operation::Stream(client, req) => client.stream(req).await.map(|s| Outcome::Stream(StreamHandle::new(s))),
                 Operation::Chat(client, route, chat) => client.chat(&route, chat).await.map(Outcome::Chat),
                 Operation::ChatStream(client, route, chat) => client.chat_stream(&route, chat).await.map(|s| Outcome::ChatStream(ChatStreamHandle::new(s))),
+                Operation::Embed(client, route, req) => client.embed(&route, req).await.map(Outcome::Embed),
                 Operation::Read(stream) => stream.next().await.map(Outcome::Chunk),
                 Operation::ChatRead(stream) => stream.next().await.map(Outcome::ChatChunk),
                 Operation::Claim(receiver, key) => receiver.claim(&key).await.map(Outcome::Claimed),

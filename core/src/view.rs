@@ -234,6 +234,7 @@ pub fn host_schema() -> Value {
         "RequestRecord" => crate::observability::log::RequestRecord,
         "ChatResponse" => crate::adapters::ChatResponse,
         "ChatChunk" => crate::adapters::ChatChunk,
+        "EmbedResponse" => crate::adapters::EmbedResponse,
         "RouteState" => crate::routing::RouteState,
         "CredentialState" => crate::credentials::CredentialState,
         "BreakerInfo" => crate::breaker::BreakerInfo,

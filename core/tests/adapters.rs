@@ -362,3 +362,167 @@ async fn what_a_format_cannot_carry_is_a_config_error_naming_the_field_and_bad_c
     let http_route = json!({"services": {"s": {"base_url": "http://127.0.0.1:9"}}, "routes": {"r": {"providers": [{"id": "a", "service": "s", "weight": 1, "adapter": "anthropic"}]}}});
     assert!(Config::from_value(http_route).and_then(|c| Client::new(c).map(|_| ())).unwrap_err().message.contains("needs the route's `adapter: openai-compatible`"));
 }
+
+// ---- embeddings ----
+
+/// The upstream's deterministic vector for `text` (see `tests/upstream/src/formats/embeddings.rs`).
+fn expected(text: &str, dims: usize) -> Vec<f32> {
+    (0..dims).map(|k| (text.chars().count() as f32 + k as f32 * 0.25) / 8.0).collect()
+}
+
+fn embed_client(sim: &Sim, providers: &[(&str, &str)], provider_extra: Value) -> Client {
+    let mut services = serde_json::Map::new();
+    let mut list = Vec::new();
+    for (id, adapter) in providers {
+        services.insert(
+            id.to_string(),
+            json!({"base_url": format!("{}/llm/{id}", sim.up.url()), "retry": {"jitter": false, "base_delay_ms": 5}, "auth": {"type": "header", "header": auth_header(adapter), "keys": [{"value": "k"}]}}),
+        );
+        let mut p = json!({"id": id, "service": id, "model": format!("{id}-embed"), "adapter": adapter, "weight": 1, "price": {"input_per_1k": 0.1, "output_per_1k": 0.0}});
+        merge(&mut p, &provider_extra);
+        list.push(p);
+    }
+    let route = json!({"kind": "embeddings", "adapter": "openai-compatible", "strategy": "priority", "providers": list});
+    Client::new(Config::from_value(json!({"log": {"enabled": false}, "services": services, "routes": {"embed": route}})).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_come_back_in_order_from_every_format_split_into_batches_and_joined() {
+    let sim = Sim::start().await;
+    let texts: Vec<String> = ["a", "bb", "ccc", "dddd", "eeeee"].iter().map(|s| s.to_string()).collect();
+    for (id, adapter, path) in [
+        ("oa", "openai-compatible", "/llm/oa/v1/embeddings"),
+        ("az", "azure-openai", "/llm/az/openai/deployments/az-embed/embeddings?api-version=2024-10-21"),
+        ("gem", "gemini", "/llm/gem/v1beta/models/gem-embed:batchEmbedContents"),
+    ] {
+        // The provider refuses more than 2 inputs; the config says so and the call is split.
+        sim.provider(id, json!({"reset": true, "max_batch": 2, "dimensions": 6})).await;
+        let client = embed_client(&sim, &[(id, adapter)], json!({"max_batch": 2}));
+        let mut req = harness_core::EmbedRequest::new(texts.clone());
+        req.dimensions = Some(3);
+        let r = client.embed("embed", req).await.unwrap_or_else(|e| panic!("{adapter}: {e}"));
+        assert_eq!((r.count, r.dimensions, r.batches), (5, 3, 3), "{adapter}");
+        for (i, t) in texts.iter().enumerate() {
+            assert_eq!(r.vector(i), expected(t, 3).as_slice(), "{adapter} input {i}");
+        }
+        assert_eq!(r.provider.as_deref(), Some(id));
+        let log = sim.log(id).await;
+        assert_eq!(log["count"], 3, "{adapter}");
+        assert_eq!(log["requests"][0]["path"], path, "{adapter}");
+        if adapter == "gemini" {
+            assert_eq!(log["requests"][0]["body"]["requests"][0]["outputDimensionality"], 3);
+            assert!(r.usage.is_none(), "Gemini reports no usage");
+        } else {
+            assert_eq!(log["requests"][0]["body"]["dimensions"], 3);
+            // ceil(chars / 4) per text, summed over every batch: 1+1+1+1+2.
+            assert_eq!(r.usage.unwrap().prompt_tokens, 6, "{adapter}");
+            assert!((r.cost.unwrap() - 6.0 * 0.1 / 1000.0).abs() < 1e-12, "{adapter}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embeddings_batch_fails_over_and_wrong_calls_are_named() {
+    let sim = Sim::start().await;
+    sim.provider("oa", json!({"reset": true, "fail_rate": 1.0, "fail_status": 503})).await;
+    sim.provider("az", json!({"reset": true})).await;
+    let client = embed_client(&sim, &[("oa", "openai-compatible"), ("az", "azure-openai")], json!({}));
+    let r = client.embed("embed", harness_core::EmbedRequest::new(vec!["hello".into(), "world!".into()])).await.unwrap();
+    assert_eq!((r.provider.as_deref(), r.count, r.dimensions), (Some("az"), 2, 4));
+    assert_eq!(r.vector(1), expected("world!", 4).as_slice());
+    assert_eq!(r.attempts, 3, "two on the failing provider, one on the backup");
+    // A vector missing from an answer is a broken answer, never a short result.
+    let e = client.embed("embed", harness_core::EmbedRequest::new(vec![])).await.unwrap_err();
+    assert!(e.message.starts_with("inputs: expected at least one"), "{}", e.message);
+    let e = client.chat("embed", ask("hi")).await.unwrap_err();
+    assert!(e.message.contains("kind embeddings"), "{}", e.message);
+    let (chat, _) = routed(&sim, &[("claude", "anthropic")], json!({}));
+    let e = chat.embed("chat", harness_core::EmbedRequest::new(vec!["x".into()])).await.unwrap_err();
+    assert_eq!(e.message, "routes.chat.kind: embed needs a route of kind embeddings");
+    let bad = json!({"services": {"s": {"base_url": "http://127.0.0.1:9"}}, "routes": {"r": {"kind": "embeddings", "adapter": "openai-compatible", "providers": [{"id": "a", "service": "s", "model": "m", "weight": 1, "adapter": "anthropic"}]}}});
+    let e = Config::from_value(bad).and_then(Client::new).err().unwrap();
+    assert!(e.message.starts_with("routes.r.providers[0].adapter: \"anthropic\" has no embeddings call"), "{}", e.message);
+}
+
+// ---- host adapters ----
+
+/// An in-house format adapter as a binding would hand it over (here in Rust): JSON text each way.
+struct InHouse {
+    raise: bool,
+}
+
+impl harness_core::adapters::HostAdapter for InHouse {
+    fn call(&self, step: harness_core::adapters::host::HostStep, input: String) -> harness_core::transport::BoxFuture<'_, Result<String, String>> {
+        use harness_core::adapters::host::HostStep;
+        Box::pin(async move {
+            if self.raise {
+                return Err("RuntimeError: the adapter is broken".into());
+            }
+            let v: Value = serde_json::from_str(&input).unwrap();
+            Ok(match step {
+                HostStep::BuildRequest => {
+                    let prompt: Vec<&str> = v["request"]["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+                    json!({"path": "/inhouse/generate", "body": {"prompt": prompt.join("\n"), "stream": v["stream"]}}).to_string()
+                }
+                HostStep::ParseResponse => {
+                    let body: Value = serde_json::from_str(v["body"].as_str().unwrap()).unwrap_or(Value::Null);
+                    if v["status"].as_u64() != Some(200) {
+                        let kind = body["failure"]["kind"].as_str().unwrap_or("busy");
+                        json!({"error": {"code": if kind == "busy" { "overloaded" } else { "invalid_request" }, "message": kind}}).to_string()
+                    } else {
+                        json!({"content": body["output"]["text"], "finish_reason": "stop", "usage": {"prompt_tokens": body["tokens"]["in"], "completion_tokens": body["tokens"]["out"]}}).to_string()
+                    }
+                }
+                HostStep::ParseStreamEvent => {
+                    let d: Value = serde_json::from_str(v["data"].as_str().unwrap()).unwrap();
+                    if d["end"] == true {
+                        json!({"done": true, "finish_reason": "stop", "usage": {"prompt_tokens": d["tokens"]["in"], "completion_tokens": d["tokens"]["out"]}}).to_string()
+                    } else {
+                        json!({"content": d["token"]}).to_string()
+                    }
+                }
+            })
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_adapter_reaches_an_in_house_format_and_fails_over_to_a_native_provider() {
+    let sim = Sim::start().await;
+    sim.provider("house", json!({"reset": true, "content": "from the house model"})).await;
+    sim.provider("gem", json!({"reset": true})).await;
+    let (client, _) = routed(&sim, &[("house", "inhouse"), ("gem", "gemini")], json!({}));
+    // Not registered yet: the provider is refused (not sent to), the route fails over.
+    let a = client.chat("chat", ask("hi")).await.unwrap();
+    assert_eq!(a.provider.as_deref(), Some("gem"));
+    assert_eq!(sim.log("house").await["count"], 0);
+    client.register_adapter("inhouse", Arc::new(InHouse { raise: false })).unwrap();
+    let a = client.chat("chat", ask("hi")).await.unwrap();
+    assert_eq!((a.provider.as_deref(), a.content.as_str()), (Some("house"), "from the house model"));
+    assert!(a.cost.is_some() && a.usage.is_some());
+    let sent = &sim.log("house").await["requests"][0];
+    assert_eq!((sent["path"].as_str(), sent["body"]["prompt"].as_str()), (Some("/llm/house/inhouse/generate"), Some("Be brief.\nhi")));
+    // Streamed through the host adapter.
+    let mut s = client.chat_stream("chat", ask("hi")).await.unwrap();
+    let mut text = String::new();
+    while let Some(c) = s.next().await.unwrap() {
+        if c.kind == ChatChunkKind::Delta {
+            text.push_str(&c.content);
+        }
+    }
+    assert_eq!(text, "from the house model");
+    // The in-house server is busy: its error code comes from the adapter, and gemini answers.
+    sim.provider("house", json!({"reset": true, "fail_rate": 1.0, "fail_status": 503})).await;
+    let a = client.chat("chat", ask("hi")).await.unwrap();
+    assert_eq!(a.provider.as_deref(), Some("gem"));
+    // A raising adapter is an error naming it, never a crash; the route fails over.
+    sim.provider("house", json!({"reset": true})).await;
+    client.register_adapter("inhouse", Arc::new(InHouse { raise: true })).unwrap();
+    let a = client.chat("chat", ask("hi")).await.unwrap();
+    assert_eq!(a.provider.as_deref(), Some("gem"));
+    sim.provider("gem", json!({"reset": true, "fail_rate": 1.0, "fail_status": 503})).await;
+    let e = client.chat("chat", ask("hi")).await.unwrap_err();
+    assert_eq!(e.name(), "NoHealthyProviderError");
+    assert!(e.message.contains("adapter `inhouse` raised in build_request: RuntimeError: the adapter is broken"), "{}", e.message);
+    assert!(client.register_adapter("anthropic", Arc::new(InHouse { raise: false })).unwrap_err().message.starts_with("name:"));
+}

@@ -360,6 +360,10 @@ class ServiceConfig(TypedDict, total=False):
     openapi: Optional["OpenApiConfig"]
 
 
+RouteKind = Literal["chat", "embeddings"]
+"""What a route's providers are called for."""
+
+
 Strategy = Literal["weighted-health", "priority", "least-latency"]
 
 
@@ -431,6 +435,7 @@ class ProviderConfig(TypedDict, total=False):
     ``max_tokens``: `max_tokens` for this provider when the request gives none (formats that require one).
     ``api_version``: `anthropic`: the `anthropic-version` header (default 2023-06-01); `azure-openai`: the `api-version` parameter (default 2024-10-21); `gemini`: the path's version (default v1beta).
     ``deployment``: `azure-openai`: the deployment (default: `model`).
+    ``max_batch``: Embeddings: most inputs per request to this provider (default: its format's limit, 2048 for OpenAI and Azure, 100 for Gemini).
     ``extra_body``: Merged into this provider's request body last (its own parameters).
     """
     id: str
@@ -446,6 +451,7 @@ class ProviderConfig(TypedDict, total=False):
     max_tokens: Optional[int]
     api_version: Optional[str]
     deployment: Optional[str]
+    max_batch: Optional[int]
     extra_body: Optional[Dict[str, Any]]
 
 
@@ -481,6 +487,7 @@ class RouteConfig(TypedDict, total=False):
     ``rate_limit``: A limit on the route's requests, before any provider's own.
     ``hedge``: Hedged requests: a second attempt on another provider when the first is slow (not streams).
     """
+    kind: "RouteKind"
     strategy: "Strategy"
     criticality: "Criticality"
     adapter: "AdapterKind"
@@ -1009,6 +1016,29 @@ class ChatChunk(NamedTuple):
         return f"ChatChunk(kind={self.kind!r}, content=<{len(self.content)} chars>, provider={self.provider!r}, model={self.model!r}, tool_call={self.tool_call!r}, tool_calls={self.tool_calls!r}, finish_reason={self.finish_reason!r}, usage={self.usage!r}, cost={self.cost!r}, reason={self.reason!r})"
 
 
+class EmbedResponse(TypedDict):
+    """The vectors of an embeddings call, in input order, with what they cost.
+
+    ``count``: How many vectors (one per input).
+    ``dimensions``: The length of every vector.
+    ``provider``: The provider that answered the first batch.
+    ``batches``: How many calls the inputs were split into.
+    ``attempts``: Attempts across every batch.
+    ``trace_id``: The first batch's trace id.
+    """
+    count: int
+    dimensions: int
+    usage: Optional["Usage"]
+    cost: Optional[float]
+    route: str
+    provider: Optional[str]
+    model: Optional[str]
+    batches: int
+    attempts: int
+    trace_id: str
+    elapsed_ms: float
+
+
 class ProviderState(TypedDict):
     """One provider as `routing_state` shows it.
 
@@ -1242,6 +1272,7 @@ __all__ = [
     "ValidateMode",
     "OpenApiConfig",
     "RouteConfig",
+    "RouteKind",
     "Strategy",
     "Criticality",
     "AdapterKind",
@@ -1290,6 +1321,7 @@ __all__ = [
     "ChatChunk",
     "ChatChunkKind",
     "ToolCallDelta",
+    "EmbedResponse",
     "RouteState",
     "ProviderState",
     "CredentialState",

@@ -42,6 +42,18 @@ impl ChatAdapter for Azure {
         let message = err.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("");
         super::common_code(status, code, message).map(str::to_string)
     }
+
+    fn embeds(&self) -> bool {
+        true
+    }
+
+    fn shape_embed(&self, body: &Value, p: &ProviderConfig, _route: &RouteDefaults) -> Result<Shaped, String> {
+        Ok(Shaped { body: super::openai::embed_body(body, p), path: Some(path(p, "embeddings")), headers: Vec::new() })
+    }
+
+    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::Embedded, String> {
+        super::embeddings::parse_openai(body, Some(inputs))
+    }
 }
 
 /// `/openai/deployments/{deployment}/{what}?api-version=...` (the deployment is checked at config load).

@@ -168,6 +168,44 @@ impl ChatAdapter for Gemini {
         let message = err.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("");
         super::common_code(status, kind, message).map(str::to_string)
     }
+
+    fn embeds(&self) -> bool {
+        true
+    }
+
+    /// `batchEmbedContents` takes at most 100 requests.
+    fn max_batch(&self) -> u32 {
+        100
+    }
+
+    fn shape_embed(&self, body: &Value, p: &ProviderConfig, _route: &RouteDefaults) -> Result<Shaped, String> {
+        let model = p.model.clone().unwrap_or_default();
+        let dims = body.get("dimensions").filter(|d| !d.is_null());
+        let requests: Vec<Value> = body
+            .get("input")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|text| {
+                let mut r = json!({"model": format!("models/{model}"), "content": {"parts": [{"text": text}]}});
+                if let Some(d) = dims {
+                    r["outputDimensionality"] = d.clone();
+                }
+                r
+            })
+            .collect();
+        let mut out = json!({"requests": requests});
+        if let Some(extra) = &p.extra_body {
+            super::extra(&mut out, extra);
+        }
+        let version = p.api_version.as_deref().unwrap_or("v1beta");
+        Ok(Shaped { body: out, path: Some(format!("/{version}/models/{model}:batchEmbedContents")), headers: Vec::new() })
+    }
+
+    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::Embedded, String> {
+        super::embeddings::parse_gemini(body, Some(inputs))
+    }
 }
 
 /// Why a response was blocked, if it was: the prompt, or an answer stopped for safety with nothing in it.

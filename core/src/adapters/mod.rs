@@ -13,6 +13,7 @@
 
 pub mod anthropic;
 pub mod azure;
+pub mod embeddings;
 pub mod gemini;
 pub mod host;
 pub mod openai;
@@ -21,6 +22,7 @@ pub mod usage;
 
 use serde_json::{Map, Value};
 
+pub use embeddings::{EmbedRequest, EmbedResponse, Embedded};
 pub use host::{HostAdapter, HostAdapters};
 pub use openai::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, ToolCall, ToolCallDelta};
 pub use usage::Usage;
@@ -105,6 +107,23 @@ pub trait ChatAdapter: Send + Sync {
     /// The common code for an error answer (status >= 400), from its body; `None` keeps
     /// the code the vendor sent.
     fn error_code(&self, status: u16, body: &[u8]) -> Option<String>;
+
+    /// Whether the format has an embeddings call.
+    fn embeds(&self) -> bool {
+        false
+    }
+    /// Most inputs one embeddings request may carry (the vendor's documented limit).
+    fn max_batch(&self) -> u32 {
+        2048
+    }
+    /// An embeddings request for provider `p`; `body` is `{"input": [...], "dimensions"?}`.
+    fn shape_embed(&self, _body: &Value, _p: &ProviderConfig, _route: &RouteDefaults) -> Result<Shaped, String> {
+        Err(format!("adapter {} has no embeddings call", self.name()))
+    }
+    /// Reads an embeddings answer for `inputs` texts.
+    fn parse_embed(&self, _body: &[u8], _inputs: usize) -> Result<Embedded, String> {
+        Err(format!("adapter {} has no embeddings call", self.name()))
+    }
 }
 
 /// Reads one streamed answer's events in order.
@@ -147,6 +166,14 @@ impl Adapter {
         match hosts.get(name) {
             Some(h) => Adapter::Host(std::sync::Arc::new(host::HostChat::new(name, h))),
             None => Adapter::Missing(name.into()),
+        }
+    }
+
+    /// Most inputs per embeddings request (the format's limit).
+    pub(crate) fn max_batch(&self) -> u32 {
+        match self {
+            Adapter::Native(a) => a.max_batch(),
+            _ => 2048,
         }
     }
 

@@ -43,6 +43,33 @@ impl ChatAdapter for OpenAi {
         // OpenAI's own codes (`context_length_exceeded`, `content_filter`, ...) are the common ones.
         None
     }
+
+    fn embeds(&self) -> bool {
+        true
+    }
+
+    fn shape_embed(&self, body: &Value, p: &ProviderConfig, _route: &RouteDefaults) -> Result<Shaped, String> {
+        Ok(Shaped { body: embed_body(body, p), path: None, headers: Vec::new() })
+    }
+
+    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::Embedded, String> {
+        super::embeddings::parse_openai(body, Some(inputs))
+    }
+}
+
+/// OpenAI's embeddings body: the model, the inputs, floats (not base64), and the provider's `extra_body`.
+pub(crate) fn embed_body(body: &Value, p: &ProviderConfig) -> Value {
+    let mut out = body.clone();
+    if let Some(o) = out.as_object_mut() {
+        if let Some(m) = &p.model {
+            o.insert("model".into(), Value::String(m.clone()));
+        }
+        o.entry("encoding_format").or_insert_with(|| Value::String("float".into()));
+    }
+    if let Some(extra) = &p.extra_body {
+        super::extra(&mut out, extra);
+    }
+    out
 }
 
 /// OpenAI's chunks: `data: {...}` until `data: [DONE]`.

@@ -14,7 +14,7 @@ use serde_json::Value;
 use smallvec::SmallVec;
 use tokio::time::Instant;
 
-use crate::adapters::{ChatRequest, Parsed, Shaped, Usage};
+use crate::adapters::{ChatRequest, EmbedRequest, Parsed, Shaped, Usage};
 use crate::deadline::Deadline;
 use crate::endpoint;
 use crate::engine::registry::EndpointState;
@@ -27,7 +27,7 @@ use crate::observability::otel::AttemptSpan;
 use crate::observability::trace::TraceContext;
 use crate::redact::escape_control;
 use crate::request::{Body, Request};
-use crate::routing::config::AdapterKind;
+use crate::routing::config::{AdapterKind, RouteKind};
 use crate::routing::strategy::Tried;
 use crate::target;
 use crate::transport::OutgoingRequest;
@@ -122,6 +122,10 @@ pub(crate) struct RouteCall {
     pub prefill_used: bool,
     /// The answer, read once (in the answering provider's format).
     pub parsed: Option<Parsed>,
+    /// An embeddings batch of this many inputs (shaped and read as embeddings).
+    pub embed: Option<usize>,
+    /// The batch's vectors, read once.
+    pub embedded: Option<crate::adapters::Embedded>,
     /// The request's `response_format`, which every answer must match.
     pub structured: Option<crate::adapters::structured::Structured>,
     pub model: Option<String>,
@@ -150,6 +154,9 @@ impl Call {
         if rt.config.adapter != AdapterKind::OpenaiCompatible {
             return Err(HarnessError::config(format!("routes.{name}.adapter: chat needs `openai-compatible`")));
         }
+        if rt.config.kind != RouteKind::Chat {
+            return Err(HarnessError::config(format!("route: `{name}` is a route of kind embeddings (use embed)")));
+        }
         let req = Request {
             service: route.to_string(),
             method: "POST".into(),
@@ -162,6 +169,35 @@ impl Call {
             ..Default::default()
         };
         Self::start_in(engine, snapshot, req, streaming)
+    }
+
+    /// One batch of an embeddings call on `route` (a route of `kind: embeddings`).
+    pub fn start_embed(engine: &Engine, route: &str, embed: &EmbedRequest, batch: &[String]) -> Result<Call, HarnessError> {
+        let snapshot = engine.snapshot();
+        let Some(rt) = snapshot.routes.get(route) else {
+            let mut known: Vec<&str> = snapshot.routes.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            return Err(HarnessError::config(format!("route: unknown route `{}` (configured: {})", escape_control(route), known.join(", "))));
+        };
+        if rt.config.kind != RouteKind::Embeddings {
+            return Err(HarnessError::config(format!("routes.{route}.kind: embed needs a route of kind embeddings")));
+        }
+        let req = Request {
+            service: route.to_string(),
+            method: "POST".into(),
+            path: rt.config.call_path().to_string(),
+            body: Body::Json(embed.batch_body(batch)),
+            headers: embed.headers.clone(),
+            timeout_ms: embed.timeout_ms,
+            traceparent: embed.traceparent.clone(),
+            principal: embed.principal.clone(),
+            ..Default::default()
+        };
+        let mut call = Self::start_in(engine, snapshot, req, false)?;
+        if let Some(rc) = call.route.as_mut() {
+            rc.embed = Some(batch.len());
+        }
+        Ok(call)
     }
 
     fn start_in(engine: &Engine, snapshot: Arc<Snapshot>, mut req: Request, streaming: bool) -> Result<Call, HarnessError> {

@@ -28,7 +28,7 @@ pub(crate) mod stream;
 
 use std::sync::Arc;
 
-use crate::adapters::{ChatRequest, ChatResponse};
+use crate::adapters::{ChatRequest, ChatResponse, EmbedRequest, EmbedResponse, Embedded, Usage};
 use crate::engine::Engine;
 use crate::error::HarnessError;
 use crate::request::Request;
@@ -80,3 +80,69 @@ pub(crate) async fn chat(engine: &Engine, route: &str, chat: ChatRequest) -> Res
 }
 
 pub(crate) use chat::chat_stream;
+
+/// One batch of an embeddings call: its vectors and the routed answer.
+async fn embed_batch(engine: &Engine, route: &str, req: &EmbedRequest, inputs: &[String]) -> Result<(Embedded, Response), HarnessError> {
+    let mut call = Call::start_embed(engine, route, req, inputs)?;
+    let result = buffered(engine, &mut call).await;
+    let resp = call.finish(engine, result)?;
+    let embedded = match call.route.as_mut().and_then(|rc| rc.embedded.take()) {
+        Some(e) => e,
+        // A degraded (cached) answer: OpenAI's shape.
+        None => crate::adapters::embeddings::parse_openai(&resp.body, Some(inputs.len())).map_err(|why| HarnessError::new(crate::error::ErrorKind::Schema, format!("route `{route}`: {why}")))?,
+    };
+    Ok((embedded, resp))
+}
+
+/// How many batches of one embeddings call are in flight at once.
+const EMBED_PARALLEL: usize = 4;
+
+/// An embeddings call: its inputs in batches every provider of the route takes, each a
+/// routed call, joined in input order.
+pub(crate) async fn embed(engine: &Engine, route: &str, req: EmbedRequest) -> Result<EmbedResponse, HarnessError> {
+    use futures_util::StreamExt;
+    req.check()?;
+    let started = std::time::Instant::now();
+    let batch = {
+        let snapshot = engine.snapshot();
+        let rt = snapshot.routes.get(route);
+        rt.map(|rt| rt.providers.iter().map(|p| p.config.max_batch.unwrap_or_else(|| p.adapter.max_batch())).min().unwrap_or(1).max(1)).unwrap_or(1) as usize
+    };
+    let batches: Vec<_> = req.inputs.chunks(batch).map(|inputs| embed_batch(engine, route, &req, inputs)).collect();
+    let results: Vec<Result<(Embedded, Response), HarnessError>> = futures_util::stream::iter(batches).buffered(EMBED_PARALLEL).collect().await;
+    let mut out = EmbedResponse { route: route.to_string(), ..Default::default() };
+    let mut usage: Option<Usage> = None;
+    for (i, r) in results.into_iter().enumerate() {
+        let (e, resp) = r?;
+        if i == 0 {
+            out.dimensions = e.dimensions as u32;
+            out.trace_id = resp.trace_id.clone();
+            let routed = resp.routed.as_deref();
+            out.provider = routed.and_then(|r| r.provider.clone());
+            out.model = e.model.clone().or_else(|| routed.and_then(|r| r.model.clone()));
+        } else if e.dimensions as u32 != out.dimensions {
+            let mut err = HarnessError::new(
+                crate::error::ErrorKind::Protocol,
+                format!("route `{route}`: batch {i} came back with {}-value vectors, batch 0 with {} (the route's providers serve different models)", e.dimensions, out.dimensions),
+            );
+            err.trace_id = Some(resp.trace_id.clone());
+            return Err(err);
+        }
+        if let Some(c) = resp.routed.as_deref().and_then(|r| r.cost) {
+            *out.cost.get_or_insert(0.0) += c;
+        }
+        if let Some(u) = e.usage {
+            let t = usage.get_or_insert_with(Usage::default);
+            t.prompt_tokens = t.prompt_tokens.saturating_add(u.prompt_tokens);
+            t.completion_tokens = t.completion_tokens.saturating_add(u.completion_tokens);
+            t.total_tokens = t.total_tokens.saturating_add(u.total_tokens);
+        }
+        out.attempts += resp.attempts;
+        out.batches += 1;
+        out.count += e.count as u32;
+        out.data.extend_from_slice(&e.data);
+    }
+    out.usage = usage;
+    out.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(out)
+}

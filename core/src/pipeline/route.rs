@@ -42,9 +42,21 @@ impl RouteCall {
             }
             _ => None,
         };
+        if self.embed.is_some() {
+            return shape_embed(p, json, route).map(Some);
+        }
         let shaped = shape(p, with_prefill.as_ref().unwrap_or(json), route, self.stream, budget).await?;
         self.prefill_used = with_prefill.is_some();
         Ok(Some(shaped))
+    }
+}
+
+/// An embeddings batch in provider `p`'s wire format.
+fn shape_embed(p: &ProviderRuntime, body: &Value, route: &RouteConfig) -> Result<Shaped, HarnessError> {
+    let defaults = RouteDefaults { path: route.call_path(), max_tokens: None };
+    match &p.adapter {
+        Adapter::Native(a) => a.shape_embed(body, &p.config, &defaults).map_err(|why| HarnessError::config(format!("request.{why} (provider `{}`)", p.id))),
+        _ => Err(HarnessError::config(format!("provider `{}`: its adapter has no embeddings call", p.id))),
     }
 }
 
@@ -187,9 +199,11 @@ pub(crate) fn answer(engine: &Engine, call: &mut Call, reached: Result<Response,
     match reached {
         Ok(mut resp) => {
             let idx = call.lanes.answered.expect("an answer has a provider");
-            let (model, usage) = match call.route.as_ref().and_then(|rc| rc.parsed.as_ref()) {
-                Some(parsed) => (parsed.model.clone(), parsed.usage),
-                None => (None, None),
+            let rc = call.route.as_ref();
+            let (model, usage) = match (rc.and_then(|rc| rc.parsed.as_ref()), rc.and_then(|rc| rc.embedded.as_ref())) {
+                (Some(parsed), _) => (parsed.model.clone(), parsed.usage),
+                (None, Some(e)) => (e.model.clone(), e.usage),
+                (None, None) => (None, None),
             };
             settle(engine, call, idx, model, usage);
             resp.attempts = call.attempts;

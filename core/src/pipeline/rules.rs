@@ -99,6 +99,9 @@ async fn checked_answer(call: &mut Call, idx: usize, outcome: Once) -> Once {
     let Once::Reached(Reached::Buffered(mut resp)) = outcome else { return outcome };
     let plan = call.plan.clone();
     let p = &plan.providers[idx];
+    if let Some(inputs) = call.route.as_ref().and_then(|rc| rc.embed) {
+        return checked_embeddings(call, idx, resp, inputs);
+    }
     let parsed = match &p.adapter {
         Adapter::Pass | Adapter::Missing(_) => return Once::Reached(Reached::Buffered(resp)),
         Adapter::Native(a) => a.parse(&resp.body),
@@ -141,6 +144,32 @@ async fn checked_answer(call: &mut Call, idx: usize, outcome: Once) -> Once {
         rc.parsed = Some(parsed);
     }
     Once::Reached(Reached::Buffered(resp))
+}
+
+/// An embeddings batch's 2xx: one vector per input, all of one length, or a broken answer.
+fn checked_embeddings(call: &mut Call, idx: usize, mut resp: crate::response::Response, inputs: usize) -> Once {
+    let p = &call.plan.providers[idx];
+    let read = match &p.adapter {
+        Adapter::Native(a) => a.parse_embed(&resp.body, inputs),
+        _ => Err("its adapter has no embeddings call".to_string()),
+    };
+    match read {
+        Ok(e) => {
+            if !p.adapter.speaks_openai() {
+                resp.body = serde_json::to_vec(&e.openai_json()).unwrap_or_default().into();
+            }
+            if let Some(rc) = call.route.as_mut() {
+                rc.embedded = Some(e);
+            }
+            Once::Reached(Reached::Buffered(resp))
+        }
+        Err(why) => Once::Failed(Classified {
+            failure: Failure::Protocol,
+            health: Outcome::Failure,
+            error: HarnessError::new(ErrorKind::Protocol, format!("provider `{}` answered {} with no embeddings: {why}", p.id, resp.status)),
+            retry_after: None,
+        }),
+    }
 }
 
 /// An error answer's common code, in the provider's format (`on_error` keys on it).

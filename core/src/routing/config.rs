@@ -30,6 +30,17 @@ impl Strategy {
     }
 }
 
+/// What a route's providers are called for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteKind {
+    /// `chat` and `chat_stream` (and plain requests).
+    #[default]
+    Chat,
+    /// `embed`: texts in, vectors out.
+    Embeddings,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Criticality {
@@ -81,6 +92,7 @@ impl Default for StreamConfig {
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RouteConfig {
+    pub kind: RouteKind,
     pub strategy: Strategy,
     pub criticality: Criticality,
     pub adapter: AdapterKind,
@@ -124,6 +136,7 @@ pub struct RouteConfig {
 impl Default for RouteConfig {
     fn default() -> Self {
         RouteConfig {
+            kind: RouteKind::Chat,
             strategy: Strategy::WeightedHealth,
             criticality: Criticality::Core,
             adapter: AdapterKind::Http,
@@ -224,6 +237,9 @@ pub struct ProviderConfig {
     pub api_version: Option<String>,
     /// `azure-openai`: the deployment (default: `model`).
     pub deployment: Option<String>,
+    /// Embeddings: most inputs per request to this provider (default: its format's limit,
+    /// 2048 for OpenAI and Azure, 100 for Gemini).
+    pub max_batch: Option<u32>,
     /// Merged into this provider's request body last (its own parameters).
     pub extra_body: Option<serde_json::Map<String, Value>>,
 }
@@ -252,6 +268,17 @@ pub enum RangeMode {
 pub struct TemperatureParam {
     pub range: [f64; 2],
     pub mode: RangeMode,
+}
+
+impl RouteConfig {
+    /// The path a call posts to: an embeddings route left on the chat default posts to `/v1/embeddings`.
+    pub fn call_path(&self) -> &str {
+        if self.kind == RouteKind::Embeddings && self.path == "/v1/chat/completions" {
+            "/v1/embeddings"
+        } else {
+            &self.path
+        }
+    }
 }
 
 impl ProviderConfig {
@@ -361,6 +388,15 @@ pub(crate) fn validate<S>(name: &str, r: &RouteConfig, services: &BTreeMap<Strin
                 return Err(bad(&f("deployment"), format!("required: the model {:?} cannot name a deployment", escape_control(m))));
             }
         }
+        if r.kind == RouteKind::Embeddings {
+            let name = p.adapter.as_deref().unwrap_or("openai-compatible");
+            if !crate::adapters::built_in(name).is_some_and(|a| a.embeds()) {
+                return Err(bad(&f("adapter"), format!("{name:?} has no embeddings call (openai-compatible, azure-openai and gemini do)")));
+            }
+        }
+        if p.max_batch == Some(0) {
+            return Err(bad(&f("max_batch"), "expected an integer >= 1, got 0".into()));
+        }
         if p.max_tokens == Some(0) {
             return Err(bad(&f("max_tokens"), "expected an integer >= 1, got 0".into()));
         }
@@ -378,6 +414,9 @@ pub(crate) fn validate<S>(name: &str, r: &RouteConfig, services: &BTreeMap<Strin
     }
     if let Some(rl) = &r.rate_limit {
         rl.validate(&format!("routes.{name}.rate_limit"))?;
+    }
+    if r.kind == RouteKind::Embeddings && r.adapter != AdapterKind::OpenaiCompatible {
+        return Err(bad("adapter", "a route of kind embeddings needs `adapter: openai-compatible`".into()));
     }
     if r.max_tokens == Some(0) {
         return Err(bad("max_tokens", "expected an integer >= 1, got 0".into()));

@@ -421,6 +421,7 @@ data class OpenApiConfig(
 
 @Serializable
 data class RouteConfig(
+    @SerialName("kind") val kind: RouteKind? = null,
     @SerialName("strategy") val strategy: Strategy? = null,
     @SerialName("criticality") val criticality: Criticality? = null,
     @SerialName("adapter") val adapter: AdapterKind? = null,
@@ -466,6 +467,18 @@ data class RouteConfig(
     /** Hedged requests: a second attempt on another provider when the first is slow (not streams). */
     @SerialName("hedge") val hedge: HedgeConfig? = null,
 )
+
+/** What a route's providers are called for. */
+@Serializable
+enum class RouteKind(val value: String) {
+    /** `chat` and `chat_stream` (and plain requests). */
+    @SerialName("chat") CHAT("chat"),
+    /** `embed`: texts in, vectors out. */
+    @SerialName("embeddings") EMBEDDINGS("embeddings"),
+    ;
+
+    override fun toString(): String = value
+}
 
 @Serializable
 enum class Strategy(val value: String) {
@@ -576,6 +589,11 @@ data class ProviderConfig(
     @SerialName("api_version") val apiVersion: String? = null,
     /** `azure-openai`: the deployment (default: `model`). */
     @SerialName("deployment") val deployment: String? = null,
+    /**
+     * Embeddings: most inputs per request to this provider (default: its format's limit,
+     * 2048 for OpenAI and Azure, 100 for Gemini).
+     */
+    @SerialName("max_batch") val maxBatch: Int? = null,
     /** Merged into this provider's request body last (its own parameters). */
     @SerialName("extra_body") val extraBody: Map<String, JsonElement>? = null,
 )
@@ -1199,6 +1217,28 @@ data class ToolCallDelta(
 ) {
     override fun toString(): String = "ToolCallDelta(index=$index, id=$id, name=$name, arguments=${arguments.length} chars)"
 }
+
+/** The vectors of an embeddings call, in input order, with what they cost. */
+@Serializable
+data class EmbedResponse(
+    /** How many vectors (one per input). */
+    @SerialName("count") val count: Int,
+    /** The length of every vector. */
+    @SerialName("dimensions") val dimensions: Int,
+    @SerialName("usage") val usage: Usage? = null,
+    @SerialName("cost") val cost: Double? = null,
+    @SerialName("route") val route: String,
+    /** The provider that answered the first batch. */
+    @SerialName("provider") val provider: String? = null,
+    @SerialName("model") val model: String? = null,
+    /** How many calls the inputs were split into. */
+    @SerialName("batches") val batches: Int,
+    /** Attempts across every batch. */
+    @SerialName("attempts") val attempts: Int,
+    /** The first batch's trace id. */
+    @SerialName("trace_id") val traceId: String,
+    @SerialName("elapsed_ms") val elapsedMs: Double,
+)
 
 /** A route as `routing_state` shows it. */
 @Serializable
