@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use harness_core::{Client, ClientOptions, Config, ErrorKind, HarnessError};
 
+use crate::adapters::{HostAdapterBridge, NativeAdapter};
 use crate::credentials::{self, NativeTokenProvider};
 use crate::events::{HostSink, NativeEventSink};
 use crate::handles::CLIENTS;
@@ -123,6 +124,13 @@ impl NativeClient {
     /// The token provider for a service with `auth.type: callback` (replaces any earlier one).
     pub fn set_token_provider(&self, service: String, provider: Arc<dyn NativeTokenProvider>) -> Result<(), NativeError> {
         Ok(self.client.set_token_provider(&service, Arc::new(credentials::HostProvider(provider)))?)
+    }
+
+    /// Registers a host adapter under `name` (providers with `adapter: <name>` use it; a second
+    /// registration replaces the first). A built-in's name or a bad one is a `ConfigError`
+    /// naming `name`.
+    pub fn register_adapter(&self, name: String, adapter: Arc<dyn NativeAdapter>) -> Result<(), NativeError> {
+        Ok(self.client.register_adapter(&name, Arc::new(HostAdapterBridge(adapter)))?)
     }
 
     /// Sets a provider's weight at runtime (as a reload: validated, versioned, with an event);

@@ -14,6 +14,7 @@
 // HarnessFailure carries the full error context by value, as UniFFI's error enums must; errors are rare next to I/O.
 #![allow(clippy::result_large_err)]
 
+mod adapters;
 mod chat;
 mod client;
 mod credentials;
@@ -25,6 +26,7 @@ mod values;
 
 use harness_core::ErrorKind;
 
+pub use adapters::{AdapterError, NativeAdapter};
 pub use chat::NativeChatStreamHead;
 pub use client::NativeClient;
 pub use credentials::{NativeToken, NativeTokenProvider, TokenError};

@@ -33,7 +33,7 @@ use std::sync::RwLock;
 use std::task::{Context, Poll};
 
 use harness_core::runtime::{self, Task};
-use harness_core::{Body, ChatRequest, ChatResponse, ChatStreamHandle, Claim, ErrorKind, HarnessError, Request, StreamHandle};
+use harness_core::{Body, ChatRequest, ChatResponse, ChatStreamHandle, Claim, EmbedRequest, EmbedResponse, ErrorKind, HarnessError, Request, StreamHandle};
 use uniffi::{Lift, Lower};
 
 use crate::handles::{Handles, CLIENTS, RECEIVERS};
@@ -69,6 +69,10 @@ const LEASE: i32 = 8;
 /// The stored result (its JSON text, raw bytes): a claim from `harness_kotlin_receive` for a
 /// message already processed.
 const STORED: i32 = 9;
+/// An embeddings answer, the outcome of `harness_kotlin_embed`: a 4-byte big-endian length,
+/// the core's `EmbedResponse` view as JSON text of that length, then every vector as
+/// little-endian float32s, one after another (`EmbedResponse::le_bytes`), read in one copy.
+const EMBED: i32 = 10;
 
 static COMPLETION: RwLock<Option<Completion>> = RwLock::new(None);
 
@@ -138,6 +142,12 @@ entry! {
     /// Opens a chat stream: the outcome is `CHAT_STREAM` (the stream's handle, route and trace
     /// id) once a provider answered, or `ERROR`; its chunks are read with `harness_kotlin_next`.
     harness_kotlin_chat_open => |c, t, b| start_chat(c, t, b, Mode::Stream)
+}
+
+entry! {
+    /// Starts an embeddings call (an embed frame: `embed_frame`) on `owner`: the outcome is
+    /// `EMBED` or `ERROR`.
+    harness_kotlin_embed => start_embed
 }
 
 entry! {
@@ -272,6 +282,15 @@ fn chat_frame(frame: &[u8]) -> Result<(String, ChatRequest), HarnessError> {
     Ok((route.to_string(), ChatRequest::from_host(call)?))
 }
 
+/// An embeddings call as the facade frames it (`RequestPath.chat`, the same layout): the
+/// route's length, the route, then the call as the core's `EmbedRequest` JSON
+/// (`EmbedRequest::from_host`).
+fn embed_frame(frame: &[u8]) -> Result<(String, EmbedRequest), HarnessError> {
+    let Some((route, call)) = split(frame) else { return Err(malformed("embed")) };
+    let Ok(route) = std::str::from_utf8(route) else { return Err(malformed("embed")) };
+    Ok((route.to_string(), EmbedRequest::from_host(call)?))
+}
+
 #[derive(Clone, Copy)]
 enum Mode {
     Buffered,
@@ -324,6 +343,24 @@ fn start_chat(client: u64, ticket: i64, bytes: &[u8], mode: Mode) -> u64 {
                 Ok(Err(e)) => deliver_error(ticket, e.into()),
                 Err(_) => deliver_error(ticket, bug("opening the chat stream panicked (a bug in Harness)")),
             },
+        }
+    })
+}
+
+/// `start` for an embeddings call.
+fn start_embed(client: u64, ticket: i64, bytes: &[u8]) -> u64 {
+    let Some(client) = CLIENTS.get(client) else {
+        return fail(ticket, HarnessError::new(ErrorKind::Harness, "the client is closed").into());
+    };
+    let (route, call) = match embed_frame(bytes) {
+        Ok(r) => r,
+        Err(e) => return fail(ticket, e.into()),
+    };
+    spawn_task(ticket, async move {
+        match CatchUnwind(client.embed(&route, call)).await {
+            Ok(Ok(answer)) => deliver(ticket, EMBED, &embed_bytes(&answer)),
+            Ok(Err(e)) => deliver_error(ticket, e.into()),
+            Err(_) => deliver_error(ticket, bug("the embeddings task panicked (a bug in Harness)")),
         }
     })
 }
@@ -427,6 +464,17 @@ fn chat_bytes(answer: &ChatResponse) -> Vec<u8> {
     out.extend_from_slice(&(view.len() as u32).to_be_bytes());
     out.extend_from_slice(&view);
     out.extend_from_slice(&answer.raw);
+    out
+}
+
+/// `EMBED`'s bytes: the view's length, the view, the vectors as little-endian float32s.
+fn embed_bytes(answer: &EmbedResponse) -> Vec<u8> {
+    let view = serde_json::to_vec(answer).unwrap_or_default();
+    let vectors = answer.le_bytes();
+    let mut out = Vec::with_capacity(4 + view.len() + vectors.len());
+    out.extend_from_slice(&(view.len() as u32).to_be_bytes());
+    out.extend_from_slice(&view);
+    out.extend_from_slice(&vectors);
     out
 }
 
@@ -683,6 +731,33 @@ mod tests {
         harness_kotlin_drop(task);
         assert_eq!(tag, ERROR);
         assert!(contains(&outcome, "ConnectError"), "{}", String::from_utf8_lossy(&outcome));
+    }
+
+    #[test]
+    fn an_embed_call_with_no_inputs_or_an_unknown_field_is_a_config_error_naming_it() {
+        let c = client();
+        for (call, field) in [(r#"{"inputs":[]}"#, "inputs"), (r#"{"inputs":["a"],"dims":3}"#, "dims"), (r#"{"inputs":["a"],"dimensions":0}"#, "dimensions")] {
+            let mut req = (5u32).to_be_bytes().to_vec();
+            req.extend(b"embed");
+            req.extend(call.as_bytes());
+            let ticket = ticket();
+            let task = unsafe { harness_kotlin_embed(c.handle(), ticket, req.as_ptr(), req.len() as u64) };
+            let (tag, outcome) = wait(ticket);
+            harness_kotlin_drop(task);
+            assert_eq!(tag, ERROR);
+            assert!(contains(&outcome, "ConfigError") && contains(&outcome, field), "{}", String::from_utf8_lossy(&outcome));
+        }
+        assert!(embed_frame(&[0, 0, 0, 9]).unwrap_err().message.contains("frame did not decode"));
+    }
+
+    #[test]
+    fn embed_bytes_carry_the_view_then_the_vectors_little_endian() {
+        let r = EmbedResponse { data: vec![1.0, -2.5], count: 1, dimensions: 2, route: "e".into(), ..Default::default() };
+        let b = embed_bytes(&r);
+        let n = u32::from_be_bytes(b[..4].try_into().unwrap()) as usize;
+        let view: serde_json::Value = serde_json::from_slice(&b[4..4 + n]).unwrap();
+        assert_eq!((view["count"].as_u64(), view["dimensions"].as_u64(), view["route"].as_str()), (Some(1), Some(2), Some("e")));
+        assert_eq!(&b[4 + n..], &[1.0f32.to_le_bytes(), (-2.5f32).to_le_bytes()].concat()[..]);
     }
 
     fn receive_step(receiver: u64, call: NativeReceiverCall) -> (i32, Vec<u8>) {

@@ -8,8 +8,6 @@ import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.future.await
 import kotlinx.coroutines.withContext
 import java.util.concurrent.CompletableFuture
-import java.util.concurrent.CompletionException
-import java.util.concurrent.ExecutionException
 import kotlin.time.toJavaDuration
 
 /**
@@ -78,11 +76,6 @@ internal class HostTokenProvider(private val fetchToken: suspend () -> Token) : 
             future.await() ?: throw NullPointerException("the provider's future completed with null")
         }
 
-        private fun describe(t: Throwable): String {
-            var e = t
-            while ((e is CompletionException || e is ExecutionException) && e.cause != null) e = e.cause!!
-            val name = e.javaClass.simpleName.ifEmpty { e.javaClass.name }
-            return e.message?.let { "$name: $it" } ?: name
-        }
+        private fun describe(t: Throwable): String = describeHostException(t)
     }
 }

@@ -248,6 +248,48 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         RequestPath.future(request::encode, ::ChatStream, ChatStream::close) { e, c -> RequestPath.openChat(native, handle, e, c) }
 
     /**
+     * Embeds [inputs] on [route] (a route of `kind: embeddings`): one vector per input, in
+     * order. The inputs are split into batches no larger than every provider of the route
+     * takes (`providers[].max_batch`), each batch routed (failover, breakers, retries, cost),
+     * and the vectors joined back; a batch that fails fails the call. [EmbedResult.vectors]
+     * arrive as one buffer of little-endian floats, copied once. Bad input (no inputs, an empty
+     * one, [dimensions] below 1, a route of another kind) is a [HarnessException.Config] naming
+     * the field. Cancelling the calling coroutine cancels the call in the engine.
+     *
+     * ```kotlin
+     * val r = harness.embed("embed", listOf("first text", "second text"), dimensions = 256)
+     * r.vectors[0]  // FloatArray(256)
+     * ```
+     */
+    suspend fun embed(
+        route: String,
+        inputs: List<String>,
+        dimensions: Int? = null,
+        headers: Map<String, String> = emptyMap(),
+        timeoutMs: Long? = null,
+        traceparent: String? = null,
+        principal: String? = null,
+    ): EmbedResult = embed(EmbedRequest(route, inputs, dimensions, headers, timeoutMs, traceparent, principal))
+
+    /** [embed] with an [EmbedRequest]. */
+    suspend fun embed(request: EmbedRequest): EmbedResult {
+        val encoded = request.encode()
+        return RequestPath.await { RequestPath.embed(native, handle, encoded, it) }
+    }
+
+    /**
+     * For Java: [embed] as a [CompletableFuture]; it completes exceptionally with the
+     * [HarnessException], and `cancel(true)` cancels the call in the engine.
+     */
+    fun embedAsync(request: EmbedRequest): CompletableFuture<EmbedResult> =
+        RequestPath.future(request::encode, same(), null) { e, c -> RequestPath.embed(native, handle, e, c) }
+
+    /** For Java: [embedAsync] with the route, the inputs and (optionally) the dimensions. */
+    @JvmOverloads
+    fun embedAsync(route: String, inputs: List<String>, dimensions: Int? = null): CompletableFuture<EmbedResult> =
+        embedAsync(EmbedRequest(route, inputs, dimensions))
+
+    /**
      * For Java: the same call as a [CompletableFuture]. It completes exceptionally with a
      * [HarnessException] (wrapped in a `CompletionException` by `join()`); `cancel(true)`
      * cancels the request in the engine.
@@ -390,6 +432,28 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     fun setTokenProviderAsync(service: String, provider: AsyncTokenProvider) {
         requireUnicode("service" to service)
         call { native.setTokenProvider(service, HostTokenProvider.of(provider)) }
+    }
+
+    /**
+     * Registers a host adapter under [name]: providers with `adapter: <name>` (on an
+     * `adapter: openai-compatible` route) speak its wire format from now on (until then they
+     * are refused, and the route fails over). Registering a name again replaces the adapter.
+     * A built-in adapter's name (`openai-compatible`, `anthropic`, `gemini`, `azure-openai`) or
+     * a name that is not letters, digits, `-` and `_` is a [HarnessException.Config] naming `name`.
+     *
+     * ```kotlin
+     * harness.registerAdapter("inhouse", InHouseAdapter())
+     * ```
+     */
+    fun registerAdapter(name: String, adapter: HarnessAdapter) {
+        requireUnicode("name" to name)
+        call { native.registerAdapter(name, HostAdapter(adapter)) }
+    }
+
+    /** For Java: [registerAdapter] with an adapter whose methods answer with `CompletableFuture`s. */
+    fun registerAdapterAsync(name: String, adapter: AsyncHarnessAdapter) {
+        requireUnicode("name" to name)
+        call { native.registerAdapter(name, HostAdapter.of(adapter)) }
     }
 
     /**

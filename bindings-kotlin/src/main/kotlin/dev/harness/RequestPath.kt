@@ -56,11 +56,13 @@ internal object RequestPath {
     private const val CHAT_CHUNK = 7
     private const val LEASE = 8
     private const val STORED = 9
+    private const val EMBED = 10
 
     /**
      * One waiting caller: where its outcome goes, and the engine task to drop once. The value
      * is a [HarnessResponse] (request), a [StreamHead] (open), a [ByteArray] (chunk), a
-     * [ChatResponse] (chat), a [ChatStreamHead] (chat open), a [ChatChunk] (chat chunk), a
+     * [ChatResponse] (chat), a [ChatStreamHead] (chat open), a [ChatChunk] (chat chunk), an
+     * [EmbedResult] (embeddings), a
      * `NativeLease` (a claim to run), a [String] (a claim's stored result) or null (end).
      */
     abstract class Call<T> {
@@ -195,6 +197,13 @@ internal object RequestPath {
             val view = ViewJson.decode<ChatResponse>(String(bytes, 4, n, Charsets.UTF_8))
             return view.copy(raw = bytes.copyOfRange(4 + n, bytes.size)) to null
         }
+        if (tag == EMBED) {
+            // The view's length (4 bytes, big-endian), the view as JSON, then the vectors as little-endian float32s.
+            val bytes = data!!.getByteArray(0, len.toInt())
+            val n = ByteBuffer.wrap(bytes, 0, 4).order(ByteOrder.BIG_ENDIAN).getInt()
+            val view = ViewJson.decode<EmbedResponse>(String(bytes, 4, n, Charsets.UTF_8))
+            return EmbedResult.of(view, ByteBuffer.wrap(bytes, 4 + n, bytes.size - 4 - n)) to null
+        }
         val buf = data!!.getByteBuffer(0, len).order(ByteOrder.BIG_ENDIAN) // UniFFI's byte order; JNA gives native
         return when (tag) {
             RESPONSE -> FfiConverterTypeNativeResponse.read(buf).toResponse() to null
@@ -252,6 +261,10 @@ internal object RequestPath {
     fun openChat(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<ChatStreamHead>) =
         begin(client, handle, encoded, call, ::harness_kotlin_chat_open)
 
+    /** Starts the embeddings call [encoded] on [client]; the [EmbedResult] reaches [call]. */
+    fun embed(client: NativeClient, handle: Long, encoded: ByteBuffer, call: Call<EmbedResult>) =
+        begin(client, handle, encoded, call, ::harness_kotlin_embed)
+
     /**
      * Runs the receiver step [encoded] on [receiver] (its handle: [handle]); a claim's lease or
      * stored result, or the end of a `complete` / `fail`, reaches [call].
@@ -306,6 +319,7 @@ internal object RequestPath {
     private external fun harness_kotlin_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_chat(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_chat_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
+    private external fun harness_kotlin_embed(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_receive(receiver: Long, ticket: Long, call: ByteArray, len: Long): Long
     private external fun harness_kotlin_drop(task: Long)
     private external fun harness_kotlin_next(stream: Long, ticket: Long)

@@ -227,7 +227,7 @@ class JavaApiTest {
             assertEquals("hi from java", r.getContent());
             assertEquals("p", r.getProvider());
             assertEquals("m-j", r.getModel());
-            assertEquals(new Usage(3, 3, 6, 0), r.getUsage());
+            assertEquals(new Usage(3, 3, 6, 0, 0), r.getUsage());
             assertEquals(List.of(new kotlin.Pair<>("p", 1)), r.getAttemptsByProvider());
 
             StringBuilder text = new StringBuilder();
