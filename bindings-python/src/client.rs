@@ -12,7 +12,8 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
 use crate::callbacks::PySink;
 use crate::completion::{self, Bridge};
-use crate::convert::{self, CallArgs, ChatArgs, JsonMode};
+use crate::adapters::PyHostAdapter;
+use crate::convert::{self, CallArgs, ChatArgs, EmbedArgs, JsonMode};
 use crate::credentials::PyTokenProvider;
 use crate::errors::{config_error, to_py};
 
@@ -208,6 +209,36 @@ impl NativeClient {
             other => return Err(config_error(py, format!("op: expected chat or chat_stream, got {other}"))),
         };
         run(py, op, bridge, future)
+    }
+
+    /// The vectors of `inputs` on a route of `kind: embeddings`, driven as `chat` is: on this
+    /// thread without `bridge`, else on the runtime resolving `future`. The answer is a dict of
+    /// `harness.EmbedResponse` fields and `data`, the vectors as little-endian float32 bytes.
+    #[pyo3(signature = (bridge, future, route, inputs, dimensions=None, headers=None, timeout_ms=None, traceparent=None, principal=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn embed<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: Option<&Bound<'py, Bridge>>,
+        future: Option<&Bound<'py, PyAny>>,
+        route: &Bound<'py, PyAny>,
+        inputs: &Bound<'py, PyAny>,
+        dimensions: Option<&Bound<'py, PyAny>>,
+        headers: Option<&Bound<'py, PyAny>>,
+        timeout_ms: Option<&Bound<'py, PyAny>>,
+        traceparent: Option<&Bound<'py, PyAny>>,
+        principal: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (route, req) = convert::embed(py, EmbedArgs { route, inputs, dimensions, headers, timeout_ms, traceparent, principal })?;
+        run(py, Operation::Embed(self.inner.clone(), route, req), bridge, future)
+    }
+
+    /// Registers a host adapter under `name` (providers with `adapter: <name>` use it):
+    /// `adapter` is a `harness._adapters.HostAdapter`, called on a thread of its own per step.
+    fn register_adapter(&self, py: Python<'_>, name: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<()> {
+        let name = convert::string("name", name)?;
+        let adapter = Arc::new(PyHostAdapter::new(adapter.clone().unbind()));
+        py.detach(|| self.inner.register_adapter(&name, adapter)).map_err(|e| to_py(py, e))
     }
 
     /// Sets a provider's weight as a reload would; returns the new config version.

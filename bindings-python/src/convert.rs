@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use bytes::Bytes;
 use harness_core::json::{self as core_json, JsonWriter};
 use harness_core::transport::mock::MockResponse;
-use harness_core::{Body, ChatRequest, Claim, HarnessError, Outcome, Request, Response};
+use harness_core::{Body, ChatRequest, Claim, EmbedRequest, EmbedResponse, HarnessError, Outcome, Request, Response};
 use pyo3::exceptions::PyUnicodeEncodeError;
 use pyo3::prelude::*;
 use pyo3::{ffi, intern, PyTypeInfo};
@@ -495,6 +495,72 @@ pub fn chat(py: Python<'_>, a: ChatArgs<'_, '_>) -> PyResult<(String, ChatReques
     Ok((route, chat))
 }
 
+/// The arguments of one embeddings call, as the Python wrapper passes them.
+pub struct EmbedArgs<'a, 'py> {
+    pub route: &'a Bound<'py, PyAny>,
+    pub inputs: &'a Bound<'py, PyAny>,
+    pub dimensions: Option<&'a Bound<'py, PyAny>>,
+    pub headers: Option<&'a Bound<'py, PyAny>>,
+    pub timeout_ms: Option<&'a Bound<'py, PyAny>>,
+    pub traceparent: Option<&'a Bound<'py, PyAny>>,
+    /// Who the call is made for; it goes into the audit record only.
+    pub principal: Option<&'a Bound<'py, PyAny>>,
+}
+
+/// The texts to embed: a list or tuple of `str` (a lone `str` is refused: it is not a list).
+fn texts(v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let py = v.py();
+    let expected = || config_error(py, format!("inputs: expected a list of strings, got {}", type_name(v)));
+    if !(v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()) {
+        return Err(expected());
+    }
+    let mut out = Vec::with_capacity(v.len().unwrap_or(0));
+    for (i, item) in v.try_iter()?.enumerate() {
+        let item = item?;
+        match item.cast::<PyString>() {
+            Ok(s) => out.push(text(&format!("inputs[{i}]"), s)?.into_owned()),
+            Err(_) => return Err(config_error(py, format!("inputs[{i}]: expected a string, got {}", type_name(&item)))),
+        }
+    }
+    Ok(out)
+}
+
+/// `dimensions`: an `int` (not a `bool`) from 1 up; the core refuses 0.
+fn dimensions(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
+    let Some(v) = present(v) else { return Ok(None) };
+    let n = count("dimensions", v)?;
+    u32::try_from(n).map(Some).map_err(|_| config_error(v.py(), format!("dimensions: expected an integer from 1 to {}, got {n}", u32::MAX)))
+}
+
+/// The route name and the core's `EmbedRequest`; the core checks the inputs (at least one, none empty).
+pub fn embed(py: Python<'_>, a: EmbedArgs<'_, '_>) -> PyResult<(String, EmbedRequest)> {
+    let route = string("route", a.route)?;
+    let req = EmbedRequest {
+        inputs: texts(a.inputs)?,
+        dimensions: dimensions(a.dimensions)?,
+        headers: present(a.headers).map(|h| pairs("headers", h, false)).transpose()?.unwrap_or_default(),
+        timeout_ms: timeout(py, a.timeout_ms)?,
+        traceparent: opt_string("traceparent", a.traceparent)?,
+        principal: opt_string("principal", a.principal)?,
+    };
+    Ok((route, req))
+}
+
+/// An embeddings answer: the view's fields (`count`, `dimensions`, `usage`...) and `data`,
+/// every vector as little-endian float32 bytes one after another, written straight into one
+/// `bytes` (the package cuts it into one `array('f')` per vector, a bulk copy each).
+fn embedded<'py>(py: Python<'py>, r: &EmbedResponse) -> PyResult<Bound<'py, PyDict>> {
+    let d = view(py, r)?;
+    let data = PyBytes::new_with(py, r.data.len() * 4, |buf| {
+        for (out, f) in buf.chunks_exact_mut(4).zip(&r.data) {
+            out.copy_from_slice(&f.to_le_bytes());
+        }
+        Ok(())
+    })?;
+    d.set_item("data", data)?;
+    Ok(d)
+}
+
 /// An operation's outcome as Python sees it: a response tuple, a native stream, bytes, a
 /// view's dict (a chat answer with its `raw` bytes, a chat chunk), a lease or a stored
 /// result; an error is the Harness exception of its kind.
@@ -513,6 +579,7 @@ pub fn outcome<'py>(py: Python<'py>, outcome: Result<Outcome, HarnessError>) -> 
         }
         Outcome::ChatStream(s) => Bound::new(py, NativeChatStream::new(s))?.into_any(),
         Outcome::ChatChunk(Some(c)) => view(py, &c)?.into_any(),
+        Outcome::Embed(r) => embedded(py, &r)?.into_any(),
         Outcome::Claimed(Claim::Run(lease)) => Bound::new(py, NativeLease { inner: lease })?.into_any(),
         Outcome::Claimed(Claim::Done(result)) => PyBytes::new(py, &result).into_any(),
     })

@@ -6,6 +6,7 @@
 // HarnessError carries its context inline (as in the core); errors are rare next to I/O.
 #![allow(clippy::result_large_err)]
 
+mod adapters;
 mod callbacks;
 mod client;
 mod completion;

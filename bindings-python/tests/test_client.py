@@ -377,7 +377,7 @@ def test_every_public_name_has_a_docstring_and_a_stub():
     # The package is typed inline (mypy --strict: test_types.py); views and the chat answer are
     # generated into _types.py and the exceptions live in _errors.py: a member is typed in one.
     here = Path(harness.__file__).parent
-    stub = "".join((here / f).read_text() for f in ("__init__.py", "_types.py", "_errors.py", "_idempotency.py", "_events.py"))
+    stub = "".join((here / f).read_text() for f in ("__init__.py", "_types.py", "_errors.py", "_idempotency.py", "_events.py", "_embed.py", "_adapters.py"))
     native_stub = (Path(harness.__file__).parent / "_native.pyi").read_text()
     assert (Path(harness.__file__).parent / "py.typed").exists()
     for name in harness.__all__:

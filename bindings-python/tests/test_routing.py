@@ -58,7 +58,7 @@ def test_chat_answers_with_provider_model_usage_and_cost(providers):
         r = client.chat("chat", HELLO, temperature=0.5, max_tokens=64)
     assert isinstance(r, harness.ChatResponse)
     assert (r.content, r.finish_reason, r.route, r.provider, r.model) == (ANSWER, "stop", "chat", "primary", "primary-model")
-    assert r.usage == harness.Usage(1000, 500, 1500, 0) and r.usage.total_tokens == 1500
+    assert r.usage == harness.Usage(1000, 500, 1500, 0, 0) and r.usage.total_tokens == 1500
     assert r.cost == pytest.approx(0.2, abs=1e-9)
     assert (r.attempts, r.attempts_by_provider, r.fallback, r.stale) == (1, [("primary", 1)], None, False)
     assert len(r.trace_id) == 32 and r.elapsed_ms > 0
@@ -86,7 +86,7 @@ def test_async_chat_answers_the_same(providers):
             return await client.chat("chat", HELLO, extra_body={"timeout_ms": 7}, extra_headers={"x-tenant": "t1"}, timeout_ms=5000)
 
     r = asyncio.run(main())
-    assert (r.content, r.provider, r.model, r.usage) == (ANSWER, "primary", "primary-model", harness.Usage(3, 5, 8, 0))
+    assert (r.content, r.provider, r.model, r.usage) == (ANSWER, "primary", "primary-model", harness.Usage(3, 5, 8, 0, 0))
     # extra_body carries a parameter whose name is a keyword of chat() itself.
     assert providers.log("primary")["requests"][0]["body"]["timeout_ms"] == 7
 
@@ -117,7 +117,7 @@ def test_a_plain_request_naming_a_route_says_who_answered(providers, config):
     with harness.Client(cfg) as client:
         r = client.post("chat", "/v1/chat/completions", json={"messages": HELLO})
     assert (r.status, r.route, r.provider, r.model, r.attempts_by_provider) == (200, "chat", "backup", "backup-model", [("primary", 1), ("backup", 1)])
-    assert (r.usage, r.cost, r.fallback, r.stale) == (harness.Usage(2, 3, 5, 0), None, None, False)
+    assert (r.usage, r.cost, r.fallback, r.stale) == (harness.Usage(2, 3, 5, 0, 0), None, None, False)
     assert "provider=backup" in repr(r)
     # A plain service has no routing attributes.
     plain = harness.Response(200, [], b"", 1.0, 1, "t")

@@ -38,6 +38,10 @@ def test_the_package_and_a_typed_program_pass_mypy_strict():
         ('client.routing_state("r")["providers"][0]["helth"]', '"helth"'),
         ('client.breaker_details("s", "GET", "/x")["state"] + 1', "Unsupported operand"),
         ('client.chat("r", []).contnet', "contnet"),
+        ('client.embed("r", ["x"]).vectros', "vectros"),
+        ('client.embed("r", ["x"], "3")', '"embed"'),
+        ('client.embed("r", "x")', '"embed"'),
+        ('client.register_adapter("a", object())', '"Adapter"'),
         ('x: Config = {"services": {"s": {"base_url": 1}}}', "base_url"),
     ],
 )

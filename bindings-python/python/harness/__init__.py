@@ -31,6 +31,8 @@ if getattr(_native, "__version__", None) != _package_version:
         f"{getattr(_native, '__version__', 'unknown')}; reinstall harness-sdk so both come from one build"
     )
 from ._credentials import TokenProvider as _TokenProvider
+from ._adapters import Adapter as Adapter, HostAdapter as _HostAdapter, methods as _adapter_methods
+from ._embed import EmbedResponse as EmbedResponse
 from ._events import Event as Event, _AsyncListener
 from . import _errors
 from ._errors import (
@@ -65,6 +67,8 @@ __all__ = [
     "ChatChunk",
     "ChatStream",
     "AsyncChatStream",
+    "EmbedResponse",
+    "Adapter",
     "Event",
     "Idempotency",
     "AsyncIdempotency",
@@ -723,6 +727,34 @@ class _Base(ClientViews):
             loop = None
         self._native.set_token_provider(service, _TokenProvider(provider, loop))
 
+    def register_adapter(self, name: str, adapter: Adapter) -> None:
+        """Registers a host adapter: the wire format of an in-house model server, written in
+        Python, for the providers configured with ``adapter: <name>`` on an
+        ``adapter: openai-compatible`` route (until it is registered, those providers are
+        refused and the route fails over).
+
+        ``adapter`` is any object with the methods ``build_request(request) -> dict``,
+        ``parse_response(response) -> dict`` and ``parse_stream_event(event) -> dict | None``
+        (see ``harness.Adapter`` for the dicts). Each may be an ``async def``: the coroutine
+        runs on the event loop running when ``register_adapter`` is called, or under
+        ``asyncio.run`` on a thread of its own when there is none. A plain method runs on a
+        thread of its own, never on an event loop. The request is then sent through the
+        provider's service like any other (auth, retries, breaker, failover, cost).
+
+        A method that raises, returns something that is not JSON, or does not return within
+        the call's deadline fails that provider's attempt with an error naming the adapter
+        and the step (``adapter `inhouse` raised in build_request: ValueError: ...``); the
+        route fails over. Registering a name again replaces the adapter. ``ConfigError`` if a
+        method is missing or the name is not letters, digits, ``-`` and ``_`` or is a built-in
+        adapter's (``openai-compatible``, ``anthropic``, ``gemini``, ``azure-openai``).
+        """
+        _adapter_methods(adapter)
+        try:
+            loop: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self._native.register_adapter(name, _HostAdapter(adapter, loop))
+
     def _view(self, name: str, args: List[Optional[str]]) -> Any:
         # The generated ClientViews methods (routing_state, credentials_state, ...) ask here.
         return self._native.view(name, args)
@@ -936,6 +968,37 @@ class Client(_Base):
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
         return ChatStream(self._native.chat("chat_stream", None, None, *args))
 
+    def embed(
+        self,
+        route: str,
+        inputs: Union[List[str], Tuple[str, ...]],
+        dimensions: Optional[int] = None,
+        *,
+        headers: Any = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
+    ) -> EmbedResponse:
+        """The embedding vectors of ``inputs`` (a list of strings) on a route of
+        ``kind: embeddings``: one ``array('f')`` per input, in input order, in ``vectors``.
+
+        The inputs are split into batches no larger than every provider of the route takes
+        (``providers[].max_batch``, else its format's limit); each batch is one routed call
+        (failover, breakers, cost), and a batch that fails fails the call (no partial result).
+        ``dimensions`` asks for shorter vectors, for models that can give them. ``headers`` (a
+        mapping or pairs) are HTTP headers, ``timeout_ms`` bounds each batch, ``traceparent``
+        continues a trace (else the active OpenTelemetry span is the parent), ``principal``
+        names who the call is made for (in the audit record only).
+
+        ``ConfigError`` naming the field for bad input (``inputs: expected a list of strings``,
+        an empty list or an empty text) or a route not of ``kind: embeddings``; otherwise a
+        ``HarnessError`` subclass as for ``chat``.
+        """
+        if traceparent is None:
+            traceparent, headers = _otel.parent(headers)
+        args = (route, inputs, dimensions, headers, timeout_ms, traceparent, principal)
+        return EmbedResponse._from(self._native.embed(None, None, *args))
+
     def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """``request(service, "GET", path, **kwargs)``."""
         return self.request(service, "GET", path, **kwargs)
@@ -1084,6 +1147,32 @@ class AsyncClient(_Base):
             traceparent, extra_headers = _otel.parent(extra_headers)
         args = (route, messages, _chat_params(extra_body, params), extra_headers, timeout_ms, traceparent, principal)
         return AsyncChatStream(self._native, args)
+
+    async def embed(
+        self,
+        route: str,
+        inputs: Union[List[str], Tuple[str, ...]],
+        dimensions: Optional[int] = None,
+        *,
+        headers: Any = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
+    ) -> EmbedResponse:
+        """The embedding vectors of ``inputs`` on a route of ``kind: embeddings``; same
+        arguments and answer as ``Client.embed``. Cancelling the task cancels the call in Rust
+        (every batch) and frees its permits."""
+        if traceparent is None:
+            traceparent, headers = _otel.parent(headers)
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        pending = self._native.embed(_bridge(loop), future, route, inputs, dimensions, headers, timeout_ms, traceparent, principal)
+        try:
+            reply = await future
+        except BaseException:
+            pending.cancel()  # asyncio cancel (or any interruption) drops the Rust future
+            raise
+        return EmbedResponse._from(reply)
 
     async def get(self, service: str, path: str, **kwargs: Any) -> Response:
         """``await request(service, "GET", path, **kwargs)``."""

@@ -71,6 +71,22 @@ class Client:
     ) -> Any:
         """``op`` ``"chat"`` (a dict of ``harness.ChatResponse`` fields) or ``"chat_stream"`` (a
         ``ChatStream``), driven as ``call`` drives a request."""
+    def embed(
+        self,
+        bridge: Optional[Bridge],
+        future: Optional["asyncio.Future[Any]"],
+        route: str,
+        inputs: Union[List[str], Tuple[str, ...]],
+        dimensions: Optional[int] = None,
+        headers: _Pairs = None,
+        timeout_ms: Optional[float] = None,
+        traceparent: Optional[str] = None,
+        principal: Optional[str] = None,
+    ) -> Any:
+        """A dict of ``harness.EmbedResponse`` fields and ``data`` (the vectors as little-endian
+        float32 bytes), driven as ``call`` drives a request."""
+    def register_adapter(self, name: str, adapter: Callable[[str, str, Callable[[bool, Any], None]], None]) -> None:
+        """Registers a host adapter (a ``harness._adapters.HostAdapter``) under ``name``."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight; returns the new config version."""
     def mock(

@@ -1,7 +1,7 @@
 """A program written against harness's types, checked with ``mypy --strict`` by test_types.py:
 the config is the generated TypedDict, the views and the chat answer are generated types."""
 
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import harness
 from harness._types import BreakerInfo, Config, CredentialState, RouteState
@@ -35,3 +35,49 @@ def answer(client: harness.Client) -> str:
     usage = r.usage
     total = 0 if usage is None else usage.total_tokens
     return f"{r.content} ({total} tokens, stale={r.stale}, {len(r.raw)} raw bytes)"
+
+
+def vectors(client: harness.Client) -> List[float]:
+    r: harness.EmbedResponse = client.embed("embed", ["a", "bb"], 3, timeout_ms=2000)
+    first = r.vectors[0]
+    usage = r.usage
+    tokens = 0 if usage is None else usage.prompt_tokens
+    return [x * tokens for x in first] + [float(r.count * r.dimensions), r.cost or 0.0]
+
+
+async def vectors_async(client: harness.AsyncClient) -> int:
+    r = await client.embed("embed", ("a",), dimensions=8, principal="u1")
+    return len(r.data) // 4 + r.batches + r.attempts
+
+
+class InHouse:
+    """A host adapter with plain methods."""
+
+    def build_request(self, request: Dict[str, Any]) -> Dict[str, Any]:
+        return {"path": "/inhouse/generate", "body": {"prompt": str(request["request"])}}
+
+    def parse_response(self, response: Dict[str, Any]) -> Dict[str, Any]:
+        return {"content": str(response["body"])}
+
+    def parse_stream_event(self, event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None if event["data"] == "" else {"content": event["data"]}
+
+
+class AsyncInHouse:
+    """A host adapter with `async def` methods."""
+
+    async def build_request(self, request: Dict[str, Any]) -> Dict[str, Any]:
+        return {"path": "/inhouse/generate", "body": request}
+
+    async def parse_response(self, response: Dict[str, Any]) -> Dict[str, Any]:
+        return {"content": response["body"]}
+
+    async def parse_stream_event(self, event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        return None
+
+
+def adapters(client: harness.Client, aclient: harness.AsyncClient) -> None:
+    client.register_adapter("inhouse", InHouse())
+    aclient.register_adapter("inhouse", AsyncInHouse())
+    adapter: harness.Adapter = InHouse()
+    client.register_adapter("other", adapter)
