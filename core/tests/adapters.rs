@@ -526,3 +526,38 @@ async fn a_host_adapter_reaches_an_in_house_format_and_fails_over_to_a_native_pr
     assert!(e.message.contains("adapter `inhouse` raised in build_request: RuntimeError: the adapter is broken"), "{}", e.message);
     assert!(client.register_adapter("anthropic", Arc::new(InHouse { raise: false })).unwrap_err().message.starts_with("name:"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vendor_streams_that_cut_stall_or_send_a_malformed_event_are_never_a_success() {
+    let sim = Sim::start().await;
+    for (id, adapter, other, other_adapter) in [("claude", "anthropic", "gem", "gemini"), ("gem", "gemini", "claude", "anthropic")] {
+        sim.provider(other, json!({"reset": true, "content": "the backup answer"})).await;
+        // A cut after two pieces, then a stall after two: held, restarted unseen on the other vendor.
+        for fault in [json!({"cut_after": 2}), json!({"stall_after": 2})] {
+            sim.provider(id, json!({"reset": true, "content": "one two three four", "stream": fault})).await;
+            let (client, _) = routed(&sim, &[(id, adapter), (other, other_adapter)], json!({}));
+            let mut s = client.chat_stream("chat", ask("go")).await.unwrap();
+            let mut text = String::new();
+            while let Some(c) = s.next().await.unwrap_or_else(|e| panic!("{adapter} {fault}: {e}")) {
+                if c.kind == ChatChunkKind::Delta {
+                    text.push_str(&c.content);
+                }
+            }
+            assert_eq!(text, "the backup answer", "{adapter} {fault}");
+        }
+        // A malformed event is skipped; the answer completes from the same provider.
+        sim.provider(id, json!({"reset": true, "content": "one two three", "stream": {"malformed_at": 1}})).await;
+        let (client, events) = routed(&sim, &[(id, adapter), (other, other_adapter)], json!({}));
+        let mut s = client.chat_stream("chat", ask("go")).await.unwrap();
+        let mut text = String::new();
+        while let Some(c) = s.next().await.unwrap() {
+            if c.kind == ChatChunkKind::Delta {
+                text.push_str(&c.content);
+            }
+        }
+        assert_eq!(text, "one two three", "{adapter}");
+        client.flush();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(events.0.lock().iter().filter(|e| e.kind() == "stream_chunk_skipped").count(), 1, "{adapter}");
+    }
+}

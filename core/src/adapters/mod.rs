@@ -8,7 +8,7 @@
 //! Guarantees: every adapter maps its errors onto the common codes (`CODES`), so
 //! `on_error`, failover, breakers and health work across vendors; an answer or event that
 //! does not parse is an error naming what is missing, never an empty success; a native
-//! answer is handed on in the OpenAI shape (`openai::completion_json`), so callers, the
+//! answer is handed on in the OpenAI shape (`openai::completion_bytes`), so callers, the
 //! fallback cache and the gateway see one shape whoever answered.
 
 pub mod anthropic;

@@ -371,26 +371,51 @@ pub(crate) fn stream_error(err: &Value) -> EventFault {
     EventFault::Failed { code, message }
 }
 
-/// A whole answer in OpenAI's chat-completion shape: how a native format's answer is handed on.
-pub(crate) fn completion_json(p: &Parsed) -> Value {
-    let mut message = serde_json::json!({"role": "assistant", "content": if p.content.is_empty() && !p.tool_calls.is_empty() { Value::Null } else { Value::String(p.content.clone()) }});
-    if !p.tool_calls.is_empty() {
-        let calls: Vec<Value> = p
-            .tool_calls
-            .iter()
-            .map(|t| serde_json::json!({"id": t.id, "type": "function", "function": {"name": t.name, "arguments": t.arguments}}))
-            .collect();
-        message["tool_calls"] = Value::Array(calls);
+/// A whole answer in OpenAI's chat-completion shape: how a native format's answer is handed
+/// on (serialised straight from the parsed answer, with no JSON tree in between).
+pub(crate) fn completion_bytes(p: &Parsed) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Function<'a> {
+        name: &'a str,
+        arguments: &'a str,
     }
-    let mut out = serde_json::json!({
-        "object": "chat.completion",
-        "model": p.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": p.finish_reason}],
-    });
-    if let Some(u) = &p.usage {
-        out["usage"] = u.openai_json();
+    #[derive(Serialize)]
+    struct Call<'a> {
+        id: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: Function<'a>,
     }
-    out
+    #[derive(Serialize)]
+    struct Message<'a> {
+        role: &'static str,
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<Call<'a>>,
+    }
+    #[derive(Serialize)]
+    struct Choice<'a> {
+        index: u32,
+        message: Message<'a>,
+        finish_reason: Option<&'a str>,
+    }
+    #[derive(Serialize)]
+    struct Completion<'a> {
+        object: &'static str,
+        model: Option<&'a str>,
+        choices: [Choice<'a>; 1],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<Value>,
+    }
+    let calls: Vec<Call> = p.tool_calls.iter().map(|t| Call { id: &t.id, kind: "function", function: Function { name: &t.name, arguments: &t.arguments } }).collect();
+    let content = if p.content.is_empty() && !calls.is_empty() { None } else { Some(p.content.as_str()) };
+    let c = Completion {
+        object: "chat.completion",
+        model: p.model.as_deref(),
+        choices: [Choice { index: 0, message: Message { role: "assistant", content, tool_calls: calls }, finish_reason: p.finish_reason.as_deref() }],
+        usage: p.usage.as_ref().map(Usage::openai_json),
+    };
+    serde_json::to_vec(&c).unwrap_or_default()
 }
 
 /// Tool-call arguments as the provider sent them: a string as is, anything else as its JSON.

@@ -138,7 +138,7 @@ async fn checked_answer(call: &mut Call, idx: usize, outcome: Once) -> Once {
         }
     }
     if !p.adapter.speaks_openai() {
-        resp.body = serde_json::to_vec(&openai::completion_json(&parsed)).unwrap_or_default().into();
+        resp.body = openai::completion_bytes(&parsed).into();
     }
     if let Some(rc) = call.route.as_mut() {
         rc.parsed = Some(parsed);
