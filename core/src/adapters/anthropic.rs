@@ -14,8 +14,11 @@
 //! usage with cache reads (input tokens here exclude cached ones, so the prompt is their
 //! sum), `error` events mid-stream, `ping`s skipped, unknown events ignored.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::usage::Usage;
@@ -118,36 +121,36 @@ impl ChatAdapter for Anthropic {
     }
 
     fn parse(&self, body: &[u8]) -> Result<Parsed, AnswerFault> {
-        let v: Value = serde_json::from_slice(body).map_err(|e| AnswerFault::Malformed(format!("the answer is not JSON: {e}")))?;
-        if v.get("type").and_then(Value::as_str) != Some("message") {
+        // Read into typed fields (no JSON tree): a tool's input stays the provider's own text.
+        let m: MessageIn = serde_json::from_slice(body).map_err(|e| AnswerFault::Malformed(format!("the answer is not a message: {e}")))?;
+        if m.kind.as_deref() != Some("message") {
             return Err(AnswerFault::Malformed("the answer is not a message (no `\"type\": \"message\"`)".into()));
         }
-        let blocks = v.get("content").and_then(Value::as_array).ok_or_else(|| AnswerFault::Malformed("the answer has no content list".into()))?;
-        let mut p = Parsed { model: v.get("model").and_then(Value::as_str).map(str::to_string), ..Default::default() };
-        for (i, b) in blocks.iter().enumerate() {
-            match b.get("type").and_then(Value::as_str) {
-                Some("text") => p.content.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
-                Some("tool_use") => {
-                    let name = b.get("name").and_then(Value::as_str).ok_or_else(|| AnswerFault::Malformed(format!("content[{i}]: a tool_use block has no name")))?;
-                    let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
+        let blocks = m.content.ok_or_else(|| AnswerFault::Malformed("the answer has no content list".into()))?;
+        let mut p = Parsed { model: m.model, ..Default::default() };
+        for (i, b) in blocks.into_iter().enumerate() {
+            match b.kind.as_ref() {
+                "text" => p.content.push_str(b.text.as_deref().unwrap_or("")),
+                "tool_use" => {
+                    let name = b.name.ok_or_else(|| AnswerFault::Malformed(format!("content[{i}]: a tool_use block has no name")))?;
+                    let input = b.input.map_or("{}", |r| r.get()).to_string();
                     if name == STRUCTURED_TOOL {
-                        p.content = input.to_string();
+                        p.content = input;
                         continue;
                     }
-                    let id = b.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
-                    p.tool_calls.push(ToolCall { id, name: name.to_string(), arguments: input.to_string() });
+                    p.tool_calls.push(ToolCall { id: b.id.unwrap_or_default(), name, arguments: input });
                 }
                 // Thinking, redacted thinking and any newer block: not part of the answer's text.
                 _ => {}
             }
         }
-        let reason = v.get("stop_reason").and_then(Value::as_str);
+        let reason = m.stop_reason.as_deref();
         p.finish_reason = reason.map(finish_reason);
         if p.finish_reason.as_deref() == Some("tool_calls") && p.tool_calls.is_empty() {
             // Only the structured-output tool was called: a plain answer.
             p.finish_reason = Some("stop".into());
         }
-        p.usage = usage(v.get("usage"), None).map_err(AnswerFault::Malformed)?;
+        p.usage = usage(m.usage.as_ref(), None).map_err(AnswerFault::Malformed)?;
         if reason == Some("refusal") && p.content.is_empty() && p.tool_calls.is_empty() {
             return Err(AnswerFault::Refused { code: "content_filter".into(), message: "the model refused to answer (stop_reason refusal)".into() });
         }
@@ -165,6 +168,35 @@ impl ChatAdapter for Anthropic {
         let message = err.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("");
         super::common_code(status, kind, message).map(str::to_string)
     }
+}
+
+/// A Messages answer, as far as it is read.
+#[derive(Deserialize)]
+struct MessageIn<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default, borrow)]
+    content: Option<Vec<BlockIn<'a>>>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct BlockIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
 }
 
 /// A `response_format` as the schema of the forced tool: `json_schema`'s schema, or any object.
