@@ -265,6 +265,122 @@ export declare class ChatStream implements AsyncIterable<ChatChunk> {
   cancel(): void
 }
 
+/** Options of an embeddings call. */
+export interface EmbedOptions {
+  /** Shorter vectors, for models that can give them (OpenAI's `dimensions`, Gemini's `outputDimensionality`); an integer >= 1. */
+  dimensions?: number
+  /** Request headers. */
+  headers?: Pairs
+  /** Overrides the route's total deadline, in milliseconds. */
+  timeoutMs?: number
+  /** The caller's W3C `traceparent`, as in `ChatOptions.traceparent`. */
+  traceparent?: string
+  /** Who the call is made for, as in `CallOptions.principal` (the audit record only). */
+  principal?: string
+  /** Aborting it cancels the call in Rust (freeing its permits); the promise rejects with `CancelledError`. */
+  signal?: AbortSignal
+}
+
+/** The vectors of an embeddings call, in input order, with what they cost. */
+export interface EmbedResponse {
+  /** One vector per input, in input order: Float32Array views over one ArrayBuffer that holds them all. */
+  readonly vectors: Float32Array[]
+  /** How many vectors (one per input). */
+  readonly count: number
+  /** The length of every vector. */
+  readonly dimensions: number
+  /** Token counts summed over every batch, or null when no provider reported them. */
+  readonly usage: Usage | null
+  /** From the providers' prices and the usage they reported; null without both. */
+  readonly cost: number | null
+  /** The route called. */
+  readonly route: string
+  /** The provider that answered the first batch. */
+  readonly provider: string | null
+  /** The model that answered the first batch. */
+  readonly model: string | null
+  /** How many calls the inputs were split into. */
+  readonly batches: number
+  /** Attempts across every batch. */
+  readonly attempts: number
+  /** The first batch's W3C trace id (32 hex digits). */
+  readonly traceId: string
+  /** Wall time of the whole call, in milliseconds. */
+  readonly elapsedMs: number
+}
+export declare class EmbedResponse {
+  private constructor()
+}
+
+/** What a host adapter's `buildRequest` gets: the OpenAI-shaped chat body (model set), the provider and whether to stream. */
+export interface AdapterRequestInput {
+  request: { messages: ChatMessage[]; model?: string; [param: string]: unknown }
+  provider: { id: string; model: string | null }
+  stream: boolean
+}
+
+/** What `buildRequest` returns: the path (relative to the service's base URL), the body, and extra headers. */
+export interface AdapterRequest {
+  path: string
+  body: unknown
+  headers?: Record<string, string> | null
+}
+
+/** What `parseResponse` gets: the provider's answer (any status), headers lowercased, the body as text. */
+export interface AdapterResponseInput {
+  status: number
+  headers: Record<string, string>
+  body: string
+}
+
+/** A provider's error in an adapter's answer: a common code (`overloaded`, `rate_limited`, ...) or the vendor's, and a message. */
+export interface AdapterError {
+  error: { code?: string | null; message: string }
+}
+
+/** Usage as an adapter reports it (snake_case: the core reads it as given). */
+export interface AdapterUsage {
+  prompt_tokens: number
+  completion_tokens: number
+  cached_tokens?: number
+  reasoning_tokens?: number
+}
+
+/** What `parseResponse` returns for an answer. */
+export interface AdapterAnswer {
+  content?: string
+  tool_calls?: Array<{ id?: string; name?: string; arguments?: string | unknown }>
+  finish_reason?: string | null
+  usage?: AdapterUsage | null
+  model?: string | null
+}
+
+/** What `parseStreamEvent` gets: one server-sent event (`event` is `message` when none was named). */
+export interface AdapterEventInput {
+  event: string
+  data: string
+}
+
+/** What `parseStreamEvent` returns: a piece of the answer (`done: true` on the last), an error, or null for nothing. */
+export interface AdapterEvent {
+  content?: string
+  tool_calls?: Array<{ index?: number; id?: string; name?: string; arguments?: string | unknown }>
+  finish_reason?: string | null
+  usage?: AdapterUsage | null
+  done?: boolean
+}
+
+/**
+ * A provider's wire format written in JS (`client.registerAdapter`): each method may be async.
+ * A method that throws or rejects fails that provider's attempt (the route fails over) with an
+ * error naming the adapter and the step.
+ */
+export interface HostAdapter {
+  buildRequest(input: AdapterRequestInput): AdapterRequest | PromiseLike<AdapterRequest>
+  parseResponse(input: AdapterResponseInput): AdapterAnswer | AdapterError | PromiseLike<AdapterAnswer | AdapterError>
+  parseStreamEvent(input: AdapterEventInput): AdapterEvent | AdapterError | null | undefined | PromiseLike<AdapterEvent | AdapterError | null | undefined>
+}
+
 /** Listeners by event name: `event` gets every event, a type name only that kind. */
 export type HarnessEventListeners = { event: (event: HarnessEvent) => unknown } & {
   [K in HarnessEventType]: (event: Extract<HarnessEvent, { type: K }>) => unknown
@@ -348,6 +464,18 @@ export declare class Client extends EventEmitter {
    * `delta`, `restart` and `done` chunks.
    */
   chatStream(route: string, request: ChatRequest, options?: ChatOptions): Promise<ChatStream>
+  /**
+   * Embeds `inputs` (non-empty strings) on a route of `kind: embeddings`: one vector per input, in
+   * order, batched per the providers' `max_batch`, each batch routed (failover, breakers, cost).
+   * Rejects with a `ConfigError` naming the field for bad input (an empty list, a chat route).
+   */
+  embed(route: string, inputs: readonly string[], options?: EmbedOptions): Promise<EmbedResponse>
+  /**
+   * Registers a host adapter under `name`: providers with `adapter: name` reach it. A second
+   * registration under the name replaces the first. The adapter never keeps the process alive.
+   * @throws ConfigError naming a missing method, or for a bad or built-in name.
+   */
+  registerAdapter(name: string, adapter: HostAdapter): void
   /**
    * Sets a provider's weight on a route (0 stops its traffic), validated and versioned as a reload.
    * Returns the new `configVersion`. @throws ConfigError for an unknown route or provider.

@@ -507,6 +507,86 @@ class ChatStream {
   }
 }
 
+// ---------------------------------------------------------------- embeddings
+
+/**
+ * The vectors of an embeddings call, in input order: `vectors[i]` is input `i`'s, a Float32Array
+ * view over one ArrayBuffer that holds them all (the core's buffer, handed over once).
+ */
+class EmbedResponse {
+  // `r` is the core's EmbedResponse view; `all` every vector, one after another.
+  constructor(r, all) {
+    const count = r.count
+    const dimensions = r.dimensions
+    const vectors = new Array(count)
+    for (let i = 0; i < count; i++) vectors[i] = new Float32Array(all.buffer, all.byteOffset + i * dimensions * 4, dimensions)
+    /** One Float32Array per input, in input order, all views over one ArrayBuffer. */
+    this.vectors = vectors
+    /** How many vectors (one per input). */
+    this.count = count
+    /** The length of every vector. */
+    this.dimensions = dimensions
+    /** `{ promptTokens, completionTokens, totalTokens, ... }` summed over every batch, or null when no provider reported it. */
+    this.usage = r.usage ?? null
+    /** From the providers' prices and the usage they reported; null without both. */
+    this.cost = r.cost ?? null
+    /** The route called. */
+    this.route = r.route
+    /** The provider that answered the first batch. */
+    this.provider = r.provider ?? null
+    /** The model that answered the first batch. */
+    this.model = r.model ?? null
+    /** How many calls the inputs were split into. */
+    this.batches = r.batches
+    /** Attempts across every batch. */
+    this.attempts = r.attempts
+    /** The first batch's W3C trace id. */
+    this.traceId = r.traceId
+    /** Wall time of the whole call, in milliseconds. */
+    this.elapsedMs = r.elapsedMs
+  }
+}
+
+// Checks and translates one embeddings call, stages it natively and returns its promise.
+function sendEmbed(nativeClient, route, inputs, opts) {
+  let request, token
+  try {
+    route = routeName(route)
+    if (!Array.isArray(inputs)) throw configError(`inputs: expected an array of strings, got ${inputs === null ? 'null' : typeof inputs}`)
+    for (let i = 0; i < inputs.length; i++) {
+      const t = inputs[i]
+      if (typeof t !== 'string') throw configError(`inputs[${i}]: expected a string, got ${t === null ? 'null' : typeof t}`)
+      if (!isWellFormed(t)) throw hostInputError('lone_surrogate', `inputs[${i}]`)
+    }
+    if (opts === null || typeof opts !== 'object') throw configError('embed: expected an options object')
+    const dimensions = opts.dimensions ?? undefined
+    if (dimensions !== undefined && (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 0xffffffff)) {
+      throw configError(`dimensions: expected an integer >= 1, got ${typeof dimensions === 'number' ? dimensions : typeof dimensions}`)
+    }
+    const flat = flatPairs(opts.headers, 'headers')
+    const headers = []
+    if (flat !== undefined) for (let i = 0; i < flat.length; i += 2) headers.push([flat[i], flat[i + 1]])
+    const traceparent = callTraceparent(optString(opts.traceparent, 'traceparent'), flat)
+    const principal = optString(opts.principal, 'principal')
+    const timeoutMs = optMillis(opts.timeoutMs)
+    // JSON.stringify would write NaN or an infinity as null (no timeout): refused instead.
+    if (timeoutMs !== undefined && !Number.isFinite(timeoutMs)) throw hostInputError('non_finite', 'request.timeout_ms')
+    // The core's EmbedRequest (`EmbedRequest::from_host`); absent fields are left out.
+    request = JSON.stringify({ inputs, dimensions, headers, timeout_ms: timeoutMs, traceparent, principal })
+    token = cancelToken(opts.signal, route, 'POST')
+  } catch (e) {
+    return Promise.reject(e)
+  }
+  const id = nextId()
+  let error
+  try {
+    error = nativeClient.embed(queue, id, route, request, token)
+  } catch (e) {
+    return Promise.reject(configError(`embed: ${e.message}`))
+  }
+  return settleLater(id, error, route, 'POST', opts.signal, token)
+}
+
 // ---------------------------------------------------------------- requests
 
 // `scope` prefixes the field in errors: `request.path`, `mock.path`.
@@ -819,6 +899,7 @@ const CHAT_CHUNK = LAYOUT.chatChunk
 const LEASE = LAYOUT.lease
 const STORED = LAYOUT.stored
 const SETTLED = LAYOUT.settled
+const EMBED = LAYOUT.embed
 const BODY_LARGE = LAYOUT.bodyLarge
 const BODY_STREAM = LAYOUT.bodyStream
 const BODY_NONE = LAYOUT.bodyNone
@@ -848,7 +929,7 @@ function takeBody(len) {
 // else the row's kind. Views (chat answers and chunks, routing records, errors) are the core's
 // JSON, parsed once per batch.
 function drain() {
-  const { meta, text, bodies, large, views: viewText, handles, events } = queue.drain()
+  const { meta, text, bodies, large, views: viewText, handles, floats, events } = queue.drain()
   const views = viewText.length > 0 ? JSON.parse(`[${viewText}]`) : NO_VIEWS
   cursor.bodies = bodies
   cursor.large = large
@@ -857,6 +938,7 @@ function drain() {
   let at = 0
   let nView = 0
   let nHandle = 0
+  let nFloats = 0
   for (let i = 0; i < meta.length; i += FIELDS) {
     const id = meta[i]
     const status = meta[i + 1]
@@ -926,6 +1008,12 @@ function drain() {
       case SETTLED:
         if (call !== undefined) call.succeed(undefined)
         break
+      case EMBED: {
+        const answer = views[nView++]
+        const all = floats[nFloats++]
+        if (call !== undefined) call.succeed(new EmbedResponse(answer, all))
+        break
+      }
     }
   }
   cursor.bodies = null
@@ -1105,6 +1193,58 @@ function providerMessage(e) {
   }
 }
 
+// ---------------------------------------------------------------- host adapters
+
+// The core's step names and the JS methods that implement them.
+const ADAPTER_METHODS = Object.freeze({ build_request: 'buildRequest', parse_response: 'parseResponse', parse_stream_event: 'parseStreamEvent' })
+
+// Runs a JS adapter's method for the core's call `id` (on the JS thread, through a weak
+// threadsafe function): `input` is JSON text, parsed for the method; its result (a value or a
+// Promise) is stringified back. Never throws: a throw or a rejection settles `id` with
+// `<Name>: <message>`, which the core turns into an error naming the adapter and the step.
+function runAdapter(methods, self, id, step, input) {
+  let result
+  try {
+    const method = methods[step]
+    if (method === undefined) throw new TypeError(`no method for the step ${step}`)
+    result = method.call(self, JSON.parse(input))
+  } catch (e) {
+    native.adapterReject(id, hostErrorMessage(e))
+    return
+  }
+  if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
+    Promise.resolve(result).then(
+      (v) => settleAdapter(id, v),
+      (e) => native.adapterReject(id, hostErrorMessage(e)),
+    )
+  } else {
+    settleAdapter(id, result)
+  }
+}
+
+function settleAdapter(id, v) {
+  let text
+  try {
+    // `undefined` (no answer, e.g. an event with nothing for the caller) is `null`.
+    text = v === undefined ? 'null' : JSON.stringify(v)
+    if (text === undefined) throw new TypeError(`expected a plain object, got ${typeof v}`)
+  } catch (e) {
+    native.adapterReject(id, hostErrorMessage(e))
+    return
+  }
+  native.adapterResolve(id, text)
+}
+
+// `<Name>: <message>` for an Error (`TypeError: x`), else the thrown value as text.
+function hostErrorMessage(e) {
+  try {
+    if (e instanceof Error) return `${e.name || 'Error'}: ${String(e.message)}`
+    return `Error: ${String(e)}`
+  } catch {
+    return 'Error: the adapter failed'
+  }
+}
+
 // ---------------------------------------------------------------- client
 
 function openClient(config) {
@@ -1208,6 +1348,38 @@ class Client extends EventEmitter {
    */
   chatStream(route, request, options) {
     return sendChat(this._native, true, route, request, options ?? NO_OPTIONS)
+  }
+
+  /**
+   * Embeds `inputs` (non-empty strings) on a route of `kind: embeddings`: one vector per input, in
+   * order, split into batches per the providers' `max_batch`, each batch routed (failover, breakers,
+   * cost). Resolves to an EmbedResponse whose `vectors` are Float32Arrays over one ArrayBuffer.
+   * `options`: `dimensions`, `headers`, `timeoutMs`, `traceparent`, `principal`, `signal`.
+   */
+  embed(route, inputs, options) {
+    return sendEmbed(this._native, route, inputs, options ?? NO_OPTIONS)
+  }
+
+  /**
+   * Registers a host adapter under `name` (a provider with `adapter: name` reaches it): an object
+   * with `buildRequest`, `parseResponse` and `parseStreamEvent`, functions or async functions
+   * taking and returning plain objects (the shapes are the core's, see README.md). A second
+   * registration under a name replaces the first.
+   * @throws ConfigError naming a missing method, or for a bad or built-in name.
+   */
+  registerAdapter(name, adapter) {
+    name = reqString(name, 'name', 'registerAdapter')
+    if (adapter === null || typeof adapter !== 'object' && typeof adapter !== 'function') {
+      throw configError('registerAdapter: expected an object with buildRequest, parseResponse and parseStreamEvent')
+    }
+    const methods = {}
+    for (const [step, method] of Object.entries(ADAPTER_METHODS)) {
+      const fn = adapter[method]
+      if (typeof fn !== 'function') throw configError(`registerAdapter: adapter.${method}: expected a function, got ${fn === null ? 'null' : typeof fn}`)
+      methods[step] = fn
+    }
+    const error = this._native.registerAdapter(name, (id, step, input) => runAdapter(methods, adapter, id, step, input))
+    if (error) throw nativeError(error)
   }
 
   /**
@@ -1672,6 +1844,7 @@ module.exports = {
   StreamResponse,
   ChatResponse,
   ChatStream,
+  EmbedResponse,
   Idempotency,
   Lease,
   ERROR_NAMES,

@@ -119,6 +119,33 @@ impl NativeClient {
         }
     }
 
+    /// Stages an embeddings call on `route` (a route of `kind: embeddings`); it starts with
+    /// `queue.flush()` and completes through `queue` under `id`. `request` is the JSON text of
+    /// the core's `EmbedRequest` (`{"inputs", "dimensions"?, "headers"?, "timeout_ms"?,
+    /// "traceparent"?, "principal"?}`). Returns the error at once (and stages nothing) if it
+    /// cannot be read.
+    #[napi]
+    pub fn embed(&self, queue: &CompletionQueue, id: u32, route: String, request: String, cancel: Option<&CancelToken>) -> Option<NativeError> {
+        match harness_core::EmbedRequest::from_host(request.as_bytes()) {
+            Ok(req) => {
+                queue.stage(Operation::Embed(self.inner.clone(), route, req), id, cancel);
+                None
+            }
+            Err(e) => Some(error(e)),
+        }
+    }
+
+    /// Registers `ask` (`(id, step, input) => ...`, see `adapters.rs`) as the host adapter
+    /// `name`: providers with `adapter: <name>` reach it. A second registration replaces the first.
+    #[napi(ts_args_type = "name: string, ask: (id: number, step: string, input: string) => unknown")]
+    pub fn register_adapter(&self, name: String, ask: Function<crate::adapters::AskArgs, Unknown<'static>>) -> Option<NativeError> {
+        let adapter = match crate::adapters::node_adapter(ask) {
+            Ok(a) => a,
+            Err(e) => return Some(error(harness_core::HarnessError::config(format!("registerAdapter: {}", e.reason)))),
+        };
+        self.inner.register_adapter(&name, adapter).err().map(error)
+    }
+
     /// One of the core's read-only views (`view_specs`) as camelCased JSON text, the shape
     /// `types.d.ts` declares.
     #[napi]

@@ -1,7 +1,7 @@
 //! The one completion path, generic over the core's `Outcome`. A feature stages an
 //! `Operation` (`CompletionQueue::stage`); calls made in one JS tick start with one crossing
 //! into the core's runtime (`flush`). Every outcome (a response, an opened stream, a chunk, a
-//! chat answer, a receiver claim, an error) is pushed from any thread as one row of a batch,
+//! chat answer, an embeddings answer, a receiver claim, an error) is pushed from any thread as one row of a batch,
 //! and a single weak threadsafe function wakes the JS thread, at most once per batch, to
 //! `drain()` it all. JS matches each row to its promise by id.
 //!
@@ -44,6 +44,8 @@ const LEASE: f64 = -6.0;
 const STORED: f64 = -7.0;
 /// A receiver `complete` or `fail` recorded.
 const SETTLED: f64 = -8.0;
+/// An embeddings answer: its view, and its vectors as the next of `floats`.
+const EMBED: f64 = -9.0;
 /// Body column: >= 0 = a length in `bodies`.
 const BODY_LARGE: f64 = -1.0;
 /// An opened body stream (the next of `handles`); the status column is its HTTP status.
@@ -63,6 +65,7 @@ pub struct CompletionLayout {
     pub lease: i32,
     pub stored: i32,
     pub settled: i32,
+    pub embed: i32,
     pub body_large: i32,
     pub body_stream: i32,
     pub body_none: i32,
@@ -81,6 +84,7 @@ pub fn completion_layout() -> CompletionLayout {
         lease: LEASE as i32,
         stored: STORED as i32,
         settled: SETTLED as i32,
+        embed: EMBED as i32,
         body_large: BODY_LARGE as i32,
         body_stream: BODY_STREAM as i32,
         body_none: BODY_NONE as i32,
@@ -104,6 +108,9 @@ pub struct CompletionBatch {
     pub views: String,
     /// What the rows' outcomes left open, in row order.
     pub handles: Vec<Either3<NativeStream, NativeChatStream, NativeLease>>,
+    /// Per embeddings answer, in row order: every vector, one after another (`count` of
+    /// `dimensions` floats), handed over as the core's own buffer (JS makes one view per vector).
+    pub floats: Vec<Float32Array>,
     /// Events for listening clients, `[key,{"type":...}]` entries joined with `,` (JS wraps them in
     /// `[...]` and parses once); empty when none.
     pub events: String,
@@ -125,6 +132,7 @@ struct Rows {
     large: Vec<Vec<u8>>,
     views: Vec<u8>,
     handles: Vec<Handle>,
+    floats: Vec<Vec<f32>>,
 }
 
 impl Rows {
@@ -164,6 +172,12 @@ impl Rows {
                 self.row(id, STORED, body);
             }
             Ok(Outcome::Settled) => self.row(id, SETTLED, BODY_NONE),
+            Ok(Outcome::Embed(mut r)) => {
+                // The vectors move out (no copy here); the view is the rest (`data` is not serialised).
+                self.floats.push(std::mem::take(&mut r.data));
+                self.view(&r);
+                self.row(id, EMBED, BODY_NONE);
+            }
             Err(e) => {
                 self.view(&harness_core::ErrorView::of(&e));
                 let body = e.body.map_or(BODY_NONE, |b| self.body(b));
@@ -368,6 +382,7 @@ impl CompletionQueue {
                     Handle::Lease(inner) => Either3::C(NativeLease { inner }),
                 })
                 .collect(),
+            floats: rows.floats.into_iter().map(Float32Array::new).collect(),
             events,
         }
     }

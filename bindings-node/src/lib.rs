@@ -4,7 +4,7 @@
 //! values out. Every operation runs on the core's own tokio runtime (napi's `async`
 //! runtime is deliberately not enabled: one runtime per process). Everything that
 //! comes back to JS (any `Outcome`: responses, opened streams, chunks, chat answers,
-//! receiver claims; and events) takes one path, the `CompletionQueue`
+//! receiver claims, embeddings; and events) takes one path, the `CompletionQueue`
 //! (`completion.rs`): pushed from any thread, one weak wake-up per batch, drained by
 //! JS, matched to promises by id. Views and errors cross as the core's serde JSON
 //! (`ErrorView` for errors), camelCased as `types.d.ts` declares, never inside a
@@ -13,13 +13,14 @@
 //! Modules: `completion` (the queue, generic over `Outcome`; it imports no feature),
 //! `convert` (JS fields to core requests, core values to JS), `client` (the native
 //! client: calls, views, mocks, listeners), `events` (the event sink), `credentials`
-//! (JS token providers), `idempotency` (the idempotent receiver).
+//! (JS token providers), `adapters` (JS host adapters), `idempotency` (the idempotent receiver).
 
 // The core's HarnessError is large by design (full call context); it crosses once per failed call.
 #![allow(clippy::result_large_err)]
 // The napi exports are only reached from JS: a unit-test build sees them as unused.
 #![cfg_attr(test, allow(dead_code))]
 
+mod adapters;
 mod client;
 mod completion;
 mod convert;
