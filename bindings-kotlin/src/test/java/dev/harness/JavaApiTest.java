@@ -1,5 +1,6 @@
 package dev.harness;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -17,6 +18,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import kotlinx.serialization.json.Json;
+import kotlinx.serialization.json.JsonElement;
+import kotlinx.serialization.json.JsonElementKt;
+import kotlinx.serialization.json.JsonObject;
 import org.junit.jupiter.api.Test;
 
 /** Java callers use the binding through CompletableFuture, with no Kotlin in sight. */
@@ -334,6 +339,61 @@ class JavaApiTest {
             client.clearMocks();
             CompletionException e = assertThrows(CompletionException.class, () -> client.getAsync("orders", "/orders/42").join());
             assertInstanceOf(HarnessException.Connect.class, e.getCause());
+        }
+    }
+
+    /** An in-house format adapter written in Java: CompletableFutures, kotlinx JsonObjects. */
+    static final class JavaInHouse implements AsyncHarnessAdapter {
+        @Override
+        public CompletableFuture<JsonObject> buildRequest(JsonObject request) {
+            boolean stream = JsonElementKt.getBoolean(JsonElementKt.getJsonPrimitive(request.get("stream")));
+            Map<String, JsonElement> body = Map.of("prompt", JsonElementKt.JsonPrimitive("hi"), "stream", JsonElementKt.JsonPrimitive(stream));
+            return CompletableFuture.supplyAsync(() -> new JsonObject(Map.of("path", JsonElementKt.JsonPrimitive("/inhouse/generate"), "body", new JsonObject(body))));
+        }
+
+        @Override
+        public CompletableFuture<JsonObject> parseResponse(JsonObject response) {
+            String text = JsonElementKt.getJsonPrimitive(response.get("body")).getContent();
+            JsonObject answer = JsonElementKt.getJsonObject(Json.Default.parseToJsonElement(text));
+            JsonObject output = JsonElementKt.getJsonObject(answer.get("output"));
+            return CompletableFuture.completedFuture(new JsonObject(Map.of("content", output.get("text"), "finish_reason", JsonElementKt.JsonPrimitive("stop"))));
+        }
+
+        @Override
+        public CompletableFuture<JsonObject> parseStreamEvent(JsonObject event) {
+            return CompletableFuture.completedFuture(null);
+        }
+    }
+
+    @Test
+    void javaCallersEmbedAndRegisterAnAdapterAnsweringWithFutures() throws Exception {
+        TestUpstream.INSTANCE.putProvider("java_embed-oa", Map.of("reset", true, "dimensions", 4));
+        TestUpstream.INSTANCE.putProvider("java_adapter-house", Map.of("reset", true, "content", "java house"));
+        Map<String, Object> cfg = Map.of(
+                "log", Map.of("enabled", false),
+                "services", Map.of(
+                        "oa", Map.of("base_url", TestUpstream.INSTANCE.llm("java_embed-oa")),
+                        "house", Map.of("base_url", TestUpstream.INSTANCE.llm("java_adapter-house"))),
+                "routes", Map.of(
+                        "embed", Map.of("kind", "embeddings", "adapter", "openai-compatible",
+                                "providers", List.of(Map.of("id", "oa", "service", "oa", "model", "e", "weight", 1))),
+                        "chat", Map.of("adapter", "openai-compatible",
+                                "providers", List.of(Map.of("id", "house", "service", "house", "model", "h", "weight", 1, "adapter", "inhouse")))));
+        try (HarnessClient client = new HarnessClient(cfg)) {
+            EmbedResult r = client.embedAsync("embed", List.of("ab", "abcd")).get(10, TimeUnit.SECONDS);
+            assertEquals(2, r.getCount());
+            assertEquals(4, r.getDimensions());
+            assertArrayEquals(new float[] {0.25f, 0.28125f, 0.3125f, 0.34375f}, r.getVectors().get(0));
+            assertArrayEquals(new float[] {0.5f, 0.53125f, 0.5625f, 0.59375f}, r.vector(1));
+            CompletionException e = assertThrows(CompletionException.class, () -> client.embedAsync("embed", List.of()).join());
+            assertInstanceOf(HarnessException.Config.class, e.getCause());
+
+            JavaInHouse adapter = new JavaInHouse();
+            client.registerAdapterAsync("inhouse", adapter);
+            ChatResponse a = client.chatAsync(new ChatRequest("chat", List.of(Map.of("role", "user", "content", "hi")))).get(10, TimeUnit.SECONDS);
+            assertEquals("java house", a.getContent());
+            assertEquals("house", a.getProvider());
+            assertThrows(HarnessException.Config.class, () -> client.registerAdapterAsync("gemini", adapter));
         }
     }
 }
