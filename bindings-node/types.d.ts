@@ -1213,19 +1213,19 @@ export interface EmbedResponse {
   count: number
   /** The length of every vector. */
   dimensions: number
-  usage?: Usage | null
-  cost?: number | null
+  usage: Usage | null
+  cost: number | null
   route: string
   /** The provider that answered the first batch. */
-  provider?: string | null
-  model?: string | null
+  provider: string | null
+  model: string | null
   /** How many calls the inputs were split into. */
   batches: number
   /** Attempts across every batch. */
   attempts: number
   /** The first batch's trace id. */
-  trace_id: string
-  elapsed_ms: number
+  traceId: string
+  elapsedMs: number
 }
 
 /** A route as `routing_state` shows it. */
