@@ -81,6 +81,7 @@ test('a rate-limited caller gets a RateLimitError', async () => {
 test("models.list() lists the caller's routes and models", async () => {
   const ids = async (key) => { const out = []; for await (const m of client(key).models.list()) out.push(m.id); return out }
   assert.deepEqual(await ids(world.keys.ann), ['chat', 'chat/model-a', 'chat/model-b', 'down', 'down/down-model-a', 'down/down-model-b',
-    'relay', 'relay/relay-model-a', 'relay/relay-model-b'])
+    'emb', 'emb/embed-1', 'gem', 'gem/gemini-x',
+    'relay', 'relay/relay-model-a', 'relay/relay-model-b', 'tools', 'tools/tools-model'])
   assert.deepEqual(await ids(world.keys.rita), ['chat', 'chat/model-a', 'chat/model-b'])
 })

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The official OpenAI SDKs (Python `openai`, Node `openai`) pointed at `harness serve`, against
+# The official OpenAI SDKs (Python `openai`, Node `openai`) and Anthropic's Python SDK
+# (`anthropic`, through /v1/messages) pointed at `harness serve`, against
 # the loopback upstream's simulated providers. Installs everything from this folder's own pins:
 # requirements.txt into .venv, package.json/package-lock.json into node_modules.
 # Usage: bash gateway/sdk-tests/test.sh
@@ -24,5 +25,7 @@ npm install --no-audit --no-fund
 
 echo "== the OpenAI Python SDK through the gateway"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider test_openai_python.py
+echo "== the Anthropic Python SDK through the gateway (/v1/messages)"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider test_anthropic_python.py
 echo "== the OpenAI Node SDK through the gateway"
 node --test --test-concurrency=1 openai_node.test.mjs

@@ -1,5 +1,6 @@
 """The official OpenAI Python SDK pointed at `harness serve`: chat, streaming, a failover
-mid-stream, errors in the OpenAI shape, and the model list."""
+mid-stream, errors in the OpenAI shape, the model list, embeddings (float and base64) and tool
+calls (buffered, streamed, from a Gemini route)."""
 
 import asyncio
 
@@ -92,5 +93,68 @@ def test_a_rate_limited_caller_gets_a_rate_limit_error(world):
 def test_models_lists_the_callers_routes_and_models(world):
     ids = [m.id for m in client(world).models.list()]
     assert ids == ["chat", "chat/model-a", "chat/model-b", "down", "down/down-model-a", "down/down-model-b",
-                   "relay", "relay/relay-model-a", "relay/relay-model-b"]
+                   "emb", "emb/embed-1", "gem", "gem/gemini-x",
+                   "relay", "relay/relay-model-a", "relay/relay-model-b", "tools", "tools/tools-model"]
     assert [m.id for m in client(world, key=world.keys["rita"]).models.list()] == ["chat", "chat/model-a", "chat/model-b"]
+
+
+# ---- embeddings and tools ----
+
+def expected_vector(text, dims):
+    """The upstream's deterministic vector: element k is (len(text) + k / 4) / 8."""
+    return [(len(text) + k * 0.25) / 8.0 for k in range(dims)]
+
+
+def test_embeddings_as_floats(world):
+    texts = ["hello", "embeddings!"]
+    r = client(world).embeddings.create(model="emb", input=texts, encoding_format="float")
+    assert r.object == "list"
+    assert r.model == "embed-1"
+    assert [d.index for d in r.data] == [0, 1]
+    for d, t in zip(r.data, texts):
+        assert d.embedding == pytest.approx(expected_vector(t, 4))
+    assert (r.usage.prompt_tokens, r.usage.total_tokens) == (5, 5)
+
+
+def test_embeddings_as_base64_decoded_by_the_sdk(world):
+    # Without encoding_format the SDK asks for base64 and decodes it itself.
+    r = client(world).embeddings.create(model="emb", input="hello", dimensions=3)
+    assert len(r.data) == 1
+    assert r.data[0].embedding == pytest.approx(expected_vector("hello", 3))
+    assert world.provider_log("emb")["requests"][-1]["body"]["dimensions"] == 3
+    r = client(world).embeddings.create(model="emb", input=["a", "bb"], encoding_format="base64")
+    assert isinstance(r.data[0].embedding, str), "asked for base64 explicitly, the SDK hands it over as sent"
+
+
+def test_token_array_inputs_are_a_bad_request_naming_input(world):
+    with pytest.raises(openai.BadRequestError) as e:
+        client(world).embeddings.create(model="emb", input=[[1, 2, 3]])
+    assert e.value.status_code == 400
+    assert "`input`" in e.value.message and "token arrays" in e.value.message
+
+
+def test_tool_calls_buffered(world):
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    r = client(world).chat.completions.create(model="tools", messages=MESSAGES, tools=tools, tool_choice="required")
+    assert r.choices[0].finish_reason == "tool_calls"
+    call = r.choices[0].message.tool_calls[0]
+    assert (call.id, call.function.name, call.function.arguments) == ("call_1", "get_weather", '{"city":"Paris","unit":"c"}')
+    assert r.choices[0].message.content is None
+    assert world.provider_log("tools-a")["requests"][-1]["body"]["tools"] == tools
+
+
+def test_tool_calls_streamed_join_into_the_call(world):
+    stream = client(world).chat.completions.create(model="tools", messages=MESSAGES, stream=True,
+                                                   tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])
+    pieces = [tc for c in stream if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert pieces[0].id == "call_1" and pieces[0].function.name == "get_weather"
+    assert "".join(p.function.arguments or "" for p in pieces) == '{"city":"Paris","unit":"c"}'
+    assert {p.index for p in pieces} == {0}
+
+
+def test_tool_calls_from_a_gemini_route(world):
+    r = client(world).chat.completions.create(model="gem", messages=MESSAGES,
+                                              tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])
+    assert r.choices[0].message.content == world.providers["gem"]["content"]
+    assert r.choices[0].message.tool_calls[0].function.name == "get_weather"
+    assert r.usage.prompt_tokens_details.cached_tokens == 10

@@ -25,6 +25,8 @@ type Gw = State<Arc<Gateway>>;
 pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/messages", post(messages))
+        .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/v1/services/{service}", any(service))
         .route("/v1/services/{service}/{*rest}", any(service))
@@ -100,8 +102,10 @@ async fn scrub_response(State(gw): Gw, req: axum::extract::Request, next: axum::
 /// connection (the rest of the body is never read).
 async fn bounded_body(State(gw): Gw, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let g = gw.gateway_config();
+    let anthropic = req.uri().path() == "/v1/messages";
     let refuse = |status, code, message: String| {
-        let mut r = ApiError::new(status, "invalid_request_error", code, message).into_response();
+        let e = ApiError::new(status, "invalid_request_error", code, message);
+        let mut r = if anthropic { crate::anthropic::error_response(e) } else { e.into_response() };
         r.headers_mut().insert("connection", HeaderValue::from_static("close"));
         r
     };
@@ -238,13 +242,19 @@ fn tool_call_delta(t: &harness_core::ToolCallDelta) -> Value {
     v
 }
 
-async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap, body: &[u8], guard: InFlight) -> Result<ChatDone, (String, ApiError)> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| (String::new(), ApiError::bad_request(format!("the body is not JSON: {e}"))))?;
-    let Some(mut obj) = v.as_object().cloned() else { return Err((String::new(), ApiError::bad_request("the body must be a JSON object"))) };
-    let model = match obj.remove("model") {
-        Some(Value::String(m)) if !m.is_empty() => m,
-        _ => return Err((String::new(), ApiError::bad_request("`model` is required: a route, or route/model"))),
-    };
+/// A chat call admitted: its route, the prices it may be charged at, and what it holds of its
+/// caller's budget.
+pub(crate) struct Admitted {
+    pub route: String,
+    pub pricing: Pricing,
+    pub reservation: Reservation,
+}
+
+/// What every chat-shaped API (`/v1/chat/completions`, `/v1/messages`) checks before calling
+/// the core: the route exists (404) and the caller may use it (403); a budgeted caller
+/// reserves the most the request can cost (its output capped by its `max_tokens`, or by the
+/// route's default, which is then sent with it); then its budget and rate limit admit it.
+pub(crate) async fn admit_chat(gw: &Arc<Gateway>, caller: &Arc<Caller>, model: &str, obj: &mut Map<String, Value>, messages: &Value, what: &str) -> Result<Admitted, (String, ApiError)> {
     let route = model.split('/').next().unwrap_or("").to_string();
     if !gw.client.config().routes.contains_key(&route) {
         let e = ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", format!("no route `{}`", harness_core::redact::escape_control(&route)));
@@ -253,12 +263,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
     if !caller.may_use_route(&route) {
         return Err((route.clone(), ApiError::forbidden(&format!("route `{route}`"))));
     }
-    let stream = obj.remove("stream").and_then(|s| s.as_bool()).unwrap_or(false);
-    obj.remove("stream_options");
-    let messages = obj.remove("messages").unwrap_or(Value::Null);
-    // A budgeted caller reserves the most this request can cost: its output is capped by its
-    // `max_tokens`, or by the route's default, which is then sent with it.
-    let pricing = Pricing::new(&gw.client.config(), &route, &model, &messages);
+    let pricing = Pricing::new(&gw.client.config(), &route, model, messages);
     let mut reserve = 0.0;
     if caller.budget_per_day.is_some() && !pricing.is_free() {
         let asked = ["max_completion_tokens", "max_tokens"].into_iter().find_map(|k| obj.get(k).and_then(Value::as_u64));
@@ -269,16 +274,36 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
         }
         reserve = pricing.max_cost(asked.unwrap_or(default));
     }
-    let reservation = admit(gw, caller, "/v1/chat/completions", reserve).await.map_err(|e| (route.clone(), e))?;
+    let reservation = admit(gw, caller, what, reserve).await.map_err(|e| (route.clone(), e))?;
+    Ok(Admitted { route, pricing, reservation })
+}
+
+/// What a buffered answer is charged: the provider's cost, nothing for a fallback, else an
+/// estimate from its size.
+pub(crate) fn answer_charge(r: &harness_core::ChatResponse, pricing: &Pricing) -> f64 {
+    match (r.cost, r.fallback) {
+        (Some(c), _) => c,
+        (None, Some(_)) => 0.0,
+        (None, None) => pricing.estimate(r.provider.as_deref(), (r.content.len() + r.tool_calls.iter().map(|t| t.name.len() + t.arguments.len()).sum::<usize>()) as u64),
+    }
+}
+
+async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap, body: &[u8], guard: InFlight) -> Result<ChatDone, (String, ApiError)> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| (String::new(), ApiError::bad_request(format!("the body is not JSON: {e}"))))?;
+    let Some(mut obj) = v.as_object().cloned() else { return Err((String::new(), ApiError::bad_request("the body must be a JSON object"))) };
+    let model = match obj.remove("model") {
+        Some(Value::String(m)) if !m.is_empty() => m,
+        _ => return Err((String::new(), ApiError::bad_request("`model` is required: a route, or route/model"))),
+    };
+    let stream = obj.remove("stream").and_then(|s| s.as_bool()).unwrap_or(false);
+    obj.remove("stream_options");
+    let messages = obj.remove("messages").unwrap_or(Value::Null);
+    let Admitted { route, pricing, reservation } = admit_chat(gw, caller, &model, &mut obj, &messages, "/v1/chat/completions").await?;
     let req = ChatRequest { messages, params: obj, headers: Vec::new(), timeout_ms: None, traceparent: traceparent(headers), principal: Some(caller.name.clone()) };
     if !stream {
         // A failed call releases its reservation (dropped) and is charged nothing.
         let r = gw.client.chat(&model, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
-        let charge = match (r.cost, r.fallback) {
-            (Some(c), _) => c,
-            (None, Some(_)) => 0.0,
-            (None, None) => pricing.estimate(r.provider.as_deref(), (r.content.len() + r.tool_calls.iter().map(|t| t.name.len() + t.arguments.len()).sum::<usize>()) as u64),
-        };
+        let charge = answer_charge(&r, &pricing);
         reservation.settle(charge);
         let body = json!({
             "id": format!("chatcmpl-{}", r.trace_id),
@@ -370,6 +395,284 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
 
 fn now_s() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+// ---- /v1/messages (Anthropic's Messages API) ----
+
+async fn messages(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let caller = match authenticate(&gw, &headers) {
+        Ok(c) => c,
+        Err(mut e) => {
+            e.message = "a valid caller key is required (x-api-key: <key>, or Authorization: Bearer <key>)".into();
+            return crate::anthropic::error_response(e);
+        }
+    };
+    let guard = InFlight::new(&gw);
+    let (status, target, resp, trace, cost) = match messages_inner(&gw, &caller, &headers, &body, guard).await {
+        Ok(done) => done,
+        Err((target, e)) => {
+            let trace = e.trace_id.clone();
+            (e.status.as_u16(), target, crate::anthropic::error_response(e), trace, None)
+        }
+    };
+    gw.count(&caller.name, "messages", &target, status);
+    access_log(&caller.name, "messages", &target, status, started, trace.as_deref(), cost);
+    resp
+}
+
+/// A refusal: the core reports one (a Gemini safety block, Anthropic's `refusal`, Azure's
+/// content filter) as an error with the code `content_filter`; Anthropic answers it.
+fn refused(e: &harness_core::HarnessError) -> bool {
+    e.code.as_deref() == Some("content_filter")
+}
+
+fn sse(body: Body, trace_id: &str) -> Response {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    h.insert("x-harness-trace-id", HeaderValue::from_str(trace_id).unwrap_or(HeaderValue::from_static("")));
+    resp
+}
+
+async fn messages_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap, body: &[u8], guard: InFlight) -> Result<ChatDone, (String, ApiError)> {
+    use crate::anthropic;
+    let v: Value = serde_json::from_slice(body).map_err(|e| (String::new(), ApiError::bad_request(format!("the body is not JSON: {e}"))))?;
+    let anthropic::Translated { model, stream, messages, mut params } = anthropic::request(&v).map_err(|m| (String::new(), ApiError::bad_request(m)))?;
+    let Admitted { route, pricing, reservation } = admit_chat(gw, caller, &model, &mut params, &messages, "/v1/messages").await?;
+    let req = ChatRequest { messages, params, headers: Vec::new(), timeout_ms: None, traceparent: traceparent(headers), principal: Some(caller.name.clone()) };
+    let trace_header = |resp: &mut Response, t: &str| {
+        resp.headers_mut().insert("x-harness-trace-id", HeaderValue::from_str(t).unwrap_or(HeaderValue::from_static("")));
+    };
+    if !stream {
+        return match gw.client.chat(&model, req).await {
+            Ok(r) => {
+                let charge = answer_charge(&r, &pricing);
+                reservation.settle(charge);
+                let mut resp = Json(anthropic::message(&r, &model)).into_response();
+                trace_header(&mut resp, &r.trace_id);
+                Ok((200, route, resp, Some(r.trace_id), Some(charge)))
+            }
+            Err(e) if refused(&e) => {
+                let trace = e.trace_id.clone().unwrap_or_default();
+                let mut resp = Json(anthropic::refusal(&trace, &model)).into_response();
+                trace_header(&mut resp, &trace);
+                Ok((200, route, resp, Some(trace), Some(0.0)))
+            }
+            Err(e) => Err((route, ApiError::from(e))),
+        };
+    }
+    let s = match gw.client.chat_stream(&model, req).await {
+        Ok(s) => s,
+        Err(e) if refused(&e) => {
+            let trace = e.trace_id.clone().unwrap_or_default();
+            let text = anthropic::Events::new(&trace).finish(&model, Some("content_filter"), None);
+            return Ok((200, route, sse(Body::from(text), &trace), Some(trace), Some(0.0)));
+        }
+        Err(e) => return Err((route, ApiError::from(e))),
+    };
+    let trace_id = s.trace_id.clone();
+    let content_scrub = gw.scrubber().stream();
+    let charge = StreamCharge::new(reservation, pricing);
+    let events = anthropic::Events::new(&trace_id);
+    let body = futures_util::stream::unfold(Some((s, guard, content_scrub, charge, events)), move |state| {
+        let model = model.clone();
+        async move {
+            let (mut s, guard, mut scrub, mut charge, mut ev) = state?;
+            loop {
+                let out = match s.next().await {
+                    Ok(Some(c)) => {
+                        let m = c.model.clone().unwrap_or_else(|| model.clone());
+                        match c.kind {
+                            ChatChunkKind::Delta => {
+                                charge.delta(c.provider.as_deref(), &c.content);
+                                ev.text(&m, &scrub.push_str(&c.content))
+                            }
+                            ChatChunkKind::ToolCall => {
+                                let Some(t) = &c.tool_call else { continue };
+                                charge.delta(c.provider.as_deref(), &t.arguments);
+                                // Text held back by the scrubber goes first, in its own block.
+                                let held = scrub.finish_str();
+                                ev.text(&m, &held) + &ev.tool(&m, t)
+                            }
+                            ChatChunkKind::Restart => {
+                                if !ev.said_anything() {
+                                    // Nothing reached the caller: the answer starts afresh unseen.
+                                    let _ = scrub.finish_str();
+                                    continue;
+                                }
+                                // Anthropic's events cannot take back what was sent.
+                                let e = ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "restarted", format!("the answer restarted on another provider after part of it was sent ({})", c.reason.as_deref().unwrap_or("provider failed")));
+                                return Some((Ok::<_, std::convert::Infallible>(Bytes::from(ev.error(&e))), None));
+                            }
+                            ChatChunkKind::Done => {
+                                charge.done(c.provider.as_deref(), c.cost);
+                                let held = scrub.finish_str();
+                                let last = ev.text(&m, &held) + &ev.finish(&m, c.finish_reason.as_deref(), c.usage.as_ref());
+                                return Some((Ok(Bytes::from(last)), None));
+                            }
+                        }
+                    }
+                    Ok(None) => {
+                        let held = scrub.finish_str();
+                        return Some((Ok(Bytes::from(ev.text(&model, &held) + &ev.finish(&model, None, None))), None));
+                    }
+                    Err(e) if refused(&e) => {
+                        let held = scrub.finish_str();
+                        return Some((Ok(Bytes::from(ev.text(&model, &held) + &ev.finish(&model, Some("content_filter"), None))), None));
+                    }
+                    Err(e) => {
+                        let held = scrub.finish_str();
+                        let e = ApiError::from(e);
+                        return Some((Ok(Bytes::from(ev.text(&model, &held) + &ev.error(&e))), None));
+                    }
+                };
+                if !out.is_empty() {
+                    return Some((Ok(Bytes::from(out)), Some((s, guard, scrub, charge, ev))));
+                }
+            }
+        }
+    });
+    Ok((200, route, sse(Body::from_stream(body), &trace_id), Some(trace_id), None))
+}
+
+// ---- /v1/embeddings ----
+
+async fn embeddings(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let caller = match authenticate(&gw, &headers) {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let _guard = InFlight::new(&gw);
+    let (status, target, resp, trace, cost) = match embeddings_inner(&gw, &caller, &headers, &body).await {
+        Ok(done) => done,
+        Err((target, e)) => {
+            let trace = e.trace_id.clone();
+            (e.status.as_u16(), target, e.into_response(), trace, None)
+        }
+    };
+    gw.count(&caller.name, "embeddings", &target, status);
+    access_log(&caller.name, "embeddings", &target, status, started, trace.as_deref(), cost);
+    resp
+}
+
+/// `input` as texts: a string or a list of strings; token arrays are refused by name.
+fn embed_inputs(input: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let tokens = || ApiError::bad_request("`input`: token arrays (lists of integers) are not supported; send the text to embed, a string or a list of strings");
+    let texts = match input {
+        Some(Value::String(s)) if s.is_empty() => return Err(ApiError::bad_request("`input`: an empty string cannot be embedded")),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) if !items.is_empty() => {
+            let mut texts = Vec::with_capacity(items.len());
+            for (i, x) in items.iter().enumerate() {
+                match x {
+                    Value::String(s) if s.is_empty() => return Err(ApiError::bad_request(format!("`input[{i}]`: an empty string cannot be embedded"))),
+                    Value::String(s) => texts.push(s.clone()),
+                    Value::Number(_) | Value::Array(_) => return Err(tokens()),
+                    _ => return Err(ApiError::bad_request(format!("`input[{i}]`: expected a string"))),
+                }
+            }
+            texts
+        }
+        _ => return Err(ApiError::bad_request("`input`: expected a string or a non-empty list of strings")),
+    };
+    if texts.len() > harness_core::adapters::embeddings::MAX_INPUTS {
+        return Err(ApiError::bad_request(format!("`input`: at most {} texts in one request", harness_core::adapters::embeddings::MAX_INPUTS)));
+    }
+    Ok(texts)
+}
+
+/// Standard base64 (with padding) of `bytes`.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            out.push(if i <= chunk.len() { ALPHABET[(n >> shift & 63) as usize] as char } else { '=' });
+        }
+    }
+    out
+}
+
+async fn embeddings_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap, body: &[u8]) -> Result<ChatDone, (String, ApiError)> {
+    let bad = |e: ApiError| (String::new(), e);
+    let v: Value = serde_json::from_slice(body).map_err(|e| bad(ApiError::bad_request(format!("the body is not JSON: {e}"))))?;
+    let Some(obj) = v.as_object() else { return Err(bad(ApiError::bad_request("the body must be a JSON object"))) };
+    let model = match obj.get("model") {
+        Some(Value::String(m)) if !m.is_empty() => m.clone(),
+        _ => return Err(bad(ApiError::bad_request("`model` is required: an embeddings route, or route/model"))),
+    };
+    let inputs = embed_inputs(obj.get("input")).map_err(bad)?;
+    let dimensions = match obj.get("dimensions") {
+        None | Some(Value::Null) => None,
+        Some(d) => Some(d.as_u64().filter(|d| (1..=u32::MAX as u64).contains(d)).ok_or_else(|| bad(ApiError::bad_request("`dimensions`: expected an integer >= 1")))? as u32),
+    };
+    let base64_out = match obj.get("encoding_format") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(f)) if f == "float" => false,
+        Some(Value::String(f)) if f == "base64" => true,
+        Some(_) => return Err(bad(ApiError::bad_request("`encoding_format`: expected \"float\" or \"base64\""))),
+    };
+    let (route, pinned) = match model.split_once('/') {
+        Some((r, m)) => (r.to_string(), Some(m.to_string())),
+        None => (model.clone(), None),
+    };
+    let cfg = gw.client.config();
+    let Some(rc) = cfg.routes.get(&route) else {
+        let e = ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", format!("no route `{}`", harness_core::redact::escape_control(&route)));
+        return Err((UNKNOWN.into(), e));
+    };
+    if !caller.may_use_route(&route) {
+        return Err((route.clone(), ApiError::forbidden(&format!("route `{route}`"))));
+    }
+    if rc.kind != harness_core::routing::config::RouteKind::Embeddings {
+        return Err((route.clone(), ApiError::bad_request(format!("`model`: route `{route}` is a chat route; embeddings need a route of kind embeddings"))));
+    }
+    if let Some(m) = &pinned {
+        // An embeddings call is routed whole: a model can be named only when every provider
+        // of the route serves it (vectors of different models are not comparable anyway).
+        if !rc.providers.iter().any(|p| p.model.as_deref() == Some(m.as_str())) {
+            let e = ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", format!("route `{route}` serves no model `{}`", harness_core::redact::escape_control(m)));
+            return Err((route.clone(), e));
+        }
+        if !rc.providers.iter().all(|p| p.model.as_deref() == Some(m.as_str())) {
+            return Err((route.clone(), ApiError::bad_request(format!("`model`: the providers of route `{route}` serve several models and an embeddings call cannot pin one; name the route alone"))));
+        }
+    }
+    let pricing = Pricing::new(&cfg, &route, &model, &json!(inputs));
+    drop(cfg);
+    let reserve = if caller.budget_per_day.is_some() && !pricing.is_free() { pricing.max_cost(0) } else { 0.0 };
+    let reservation = admit(gw, caller, "/v1/embeddings", reserve).await.map_err(|e| (route.clone(), e))?;
+    let mut req = harness_core::EmbedRequest::new(inputs);
+    req.dimensions = dimensions;
+    req.traceparent = traceparent(headers);
+    req.principal = Some(caller.name.clone());
+    // A failed call releases its reservation (dropped) and is charged nothing.
+    let r = gw.client.embed(&route, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
+    let charge = r.cost.unwrap_or_else(|| pricing.estimate(r.provider.as_deref(), 0));
+    reservation.settle(charge);
+    let data: Vec<Value> = (0..r.count as usize)
+        .map(|i| {
+            let v = r.vector(i);
+            let embedding = if base64_out { json!(base64(&v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())) } else { json!(v) };
+            json!({"object": "embedding", "index": i, "embedding": embedding})
+        })
+        .collect();
+    let u = r.usage.unwrap_or_default();
+    let body = json!({
+        "object": "list",
+        "data": data,
+        "model": r.model.clone().unwrap_or_else(|| model.clone()),
+        "usage": {"prompt_tokens": u.prompt_tokens, "total_tokens": u.total_tokens},
+        "harness": {"route": r.route, "provider": r.provider, "cost": r.cost, "attempts": r.attempts, "batches": r.batches, "trace_id": r.trace_id},
+    });
+    let mut resp = Json(body).into_response();
+    resp.headers_mut().insert("x-harness-trace-id", HeaderValue::from_str(&r.trace_id).unwrap_or(HeaderValue::from_static("")));
+    Ok((200, route, resp, Some(r.trace_id), Some(charge)))
 }
 
 // ---- /v1/models ----
@@ -615,12 +918,17 @@ async fn admin_credentials(State(gw): Gw, headers: HeaderMap) -> Result<Response
     Ok(Json(json!({"credentials": serde_json::to_value(gw.client.credentials_state()).unwrap_or(Value::Null)})).into_response())
 }
 
-/// A usage in the OpenAI shape, with the prompt-cache hit when the provider reported one
-/// (`prompt_tokens_details.cached_tokens`, as OpenAI's SDKs read it).
+/// A usage in the OpenAI shape, with the prompt-cache hit and the reasoning tokens when the
+/// provider reported them (`prompt_tokens_details.cached_tokens`,
+/// `completion_tokens_details.reasoning_tokens`, as OpenAI's SDKs read them; what the core's
+/// `Usage::openai_json` renders, which is not public to this crate).
 fn usage_json(u: &harness_core::Usage) -> Value {
     let mut v = json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens});
     if u.cached_tokens > 0 {
         v["prompt_tokens_details"] = json!({"cached_tokens": u.cached_tokens});
+    }
+    if u.reasoning_tokens > 0 {
+        v["completion_tokens_details"] = json!({"reasoning_tokens": u.reasoning_tokens});
     }
     v
 }

@@ -1,5 +1,6 @@
 //! Harness as an HTTP access layer: the same engine and config behind an OpenAI-compatible
-//! API (`/v1/chat/completions`, `/v1/models`), a plain pipeline for configured services
+//! API (`/v1/chat/completions`, `/v1/embeddings`, `/v1/models`), Anthropic's Messages API
+//! (`/v1/messages`, any route behind it), a plain pipeline for configured services
 //! (`/v1/services/{service}/...`), per-caller keys, an admin API, `/healthz`, `/readyz`,
 //! `/metrics`, and a graceful drain on SIGTERM.
 //!
@@ -14,6 +15,7 @@
 
 #![allow(clippy::result_large_err)]
 
+mod anthropic;
 mod budget;
 pub mod config;
 pub mod errors;

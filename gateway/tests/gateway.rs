@@ -878,3 +878,332 @@ async fn tool_calls_pass_through_chat_completions_both_ways_streamed_and_not() {
     assert!(text.trim_end().ends_with("data: [DONE]"));
     g.shutdown().await;
 }
+
+// ---- /v1/messages (Anthropic's Messages API) and /v1/embeddings ----
+
+/// A POST with the key in `x-api-key`, as Anthropic's SDKs send it.
+async fn post_x_api_key(w: &World, g: &Started, key: &str, path: &str, body: &Value) -> (u16, reqwest::header::HeaderMap, String) {
+    let r = w.http.post(url(g, path)).header("x-api-key", key).header("anthropic-version", "2023-06-01").header("content-type", "application/json").body(body.to_string()).send().await.unwrap();
+    let (status, headers) = (r.status().as_u16(), r.headers().clone());
+    (status, headers, r.text().await.unwrap())
+}
+
+/// Anthropic's named SSE events: (event, data).
+fn named_events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let name = e.lines().find_map(|l| l.strip_prefix("event: ")).unwrap_or_else(|| panic!("no event name in {e:?}")).to_string();
+            let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or_else(|| panic!("no data in {e:?}"));
+            (name, serde_json::from_str(data).unwrap())
+        })
+        .collect()
+}
+
+/// A route `gem` whose one provider is a simulated Gemini (`adapter: gemini`), priced.
+fn gemini_route(w: &World, p: &str) -> Value {
+    json!({
+        "services": {format!("{p}-gem"): {"base_url": format!("{}/llm/{p}-gem", w.up.url()), "retry": {"max_retries": 0}, "timeouts": {"response_ms": 2000},
+            "auth": {"type": "header", "header": "x-goog-api-key", "keys": [{"value": "gem-secret-key-123"}]}}},
+        "routes": {"gem": {"adapter": "openai-compatible", "strategy": "priority", "providers": [
+            {"id": "g", "service": format!("{p}-gem"), "model": "gemini-x", "adapter": "gemini", "weight": 1, "price": {"input_per_1k": 1.0, "output_per_1k": 1.0}}]}},
+    })
+}
+
+fn weather_request(model: &str) -> Value {
+    json!({
+        "model": model,
+        "max_tokens": 256,
+        "system": "Be brief.",
+        "temperature": 0.3,
+        "stop_sequences": ["END"],
+        "metadata": {"user_id": "u-42"},
+        "tools": [{"name": "get_weather", "description": "The weather in a city", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
+        "tool_choice": {"type": "auto"},
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "What is in this picture, and the weather in Rome?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "A cat. Checking Rome."}, {"type": "tool_use", "id": "toolu_rome", "name": "get_weather", "input": {"city": "Rome"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_rome", "content": "21C, sunny"}, {"type": "text", "text": "And Paris?"}]},
+        ],
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_reach_a_gemini_provider_buffered_and_streamed_with_text_and_a_tool_call() {
+    let w = World::new().await;
+    let args = r#"{"city":"Paris"}"#;
+    w.provider("gm1-gem", json!({"content": "Looking it up now.", "finish_reason": "tool_calls", "prompt_tokens": 30, "completion_tokens": 7, "cached_tokens": 10,
+        "tool_calls": [{"id": "unused", "name": "get_weather", "arguments": args}]})).await;
+    let g = w.gateway(w.config("gm1", gemini_route(&w, "gm1"))).await;
+
+    let (status, headers, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &weather_request("gem")).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["type"], "message");
+    assert_eq!(v["role"], "assistant");
+    assert_eq!(v["model"], "gemini-x");
+    let trace = headers["x-harness-trace-id"].to_str().unwrap();
+    assert_eq!(v["id"], format!("msg_{trace}"));
+    assert_eq!(v["content"][0], json!({"type": "text", "text": "Looking it up now."}), "{v}");
+    assert_eq!(v["content"][1]["type"], "tool_use");
+    assert_eq!(v["content"][1]["name"], "get_weather");
+    assert_eq!(v["content"][1]["input"], json!({"city": "Paris"}), "the input as parsed JSON");
+    assert!(v["content"][1]["id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert_eq!(v["stop_reason"], "tool_use");
+    assert_eq!(v["stop_sequence"], Value::Null);
+    // Anthropic counts the cache read apart from the input.
+    assert_eq!(v["usage"], json!({"input_tokens": 20, "output_tokens": 7, "cache_read_input_tokens": 10}));
+
+    // What Gemini was sent: the whole conversation in its own shape.
+    let log: Value = serde_json::from_slice(&w.http.get(format!("{}/__admin/provider-log/gm1-gem", w.up.url())).send().await.unwrap().bytes().await.unwrap()).unwrap();
+    let sent = &log["requests"][0];
+    assert_eq!(sent["path"], "/llm/gm1-gem/v1beta/models/gemini-x:generateContent", "{sent}");
+    let body = &sent["body"];
+    assert_eq!(body["systemInstruction"], json!({"parts": [{"text": "Be brief."}]}), "{body}");
+    assert_eq!(body["generationConfig"]["maxOutputTokens"], 256);
+    assert_eq!(body["generationConfig"]["stopSequences"], json!(["END"]));
+    assert_eq!(body["tools"][0]["functionDeclarations"][0]["name"], "get_weather");
+    assert_eq!(body["tools"][0]["functionDeclarations"][0]["parameters"]["required"], json!(["city"]));
+    let contents = body["contents"].as_array().unwrap();
+    assert_eq!(contents[0]["parts"][1]["inlineData"], json!({"mimeType": "image/png", "data": "iVBORw0KGgo="}), "{body}");
+    assert_eq!(contents[1]["parts"][1]["functionCall"], json!({"name": "get_weather", "args": {"city": "Rome"}}), "{body}");
+    let response_part = contents[2]["parts"].as_array().unwrap().iter().find(|p| p.get("functionResponse").is_some()).unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(response_part["functionResponse"]["name"], "get_weather", "the tool result names the call it answers");
+
+    // Streamed: Anthropic's named events, a text block then a tool_use block.
+    let mut req = weather_request("gem");
+    req["stream"] = json!(true);
+    let (status, headers, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &req).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["content-type"], "text/event-stream");
+    let events = named_events(&text);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message_start"), "{text}");
+    assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"], "{text}");
+    for (name, data) in &events {
+        assert_eq!(data["type"], name.as_str(), "each event's data names its type");
+    }
+    assert_eq!(events[0].1["message"]["id"], format!("msg_{}", headers["x-harness-trace-id"].to_str().unwrap()));
+    let starts: Vec<&Value> = events.iter().filter(|(n, _)| n == "content_block_start").map(|(_, d)| d).collect();
+    assert_eq!(starts.len(), 2, "{text}");
+    assert_eq!((starts[0]["index"].as_u64(), starts[0]["content_block"]["type"].as_str()), (Some(0), Some("text")));
+    assert_eq!((starts[1]["index"].as_u64(), starts[1]["content_block"]["type"].as_str(), starts[1]["content_block"]["name"].as_str()), (Some(1), Some("tool_use"), Some("get_weather")));
+    let deltas = |kind: &str, field: &str| -> String { events.iter().filter(|(_, d)| d["delta"]["type"] == kind).filter_map(|(_, d)| d["delta"][field].as_str()).collect() };
+    assert_eq!(deltas("text_delta", "text"), "Looking it up now.");
+    assert_eq!(serde_json::from_str::<Value>(&deltas("input_json_delta", "partial_json")).unwrap(), json!({"city": "Paris"}));
+    assert_eq!(events.iter().filter(|(n, _)| n == "content_block_stop").count(), 2);
+    let delta = &events[events.len() - 2].1;
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+    assert_eq!(delta["usage"]["output_tokens"], 7);
+    assert_eq!(delta["usage"]["cache_read_input_tokens"], 10);
+    assert!(!text.contains("gem-secret-key-123"));
+
+    // A prompt Gemini blocks is Anthropic's refusal, buffered and streamed.
+    w.provider("gm1-gem", json!({"blocked": true})).await;
+    let (status, _, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &weather_request("gem")).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((v["stop_reason"].as_str(), v["content"].as_array().map(Vec::len)), (Some("refusal"), Some(0)), "{v}");
+    let (status, _, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &req).await;
+    assert_eq!(status, 200, "{text}");
+    let events = named_events(&text);
+    assert_eq!(events.iter().find(|(n, _)| n == "message_delta").unwrap().1["delta"]["stop_reason"], "refusal", "{text}");
+    assert_eq!(events.last().unwrap().0, "message_stop");
+
+    let m = w.http.get(url(&g, "/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(m.contains("harness_gateway_requests_total{caller=\"ann\",api=\"messages\",target=\"gem\",status=\"200\"} 4"), "{m}");
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_through_an_openai_compatible_route_and_errors_in_anthropics_shape() {
+    let w = World::new().await;
+    let args = r#"{"city":"Paris"}"#;
+    w.provider("gm2-a", json!({"content": "Sunny in Paris.", "prompt_tokens": 11, "completion_tokens": 4})).await;
+    w.provider("gm2-b", json!({"content": "", "finish_reason": "tool_calls", "tool_calls": [{"id": "call_9", "name": "get_weather", "arguments": args}]})).await;
+    let g = w.gateway(w.config("gm2", json!({}))).await;
+    // Bearer works as well as x-api-key; the text answer from provider a.
+    let (status, _, v) = post(&w.http, &g, Some(ANN), "/v1/messages", json!({"model": "chat", "max_tokens": 50, "messages": [{"role": "user", "content": "Weather?"}]})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["content"], json!([{"type": "text", "text": "Sunny in Paris."}]));
+    assert_eq!((v["stop_reason"].as_str(), v["model"].as_str()), (Some("end_turn"), Some("model-a")));
+    assert_eq!(v["usage"], json!({"input_tokens": 11, "output_tokens": 4, "cache_read_input_tokens": 0}));
+    let log: Value = serde_json::from_slice(&w.http.get(format!("{}/__admin/provider-log/gm2-a", w.up.url())).send().await.unwrap().bytes().await.unwrap()).unwrap();
+    assert_eq!(log["requests"][0]["body"]["messages"], json!([{"role": "user", "content": "Weather?"}]));
+    assert_eq!(log["requests"][0]["body"]["max_tokens"], 50);
+    // route/model pins provider b, whose answer is a tool call only, streamed in OpenAI's pieces.
+    let mut req = weather_request("chat/model-b");
+    let (status, _, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &req).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["content"], json!([{"type": "tool_use", "id": "call_9", "name": "get_weather", "input": {"city": "Paris"}}]));
+    assert_eq!(v["stop_reason"], "tool_use");
+    let log: Value = serde_json::from_slice(&w.http.get(format!("{}/__admin/provider-log/gm2-b", w.up.url())).send().await.unwrap().bytes().await.unwrap()).unwrap();
+    let sent = &log["requests"][0]["body"];
+    assert_eq!(sent["messages"][0], json!({"role": "system", "content": "Be brief."}), "{sent}");
+    assert_eq!(sent["messages"][2]["tool_calls"][0]["function"], json!({"name": "get_weather", "arguments": "{\"city\":\"Rome\"}"}), "{sent}");
+    assert_eq!(sent["messages"][3], json!({"role": "tool", "tool_call_id": "toolu_rome", "content": "21C, sunny"}), "{sent}");
+    assert_eq!((sent["tool_choice"].as_str(), sent["user"].as_str(), sent["stop"].clone()), (Some("auto"), Some("u-42"), json!(["END"])));
+    assert_eq!(sent["tools"][0]["function"]["parameters"]["required"], json!(["city"]));
+    req["stream"] = json!(true);
+    let (_, _, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &req).await;
+    let events = named_events(&text);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["message_start", "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop"], "{text}");
+    assert_eq!(events[1].1["content_block"], json!({"type": "tool_use", "id": "call_9", "name": "get_weather", "input": {}}));
+    let joined: String = events.iter().filter_map(|(_, d)| d["delta"]["partial_json"].as_str()).collect();
+    assert_eq!(joined, args);
+
+    // Errors, in Anthropic's shape.
+    let err = |text: &str| -> (String, String) {
+        let v: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("{text}"));
+        assert_eq!(v["type"], "error", "{v}");
+        (v["error"]["type"].as_str().unwrap().to_string(), v["error"]["message"].as_str().unwrap().to_string())
+    };
+    let hi = json!({"model": "chat", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _, text) = post_x_api_key(&w, &g, "sk-wrong", "/v1/messages", &hi).await;
+    assert_eq!((status, err(&text).0.as_str()), (401, "authentication_error"));
+    assert!(err(&text).1.contains("x-api-key"));
+    let (status, _, text) = post_x_api_key(&w, &g, BOB, "/v1/messages", &hi).await;
+    assert_eq!((status, err(&text).0.as_str()), (403, "permission_error"));
+    let (status, _, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &json!({"model": "nope", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})).await;
+    assert_eq!((status, err(&text).0.as_str()), (404, "not_found_error"));
+    let (status, _, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &json!({"model": "chat", "messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]})).await;
+    assert_eq!((status, err(&text).0.as_str()), (400, "invalid_request_error"));
+    assert!(err(&text).1.starts_with("`messages[0].content[0].type`"), "{text}");
+    let (status, _, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &json!({"model": "chat", "max_tokens": 5, "messages": [{"role": "user", "content": "x".repeat(5000)}]})).await;
+    assert_eq!((status, err(&text).0.as_str()), (413, "request_too_large"));
+    // Every provider failing: 503, overloaded; the trace id named.
+    w.provider("gm2-a", json!({"fail_rate": 1.0, "fail_status": 503})).await;
+    w.provider("gm2-b", json!({"fail_rate": 1.0, "fail_status": 503})).await;
+    let (status, headers, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &hi).await;
+    assert_eq!((status, err(&text).0.as_str()), (503, "overloaded_error"), "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["request_id"], headers["x-harness-trace-id"].to_str().unwrap());
+    assert_eq!(v["harness"]["harness_kind"], "NoHealthyProviderError");
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_failing_after_its_head_ends_with_an_anthropic_error_event() {
+    let w = World::new().await;
+    // `mid_stream: error`: a provider failing after the first chunk fails the stream, after its head.
+    w.provider("gm3-a", json!({"content": "one two three four five", "stream": {"error_at": 3}})).await;
+    w.provider("gm3-b", json!({"fail_rate": 1.0, "fail_status": 503})).await;
+    let extra = json!({"routes": {"chat": {"stream": {"mid_stream": "error"}}}});
+    let g = w.gateway(w.config("gm3", extra)).await;
+    let req = json!({"model": "chat/model-a", "max_tokens": 50, "stream": true, "messages": [{"role": "user", "content": "count"}]});
+    let (status, _, text) = post_x_api_key(&w, &g, ANN, "/v1/messages", &req).await;
+    assert_eq!(status, 200, "{text}");
+    let events = named_events(&text);
+    assert_eq!(events[0].0, "message_start", "{text}");
+    let (name, data) = events.last().unwrap();
+    assert_eq!(name, "error", "{text}");
+    assert_eq!(data["type"], "error");
+    assert!(data["error"]["type"].as_str().is_some_and(|t| !t.is_empty()) && data["error"]["message"].as_str().is_some(), "{data}");
+    assert!(!events.iter().any(|(n, _)| n == "message_stop"), "{text}");
+    g.shutdown().await;
+}
+
+/// A route `emb` of kind embeddings on a simulated OpenAI embeddings endpoint, priced.
+fn embeddings_route(w: &World, p: &str) -> Value {
+    json!({
+        "services": {format!("{p}-emb"): {"base_url": format!("{}/llm/{p}-emb", w.up.url()), "retry": {"max_retries": 0}, "timeouts": {"response_ms": 2000}}},
+        "routes": {"emb": {"kind": "embeddings", "adapter": "openai-compatible", "strategy": "priority", "providers": [
+            {"id": "e", "service": format!("{p}-emb"), "model": "embed-1", "weight": 1, "price": {"input_per_1k": 1.0, "output_per_1k": 0.0}}]}},
+    })
+}
+
+/// The upstream's vector for a text: element k is (chars + k / 4) / 8.
+fn expected_vector(text: &str, dims: usize) -> Vec<f32> {
+    (0..dims).map(|k| (text.chars().count() as f32 + k as f32 * 0.25) / 8.0).collect()
+}
+
+fn decode_base64(s: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let mut out = Vec::new();
+    for chunk in s.as_bytes().chunks(4) {
+        let digits: Vec<u8> = chunk.iter().copied().filter(|c| *c != b'=').map(value).collect();
+        let n = digits.iter().enumerate().fold(0u32, |n, (i, d)| n | (u32::from(*d) << (18 - 6 * i)));
+        for i in 0..digits.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_in_the_openai_shape_as_floats_or_base64_with_callers_costs_and_errors() {
+    let w = World::new().await;
+    w.provider("ge-emb", json!({"dimensions": 4})).await;
+    let g = w.gateway(w.config("ge", embeddings_route(&w, "ge"))).await;
+    let texts = ["hello", "embeddings!"];
+    let (status, headers, v) = post(&w.http, &g, Some(ANN), "/v1/embeddings", json!({"model": "emb", "input": texts, "user": "u-1"})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["object"], "list");
+    assert_eq!(v["model"], "embed-1");
+    for (i, t) in texts.iter().enumerate() {
+        assert_eq!(v["data"][i]["object"], "embedding");
+        assert_eq!(v["data"][i]["index"], i);
+        let got: Vec<f32> = v["data"][i]["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        assert_eq!(got, expected_vector(t, 4), "input {i}");
+    }
+    // ceil(chars / 4) tokens a text: 2 + 3.
+    assert_eq!(v["usage"], json!({"prompt_tokens": 5, "total_tokens": 5}));
+    assert_eq!(headers["x-harness-trace-id"].to_str().unwrap(), v["harness"]["trace_id"].as_str().unwrap());
+    // One string, shorter vectors, base64 of little-endian f32s.
+    let (status, _, v) = post(&w.http, &g, Some(ANN), "/v1/embeddings", json!({"model": "emb", "input": "hello", "dimensions": 3, "encoding_format": "base64"})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"].as_array().unwrap().len(), 1);
+    let bytes = decode_base64(v["data"][0]["embedding"].as_str().unwrap());
+    let floats: Vec<f32> = bytes.chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    assert_eq!(floats, expected_vector("hello", 3));
+    let log: Value = serde_json::from_slice(&w.http.get(format!("{}/__admin/provider-log/ge-emb", w.up.url())).send().await.unwrap().bytes().await.unwrap()).unwrap();
+    assert_eq!(log["requests"][1]["body"]["dimensions"], 3);
+    // route/model: the route's one model.
+    assert_eq!(post(&w.http, &g, Some(ANN), "/v1/embeddings", json!({"model": "emb/embed-1", "input": "x"})).await.0, 200);
+    // Costs and metrics per caller: 5 + 2 + 1 tokens at 1.0 per 1k.
+    let m = w.http.get(url(&g, "/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(m.contains("harness_gateway_requests_total{caller=\"ann\",api=\"embeddings\",target=\"emb\",status=\"200\"} 3"), "{m}");
+    let cost: f64 = m.lines().find_map(|l| l.strip_prefix("harness_gateway_cost_total{caller=\"ann\"} ")).unwrap_or_else(|| panic!("{m}")).parse().unwrap();
+    assert!((cost - 0.008).abs() < 1e-12, "{cost}");
+
+    // Errors, in the OpenAI shape.
+    let bad = |body: Value| {
+        let (http, g) = (&w.http, &g);
+        async move { post(http, g, Some(ANN), "/v1/embeddings", body).await }
+    };
+    let (status, _, v) = bad(json!({"model": "emb", "input": [[1, 2, 3]]})).await;
+    assert_eq!((status, v["error"]["type"].as_str()), (400, Some("invalid_request_error")));
+    assert!(v["error"]["message"].as_str().unwrap().starts_with("`input`: token arrays"), "{v}");
+    let (status, _, v) = bad(json!({"model": "emb", "input": [101, 102]})).await;
+    assert!(status == 400 && v["error"]["message"].as_str().unwrap().contains("token arrays"), "{v}");
+    let (status, _, v) = bad(json!({"model": "emb", "input": ["ok", ""]})).await;
+    assert!(status == 400 && v["error"]["message"].as_str().unwrap().starts_with("`input[1]`"), "{v}");
+    let (status, _, v) = bad(json!({"model": "emb", "input": "x", "encoding_format": "int8"})).await;
+    assert!(status == 400 && v["error"]["message"].as_str().unwrap().starts_with("`encoding_format`"), "{v}");
+    let (status, _, v) = bad(json!({"model": "chat", "input": "x"})).await;
+    assert!(status == 400 && v["error"]["message"].as_str().unwrap().contains("kind embeddings"), "{v}");
+    let (status, _, v) = bad(json!({"model": "nope", "input": "x"})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (404, Some("model_not_found")));
+    let (status, _, v) = bad(json!({"model": "emb/other", "input": "x"})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (404, Some("model_not_found")));
+    let (status, _, v) = post(&w.http, &g, Some("sk-wrong"), "/v1/embeddings", json!({"model": "emb", "input": "x"})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (401, Some("invalid_api_key")));
+    let (status, _, v) = post(&w.http, &g, Some(BOB), "/v1/embeddings", json!({"model": "emb", "input": "x"})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (403, Some("not_allowed")));
+    assert_eq!(w.provider_count("ge-emb").await, 3, "no refused request was forwarded");
+    // The provider failing: the core's error, with its trace id.
+    w.provider("ge-emb", json!({"fail_rate": 1.0, "fail_status": 503})).await;
+    let (status, _, v) = bad(json!({"model": "emb", "input": "x"})).await;
+    assert!(status >= 500 && v["error"]["trace_id"].as_str().is_some_and(|t| t.len() == 32), "{status} {v}");
+    g.shutdown().await;
+}
