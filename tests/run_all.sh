@@ -41,7 +41,7 @@ bindings-python/.venv/bin/python tests/openapi_corpus.py
 # --lang kotlin: the corpus's clients are compiled by OpenApiCorpusTest in the kotlin binding's suite above.
 echo "== typed clients from the public OpenAPI corpus (harness codegen --lang typescript, tsc --strict)"
 python3 tests/openapi_corpus_ts.py
-echo "== gateway through the OpenAI SDKs"
+echo "== gateway through the OpenAI and Anthropic SDKs"
 bash gateway/sdk-tests/test.sh
 echo "== fault drill: harness chaos on examples/chaos.yaml (the CLI, embedded upstream)"
 cargo build -q -p harness-cli
