@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::usage::Usage;
-use super::{AnswerFault, ChatAdapter, EventFault, EventRead, EventReader, Parsed, RouteDefaults, Shaped, ToolCall, ToolCallDelta};
+use super::wire::{self, AnswerFault, ChatAdapter, EventFault, EventRead, EventReader, Parsed, RouteDefaults, Shaped, ToolCall, ToolCallDelta};
 use crate::routing::config::ProviderConfig;
 
 pub struct Anthropic;
@@ -53,14 +53,14 @@ impl ChatAdapter for Anthropic {
             out.insert("system".into(), Value::String(system));
         }
         out.insert("messages".into(), Value::Array(messages));
-        let max = super::max_tokens(&prepared).or(p.max_tokens.map(u64::from)).or(route.max_tokens.map(u64::from)).unwrap_or(DEFAULT_MAX_TOKENS);
+        let max = wire::max_tokens(&prepared).or(p.max_tokens.map(u64::from)).or(route.max_tokens.map(u64::from)).unwrap_or(DEFAULT_MAX_TOKENS);
         out.insert("max_tokens".into(), json!(max));
         if let Some(t) = src.get("temperature").and_then(Value::as_f64) {
             // 0..1 here (OpenAI's is 0..2), unless the provider's own range says otherwise.
             let t = if p.params.temperature.is_some() { t } else { t.clamp(0.0, 1.0) };
             out.insert("temperature".into(), json!(t));
         }
-        if let Some(stops) = super::stops(&prepared) {
+        if let Some(stops) = wire::stops(&prepared) {
             out.insert("stop_sequences".into(), Value::Array(stops));
         }
         if let Some(user) = src.get("user").and_then(Value::as_str) {
@@ -114,7 +114,7 @@ impl ChatAdapter for Anthropic {
         }
         let mut body = Value::Object(out);
         if let Some(extra) = &p.extra_body {
-            super::extra(&mut body, extra);
+            wire::extra(&mut body, extra);
         }
         let version = p.api_version.clone().unwrap_or_else(|| VERSION.to_string());
         Ok(Shaped { body, path: Some("/v1/messages".into()), headers: vec![("anthropic-version".into(), version)] })
@@ -166,7 +166,7 @@ impl ChatAdapter for Anthropic {
         let err = v.get("error");
         let kind = err.and_then(|e| e.get("type")).and_then(Value::as_str);
         let message = err.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("");
-        super::common_code(status, kind, message).map(str::to_string)
+        wire::common_code(status, kind, message).map(str::to_string)
     }
 }
 
@@ -221,7 +221,7 @@ fn messages(list: &[Value]) -> Result<(String, Vec<Value>), String> {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         let (role, blocks) = match role {
             "system" | "developer" => {
-                system.push(super::text_of(m.get("content")));
+                system.push(wire::text_of(m.get("content")));
                 continue;
             }
             "user" => ("user", blocks(m.get("content"), i)?),
@@ -233,14 +233,14 @@ fn messages(list: &[Value]) -> Result<(String, Vec<Value>), String> {
                         "type": "tool_use",
                         "id": t.get("id").and_then(Value::as_str).unwrap_or_default(),
                         "name": f.get("name").and_then(Value::as_str).ok_or_else(|| format!("messages[{i}].tool_calls[{j}].function.name: required"))?,
-                        "input": super::arguments_value(f.get("arguments").and_then(Value::as_str).unwrap_or("")),
+                        "input": wire::arguments_value(f.get("arguments").and_then(Value::as_str).unwrap_or("")),
                     }));
                 }
                 ("assistant", b)
             }
             "tool" => {
                 let id = m.get("tool_call_id").and_then(Value::as_str).ok_or_else(|| format!("messages[{i}].tool_call_id: required for a tool message"))?;
-                ("user", vec![json!({"type": "tool_result", "tool_use_id": id, "content": super::text_of(m.get("content"))})])
+                ("user", vec![json!({"type": "tool_result", "tool_use_id": id, "content": wire::text_of(m.get("content"))})])
             }
             other => return Err(format!("messages[{i}].role: anthropic takes system, user, assistant and tool, got {other:?}")),
         };
@@ -275,7 +275,7 @@ fn blocks(content: Option<&Value>, i: usize) -> Result<Vec<Value>, String> {
             .map(|(j, part)| match part.get("type").and_then(Value::as_str) {
                 Some("text") => Ok(json!({"type": "text", "text": part.get("text").and_then(Value::as_str).unwrap_or("")})),
                 Some("image_url") => {
-                    let source = match super::image_source(part).map_err(|e| format!("messages[{i}].content[{j}]: {e}"))? {
+                    let source = match wire::image_source(part).map_err(|e| format!("messages[{i}].content[{j}]: {e}"))? {
                         (Some(media), data) => json!({"type": "base64", "media_type": media, "data": data}),
                         (None, url) => json!({"type": "url", "url": url}),
                     };
@@ -387,7 +387,7 @@ impl EventReader for Events {
                 let err = v.get("error");
                 let t = err.and_then(|e| e.get("type")).and_then(Value::as_str);
                 let message = err.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("error event").to_string();
-                let code = super::common_code(0, t, &message).map(str::to_string).or(t.map(str::to_string));
+                let code = wire::common_code(0, t, &message).map(str::to_string).or(t.map(str::to_string));
                 return Err(EventFault::Failed { code, message });
             }
             // `ping`, `content_block_stop`, and event types added later.
@@ -500,7 +500,7 @@ mod tests {
                 EventRead::Piece(p) => {
                     content.push_str(&p.content);
                     for d in &p.tool_deltas {
-                        super::super::openai::assemble(&mut calls, d);
+                        super::super::wire::assemble(&mut calls, d);
                     }
                     if p.finish_reason.is_some() {
                         last = p;

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::{AnswerFault, ChatAdapter, EventReader, Parsed, RouteDefaults, Shaped};
+use super::wire::{self, AnswerFault, ChatAdapter, EventReader, Parsed, RouteDefaults, Shaped};
 use crate::routing::config::ProviderConfig;
 
 pub struct Azure;
@@ -40,7 +40,7 @@ impl ChatAdapter for Azure {
         let inner = err.and_then(|e| e.get("innererror")).and_then(|i| i.get("code")).and_then(Value::as_str);
         let code = inner.or_else(|| err.and_then(|e| e.get("code")).and_then(Value::as_str));
         let message = err.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("");
-        super::common_code(status, code, message).map(str::to_string)
+        wire::common_code(status, code, message).map(str::to_string)
     }
 
     fn embeds(&self) -> bool {
@@ -51,7 +51,7 @@ impl ChatAdapter for Azure {
         Ok(Shaped { body: super::openai::embed_body(body, p), path: Some(path(p, "embeddings")), headers: Vec::new() })
     }
 
-    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::Embedded, String> {
+    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::embeddings::Embedded, String> {
         super::embeddings::parse_openai(body, Some(inputs))
     }
 }

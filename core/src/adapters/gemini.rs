@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 use super::usage::Usage;
-use super::{AnswerFault, ChatAdapter, EventFault, EventRead, EventReader, Parsed, RouteDefaults, Shaped, ToolCall, ToolCallDelta};
+use super::wire::{self, AnswerFault, ChatAdapter, EventFault, EventRead, EventReader, Parsed, RouteDefaults, Shaped, ToolCall, ToolCallDelta};
 use crate::routing::config::ProviderConfig;
 
 pub struct Gemini;
@@ -74,10 +74,10 @@ impl ChatAdapter for Gemini {
                 config.insert(to.into(), v.clone());
             }
         }
-        if let Some(max) = super::max_tokens(&prepared) {
+        if let Some(max) = wire::max_tokens(&prepared) {
             config.insert("maxOutputTokens".into(), json!(max));
         }
-        if let Some(stops) = super::stops(&prepared) {
+        if let Some(stops) = wire::stops(&prepared) {
             config.insert("stopSequences".into(), Value::Array(stops));
         }
         if let Some(f) = src.get("response_format").filter(|f| !f.is_null()) {
@@ -135,7 +135,7 @@ impl ChatAdapter for Gemini {
         }
         let mut body = Value::Object(out);
         if let Some(extra) = &p.extra_body {
-            super::extra(&mut body, extra);
+            wire::extra(&mut body, extra);
         }
         let version = p.api_version.as_deref().unwrap_or("v1beta");
         let path = if stream { format!("/{version}/models/{model}:streamGenerateContent?alt=sse") } else { format!("/{version}/models/{model}:generateContent") };
@@ -166,7 +166,7 @@ impl ChatAdapter for Gemini {
         let err = v.get("error");
         let kind = err.and_then(|e| e.get("status")).and_then(Value::as_str);
         let message = err.and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("");
-        super::common_code(status, kind, message).map(str::to_string)
+        wire::common_code(status, kind, message).map(str::to_string)
     }
 
     fn embeds(&self) -> bool {
@@ -197,13 +197,13 @@ impl ChatAdapter for Gemini {
             .collect();
         let mut out = json!({"requests": requests});
         if let Some(extra) = &p.extra_body {
-            super::extra(&mut out, extra);
+            wire::extra(&mut out, extra);
         }
         let version = p.api_version.as_deref().unwrap_or("v1beta");
         Ok(Shaped { body: out, path: Some(format!("/{version}/models/{model}:batchEmbedContents")), headers: Vec::new() })
     }
 
-    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::Embedded, String> {
+    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::embeddings::Embedded, String> {
         super::embeddings::parse_gemini(body, Some(inputs))
     }
 }
@@ -265,7 +265,7 @@ fn contents(list: &[Value]) -> Result<(String, Vec<Value>), String> {
     for (i, m) in list.iter().enumerate() {
         let (role, parts) = match m.get("role").and_then(Value::as_str).unwrap_or("") {
             "system" | "developer" => {
-                system.push(super::text_of(m.get("content")));
+                system.push(wire::text_of(m.get("content")));
                 continue;
             }
             "user" => ("user", parts(m.get("content"), i)?),
@@ -277,14 +277,14 @@ fn contents(list: &[Value]) -> Result<(String, Vec<Value>), String> {
                     if let Some(id) = t.get("id").and_then(Value::as_str) {
                         names.insert(id.to_string(), name.to_string());
                     }
-                    out.push(json!({"functionCall": {"name": name, "args": super::arguments_value(f.get("arguments").and_then(Value::as_str).unwrap_or(""))}}));
+                    out.push(json!({"functionCall": {"name": name, "args": wire::arguments_value(f.get("arguments").and_then(Value::as_str).unwrap_or(""))}}));
                 }
                 ("model", out)
             }
             "tool" => {
                 let id = m.get("tool_call_id").and_then(Value::as_str).ok_or_else(|| format!("messages[{i}].tool_call_id: required for a tool message"))?;
                 let name = names.get(id).ok_or_else(|| format!("messages[{i}].tool_call_id: no earlier tool call has id {id:?} (gemini needs the function's name)"))?;
-                let text = super::text_of(m.get("content"));
+                let text = wire::text_of(m.get("content"));
                 let response = match serde_json::from_str::<Value>(&text) {
                     Ok(v @ Value::Object(_)) => v,
                     _ => json!({"result": text}),
@@ -313,7 +313,7 @@ fn parts(content: Option<&Value>, i: usize) -> Result<Vec<Value>, String> {
             .enumerate()
             .map(|(j, part)| match part.get("type").and_then(Value::as_str) {
                 Some("text") => Ok(json!({"text": part.get("text").and_then(Value::as_str).unwrap_or("")})),
-                Some("image_url") => match super::image_source(part).map_err(|e| format!("messages[{i}].content[{j}]: {e}"))? {
+                Some("image_url") => match wire::image_source(part).map_err(|e| format!("messages[{i}].content[{j}]: {e}"))? {
                     (Some(media), data) => Ok(json!({"inlineData": {"mimeType": media, "data": data}})),
                     (None, url) => Ok(json!({"fileData": {"fileUri": url, "mimeType": mime_of(&url)}})),
                 },
@@ -354,7 +354,7 @@ impl EventReader for Events {
             let message = err.get("message").and_then(Value::as_str).unwrap_or("error event").to_string();
             let status = err.get("code").and_then(Value::as_u64).unwrap_or(0) as u16;
             let kind = err.get("status").and_then(Value::as_str);
-            return Err(EventFault::Failed { code: super::common_code(status, kind, &message).map(str::to_string), message });
+            return Err(EventFault::Failed { code: wire::common_code(status, kind, &message).map(str::to_string), message });
         }
         let p = response(&v, &mut self.calls).map_err(EventFault::Malformed)?;
         if !self.said {

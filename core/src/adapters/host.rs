@@ -27,7 +27,7 @@ use parking_lot::RwLock;
 use serde_json::{json, Value};
 
 use super::usage::Usage;
-use super::{AnswerFault, EventFault, EventRead, Parsed, Shaped, ToolCall, ToolCallDelta};
+use super::wire::{self, AnswerFault, EventFault, EventRead, Parsed, Shaped, ToolCall, ToolCallDelta};
 use crate::routing::config::ProviderConfig;
 use crate::transport::BoxFuture;
 
@@ -74,7 +74,7 @@ impl HostAdapters {
 
 /// A host adapter's name: letters, digits, `-` and `_`, at most 64, not a built-in's.
 pub fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') && super::built_in(name).is_none()
+    crate::routing::config::valid_host_adapter_name(name)
 }
 
 /// A registered host adapter, as a provider's adapter.
@@ -120,7 +120,7 @@ impl HostChat {
         crate::target::check_path(path).map_err(|e| bad(&format!("a bad `path`: {}", e.message)))?;
         let mut body = out.get("body").cloned().ok_or_else(|| bad("no `body`"))?;
         if let Some(extra) = &p.extra_body {
-            super::extra(&mut body, extra);
+            wire::extra(&mut body, extra);
         }
         let mut headers = Vec::new();
         if let Some(h) = out.get("headers").filter(|h| !h.is_null()) {
@@ -155,7 +155,7 @@ impl HostChat {
     /// The code the host gives an error answer (`None` when it gives none or fails: the status decides).
     pub async fn error_code(&self, status: u16, headers: &[(String, String)], body: &[u8], budget: Duration) -> Option<String> {
         let out = self.call(HostStep::ParseResponse, Self::response_input(status, headers, body), budget).await.ok()?;
-        out.get("error").and_then(|e| host_error(e).0).or_else(|| super::common_code(status, None, "").map(str::to_string))
+        out.get("error").and_then(|e| host_error(e).0).or_else(|| wire::common_code(status, None, "").map(str::to_string))
     }
 
     pub async fn read(&self, event: &str, data: &str, budget: Duration) -> Result<EventRead, EventFault> {

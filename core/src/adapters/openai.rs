@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::usage::Usage;
-use super::{AnswerFault, ChatAdapter, EventFault, EventRead, EventReader, Parsed, RouteDefaults, Shaped};
+use super::wire::{self, AnswerFault, ChatAdapter, EventFault, EventRead, EventReader, Parsed, RouteDefaults, Shaped};
+pub use super::wire::{ToolCall, ToolCallDelta};
+pub(crate) use super::wire::assemble;
 use crate::error::HarnessError;
 use crate::routing::config::{ProviderConfig, RangeMode};
 
@@ -26,7 +28,7 @@ impl ChatAdapter for OpenAi {
     fn shape(&self, body: &Value, p: &ProviderConfig, _route: &RouteDefaults, stream: bool) -> Result<Shaped, String> {
         let mut body = prepare(body, p, stream);
         if let Some(extra) = &p.extra_body {
-            super::extra(&mut body, extra);
+            wire::extra(&mut body, extra);
         }
         Ok(Shaped { body, path: None, headers: Vec::new() })
     }
@@ -52,7 +54,7 @@ impl ChatAdapter for OpenAi {
         Ok(Shaped { body: embed_body(body, p), path: None, headers: Vec::new() })
     }
 
-    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::Embedded, String> {
+    fn parse_embed(&self, body: &[u8], inputs: usize) -> Result<super::embeddings::Embedded, String> {
         super::embeddings::parse_openai(body, Some(inputs))
     }
 }
@@ -67,7 +69,7 @@ pub(crate) fn embed_body(body: &Value, p: &ProviderConfig) -> Value {
         o.entry("encoding_format").or_insert_with(|| Value::String("float".into()));
     }
     if let Some(extra) = &p.extra_body {
-        super::extra(&mut out, extra);
+        wire::extra(&mut out, extra);
     }
     out
 }
@@ -218,45 +220,6 @@ pub struct ChatChunk {
     pub reason: Option<String>,
 }
 
-/// A tool the model asks to call.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct ToolCall {
-    pub id: String,
-    /// The function's name.
-    pub name: String,
-    /// The arguments as the JSON text the provider sent (never re-encoded).
-    #[schemars(extend("x-sensitive" = true))]
-    pub arguments: String,
-}
-
-/// One streamed piece of a tool call: the first names it, the rest add to its arguments.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct ToolCallDelta {
-    /// Which tool call of the answer (0, 1, ...).
-    pub index: u32,
-    pub id: Option<String>,
-    pub name: Option<String>,
-    /// More of the arguments' JSON text.
-    #[schemars(extend("x-sensitive" = true))]
-    pub arguments: String,
-}
-
-/// Adds one streamed piece to the tool calls assembled so far.
-pub(crate) fn assemble(calls: &mut Vec<ToolCall>, d: &ToolCallDelta) {
-    let i = d.index as usize;
-    while calls.len() <= i {
-        calls.push(ToolCall::default());
-    }
-    let c = &mut calls[i];
-    if let Some(id) = &d.id {
-        c.id.clone_from(id);
-    }
-    if let Some(name) = &d.name {
-        c.name.push_str(name);
-    }
-    c.arguments.push_str(&d.arguments);
-}
-
 /// The body for one provider: its model, its temperature range, its token-limit field.
 pub(crate) fn prepare(body: &Value, p: &ProviderConfig, stream: bool) -> Value {
     let mut out = body.as_object().cloned().unwrap_or_default();
@@ -367,7 +330,7 @@ pub(crate) fn stream_error(err: &Value) -> EventFault {
     let text = |k: &str| err.get(k).and_then(Value::as_str).map(str::to_string);
     let message = text("message").unwrap_or_else(|| crate::redact::truncate_chars(&err.to_string(), 300));
     let code = text("code").or_else(|| text("type")).or_else(|| text("status"));
-    let code = super::common_code(0, code.as_deref(), &message).map(str::to_string).or(code);
+    let code = wire::common_code(0, code.as_deref(), &message).map(str::to_string).or(code);
     EventFault::Failed { code, message }
 }
 

@@ -61,6 +61,16 @@ pub enum AdapterKind {
     OpenaiCompatible,
 }
 
+/// The built-in adapters by config name (`adapters::built_in` has each one).
+pub const BUILT_IN_ADAPTERS: [&str; 4] = ["openai-compatible", "anthropic", "gemini", "azure-openai"];
+/// The built-in adapters with an embeddings call (`ChatAdapter::embeds`).
+pub const EMBEDDING_ADAPTERS: [&str; 3] = ["openai-compatible", "azure-openai", "gemini"];
+
+/// A host adapter's name: letters, digits, `-` and `_`, at most 64, not a built-in's.
+pub fn valid_host_adapter_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') && !BUILT_IN_ADAPTERS.contains(&name)
+}
+
 /// What a stream does when it breaks after its first chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -363,10 +373,10 @@ pub(crate) fn validate<S>(name: &str, r: &RouteConfig, services: &BTreeMap<Strin
             if r.adapter != AdapterKind::OpenaiCompatible {
                 return Err(bad(&f("adapter"), "needs the route's `adapter: openai-compatible` (the shape the route's callers speak)".into()));
             }
-            if crate::adapters::built_in(a).is_none() && !crate::adapters::host::valid_name(a) {
+            if !BUILT_IN_ADAPTERS.contains(&a.as_str()) && !valid_host_adapter_name(a) {
                 return Err(bad(
                     &f("adapter"),
-                    format!("unknown adapter {:?}: one of {} or a host adapter's name (letters, digits, `-`, `_`, at most 64)", escape_control(a), crate::adapters::BUILT_IN.join(", ")),
+                    format!("unknown adapter {:?}: one of {} or a host adapter's name (letters, digits, `-`, `_`, at most 64)", escape_control(a), BUILT_IN_ADAPTERS.join(", ")),
                 ));
             }
         }
@@ -390,7 +400,7 @@ pub(crate) fn validate<S>(name: &str, r: &RouteConfig, services: &BTreeMap<Strin
         }
         if r.kind == RouteKind::Embeddings {
             let name = p.adapter.as_deref().unwrap_or("openai-compatible");
-            if !crate::adapters::built_in(name).is_some_and(|a| a.embeds()) {
+            if !EMBEDDING_ADAPTERS.contains(&name) {
                 return Err(bad(&f("adapter"), format!("{name:?} has no embeddings call (openai-compatible, azure-openai and gemini do)")));
             }
         }
