@@ -104,3 +104,6 @@ export declare class ResponseTooLargeError extends HarnessError {}
 
 /** Another delivery of this message is being processed now (the idempotent receiver): the handler did not run. `retryAfterMs` is what is left of that delivery's lease; redeliver after it (the sender's retry usually does). */
 export declare class DuplicateInFlightError extends HarnessError {}
+
+/** A host interceptor refused the call or failed the answer: the message names it and its phase; `errorCode` is `raised`, `timeout`, `invalid` (a change that may not be made) or a `Reject`'s own code, and `status` the answer's when `after` rejected it. */
+export declare class InterceptorError extends HarnessError {}

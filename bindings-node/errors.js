@@ -69,6 +69,9 @@ class ResponseTooLargeError extends HarnessError {}
 /** Another delivery of this message is being processed now (the idempotent receiver): the handler did not run. `retryAfterMs` is what is left of that delivery's lease; redeliver after it (the sender's retry usually does). */
 class DuplicateInFlightError extends HarnessError {}
 
+/** A host interceptor refused the call or failed the answer: the message names it and its phase; `errorCode` is `raised`, `timeout`, `invalid` (a change that may not be made) or a `Reject`'s own code, and `status` the answer's when `after` rejected it. */
+class InterceptorError extends HarnessError {}
+
 // Every class by its kind name, base first (plain names, which the ESM loader reads).
 module.exports = {
   HarnessError,
@@ -86,6 +89,7 @@ module.exports = {
   ProtocolError,
   ResponseTooLargeError,
   DuplicateInFlightError,
+  InterceptorError,
 }
 const errorClasses = module.exports
 

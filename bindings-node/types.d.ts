@@ -24,6 +24,8 @@ export interface Config {
   mock?: MockConfig
   /** Injected latency, statuses, resets and cut bodies (off unless enabled or `HARNESS_FAULTS=1`). */
   faults?: FaultsConfig
+  /** Host interceptors: the time each may take, and levels by name. */
+  interceptors?: InterceptorsConfig
 }
 
 export interface ClientConfig {
@@ -264,6 +266,11 @@ export interface LimitsConfig {
    * Default: `1000`.
    */
   max_endpoints?: number
+  /**
+   * Largest request body sent (a caller's, or one an interceptor puts in).
+   * Default: `33554432`.
+   */
+  max_request_bytes?: number
 }
 
 export type AuthConfig =
@@ -870,6 +877,23 @@ export interface FaultRule {
  */
 export type FaultKind = 'latency' | 'status' | 'reset' | 'stream_cut'
 
+/** `interceptors:` in the config. */
+export interface InterceptorsConfig {
+  /**
+   * The longest one interceptor function may take per call (within the call's deadline).
+   * Default: `1000`.
+   */
+  timeout_ms?: number
+  /**
+   * A registered interceptor's level by name, over the one it was registered with.
+   * Default: `{}`.
+   */
+  levels?: Record<string, Level>
+}
+
+/** Once per call, or once per attempt. */
+export type Level = 'application' | 'attempt'
+
 /**
  * An error as every binding shows it: the kind (the exception class), the message, the
  * context, and `text`, the message with its context but without the kind name (what a
@@ -879,7 +903,7 @@ export type FaultKind = 'latency' | 'status' | 'reset' | 'stream_cut'
  */
 export interface ErrorView {
   /** `TimeoutError`, `HttpStatusError`, ... (`ErrorKind::NAMES`). */
-  kind: 'HarnessError' | 'TimeoutError' | 'CircuitOpenError' | 'BulkheadFullError' | 'RateLimitedError' | 'HttpStatusError' | 'AuthError' | 'SchemaError' | 'ConnectError' | 'CancelledError' | 'NoHealthyProviderError' | 'ConfigError' | 'ProtocolError' | 'ResponseTooLargeError' | 'DuplicateInFlightError'
+  kind: 'HarnessError' | 'TimeoutError' | 'CircuitOpenError' | 'BulkheadFullError' | 'RateLimitedError' | 'HttpStatusError' | 'AuthError' | 'SchemaError' | 'ConnectError' | 'CancelledError' | 'NoHealthyProviderError' | 'ConfigError' | 'ProtocolError' | 'ResponseTooLargeError' | 'DuplicateInFlightError' | 'InterceptorError'
   /**
    * The engine's message alone, without the kind name or the context; for a `ConfigError`
    * it starts with the field path.
@@ -1374,6 +1398,82 @@ export interface SignatureConfig {
   secret: SecretRef
   /** How far the delivery's timestamp may be from now (default 5 min). */
   max_skew_ms?: number
+}
+
+/** What an interceptor's `before` sees (its JSON is what crosses to the host). */
+export interface InterceptedRequest {
+  /** The interceptor's name. */
+  name: string
+  level: Level
+  method: string
+  /** The called service or route. */
+  service: string
+  /** The endpoint label (template). */
+  endpoint: string
+  /** The path (without the service's base path), query not included. */
+  path: string
+  /** Query parameters as `[name, value]` pairs, in order. */
+  query: [string, string][]
+  /** Headers as `[name, value]` pairs; credentials are not among them (they come after). */
+  headers: [string, string][]
+  /** The body, base64 (a binding hands the host bytes); `null` when there is none. */
+  body_base64?: string | null
+  /** The body parsed, when it is JSON. */
+  json?: unknown
+  /** The attempt number (an attempt interceptor), 1 for the first. */
+  attempt?: number | null
+  /** The route's provider of this attempt. */
+  provider?: string | null
+  trace_id: string
+}
+
+/** What an interceptor's `after` sees. */
+export interface InterceptedResponse {
+  name: string
+  level: Level
+  method: string
+  service: string
+  endpoint: string
+  status: number
+  /** Headers as `[name, value]` pairs, names in lower case. */
+  headers: [string, string][]
+  /** Since the attempt was sent (an attempt interceptor) or the call started. */
+  elapsed_ms: number
+  attempt?: number | null
+  provider?: string | null
+  trace_id: string
+  /** The body, base64: only with `want_body`, and only for a buffered answer. */
+  body_base64?: string | null
+  /** The body parsed, when it is JSON (with `want_body`). */
+  json?: unknown
+}
+
+/**
+ * What `before` may return (`null`: no change). A binding takes its language's form
+ * (bytes for `body`) and crosses this.
+ */
+export interface RequestChanges {
+  /** Headers to set (`null` removes one); framing headers may not be changed. */
+  headers?: Record<string, string | null> | null
+  /** Query parameters to set (`null` removes one). */
+  query?: Record<string, string | null> | null
+  /** A new path (checked as a caller's: no dot segments, no query). */
+  path?: string | null
+  /** A new JSON body (sets `content-type: application/json` when none is set). */
+  json?: unknown
+  /** A new body, base64 (within `limits.max_request_bytes`). */
+  body_base64?: string | null
+  /** Names of headers whose values are secret: redacted and scrubbed like credentials. */
+  secret?: string[] | null
+}
+
+/** What `after` returns to fail an answer (a binding's `Reject`), as `{"fail": ...}`. */
+export interface Rejection {
+  message: string
+  /** Retried (or failed over) by the retry rules, as a 503 would be. */
+  retryable?: boolean
+  /** The error's `code` (default `rejected`). */
+  code?: string | null
 }
 
 /** The client's read-only views, each asked of the core by name (generated from its VIEWS). */

@@ -187,6 +187,18 @@ impl Client {
         self.engine.rebuild()
     }
 
+    /// Adds a host interceptor (`crate::interceptors`); one of the same name is replaced
+    /// in its place. Applies to calls that start from now on.
+    pub fn add_interceptor(&self, reg: crate::interceptors::Registration, host: Arc<dyn crate::interceptors::HostInterceptor>) -> Result<(), HarnessError> {
+        self.engine.check_usable()?;
+        self.engine.registry.interceptors.add(reg, host)
+    }
+
+    /// Removes the interceptor of this name; whether there was one.
+    pub fn remove_interceptor(&self, name: &str) -> bool {
+        self.engine.registry.interceptors.remove(name)
+    }
+
     /// Replaces the config if it is valid; returns the new `config_version`. On error
     /// the old config stays in force and the `ConfigError` names the field.
     pub fn reload(&self, config: Config) -> Result<String, HarnessError> {

@@ -56,6 +56,7 @@ pub enum ErrorKind {
     Protocol,
     ResponseTooLarge,
     DuplicateInFlight,
+    Interceptor,
     Harness,
 }
 
@@ -76,6 +77,7 @@ impl ErrorKind {
             ErrorKind::Protocol => "ProtocolError",
             ErrorKind::ResponseTooLarge => "ResponseTooLargeError",
             ErrorKind::DuplicateInFlight => "DuplicateInFlightError",
+            ErrorKind::Interceptor => "InterceptorError",
             ErrorKind::Harness => "HarnessError",
         }
     }
@@ -90,7 +92,7 @@ impl ErrorKind {
     /// generated from it (`harness types`). In a doc, `snake_case` names a field of
     /// `ErrorView` (or the raw `body` beside it) and `...Error` a kind; each language writes
     /// them its own way.
-    pub const KINDS: [(&'static str, &'static str); 15] = [
+    pub const KINDS: [(&'static str, &'static str); 16] = [
         (
             "HarnessError",
             "A failure of no other kind: a closed client, a runtime used after fork, a broken body, or the idempotent receiver's store down, lease lost or failed delivery (`code` says which).",
@@ -124,11 +126,15 @@ impl ErrorKind {
             "DuplicateInFlightError",
             "Another delivery of this message is being processed now (the idempotent receiver): the handler did not run. `retry_after_ms` is what is left of that delivery's lease; redeliver after it (the sender's retry usually does).",
         ),
+        (
+            "InterceptorError",
+            "A host interceptor refused the call or failed the answer: the message names it and its phase; `code` is `raised`, `timeout`, `invalid` (a change that may not be made) or a `Reject`'s own code, and `status` the answer's when `after` rejected it.",
+        ),
     ];
 
     /// Every kind name, base first; bindings build their class trees from this.
-    pub const NAMES: [&'static str; 15] = {
-        let mut names = [""; 15];
+    pub const NAMES: [&'static str; 16] = {
+        let mut names = [""; 16];
         let mut i = 0;
         while i < names.len() {
             names[i] = Self::KINDS[i].0;
@@ -358,6 +364,7 @@ mod tests {
             Protocol,
             ResponseTooLarge,
             DuplicateInFlight,
+            Interceptor,
         ];
         assert_eq!(all.map(|k| k.name()), ErrorKind::NAMES);
         assert!(all.iter().all(|k| !k.doc().is_empty() && !k.doc().contains('\n')));

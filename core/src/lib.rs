@@ -25,6 +25,7 @@ pub mod hedge;
 mod fuzz;
 pub mod host;
 pub mod idempotency;
+pub mod interceptors;
 pub mod json;
 pub mod observability;
 mod pipeline;

@@ -241,6 +241,10 @@ pub fn host_schema() -> Value {
         "Routed" => crate::response::Routed,
         "Description" => Description,
         "IdempotencyConfig" => crate::idempotency::IdempotencyConfig,
+        "InterceptedRequest" => crate::interceptors::InterceptedRequest,
+        "InterceptedResponse" => crate::interceptors::InterceptedResponse,
+        "RequestChanges" => crate::interceptors::RequestChanges,
+        "Rejection" => crate::interceptors::Rejection,
     }
     let defs: serde_json::Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     let views: Vec<Value> = VIEWS.iter().map(|v| serde_json::json!({"name": v.name, "args": v.args, "returns": v.returns, "doc": v.doc})).collect();

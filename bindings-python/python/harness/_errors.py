@@ -152,6 +152,10 @@ class DuplicateInFlightError(HarnessError):
     """Another delivery of this message is being processed now (the idempotent receiver): the handler did not run. ``retry_after_ms`` is what is left of that delivery's lease; redeliver after it (the sender's retry usually does)."""
 
 
+class InterceptorError(HarnessError):
+    """A host interceptor refused the call or failed the answer: the message names it and its phase; ``code`` is ``raised``, ``timeout``, ``invalid`` (a change that may not be made) or a ``Reject``'s own code, and ``status`` the answer's when ``after`` rejected it."""
+
+
 # Every class above: the core's error kinds (`ERROR_NAMES` of the native module), base first.
 __all__: List[str] = [
     "HarnessError",
@@ -169,6 +173,7 @@ __all__: List[str] = [
     "ProtocolError",
     "ResponseTooLargeError",
     "DuplicateInFlightError",
+    "InterceptorError",
 ]
 
 _NAMES = frozenset(__all__)

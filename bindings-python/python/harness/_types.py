@@ -141,9 +141,11 @@ class LimitsConfig(TypedDict, total=False):
 
     ``max_response_bytes``: Largest response body read (by `Content-Length` or while reading).
     ``max_endpoints``: Distinct endpoint labels tracked; past it, new ones share `{other}`.
+    ``max_request_bytes``: Largest request body sent (a caller's, or one an interceptor puts in).
     """
     max_response_bytes: int
     max_endpoints: int
+    max_request_bytes: int
 
 
 class SecretRef(TypedDict, total=False):
@@ -626,6 +628,20 @@ class FaultsConfig(TypedDict, total=False):
     rules: List["FaultRule"]
 
 
+Level = Literal["application", "attempt"]
+"""Once per call, or once per attempt."""
+
+
+class InterceptorsConfig(TypedDict, total=False):
+    """`interceptors:` in the config.
+
+    ``timeout_ms``: The longest one interceptor function may take per call (within the call's deadline).
+    ``levels``: A registered interceptor's level by name, over the one it was registered with.
+    """
+    timeout_ms: int
+    levels: Dict[str, "Level"]
+
+
 class Config(TypedDict, total=False):
     """``routes``: Routes: a name business code calls, served by a choice of providers.
     ``prices``: Prices by model name (a provider's `model`), for providers without their own `price`.
@@ -633,6 +649,7 @@ class Config(TypedDict, total=False):
     ``otel``: Spans to an OpenTelemetry collector over OTLP/HTTP (off until `otel.endpoint` is set).
     ``mock``: Answers from rules instead of the network (off unless enabled or `HARNESS_MOCK=1`).
     ``faults``: Injected latency, statuses, resets and cut bodies (off unless enabled or `HARNESS_FAULTS=1`).
+    ``interceptors``: Host interceptors: the time each may take, and levels by name.
     """
     client: "ClientConfig"
     log: "LogConfig"
@@ -644,6 +661,7 @@ class Config(TypedDict, total=False):
     otel: "OtelConfig"
     mock: "MockConfig"
     faults: "FaultsConfig"
+    interceptors: "InterceptorsConfig"
 
 
 class ProviderError(TypedDict):
@@ -675,7 +693,7 @@ class ErrorView(TypedDict):
     ``provider``: Routed requests: the provider whose answer this error is.
     ``provider_errors``: `NoHealthyProviderError` (and a chat stream no other provider could take over): each provider of the route, in config order, and its last error or why it was not tried; empty otherwise.
     """
-    kind: Literal["HarnessError", "TimeoutError", "CircuitOpenError", "BulkheadFullError", "RateLimitedError", "HttpStatusError", "AuthError", "SchemaError", "ConnectError", "CancelledError", "NoHealthyProviderError", "ConfigError", "ProtocolError", "ResponseTooLargeError", "DuplicateInFlightError"]
+    kind: Literal["HarnessError", "TimeoutError", "CircuitOpenError", "BulkheadFullError", "RateLimitedError", "HttpStatusError", "AuthError", "SchemaError", "ConnectError", "CancelledError", "NoHealthyProviderError", "ConfigError", "ProtocolError", "ResponseTooLargeError", "DuplicateInFlightError", "InterceptorError"]
     message: str
     text: str
     service: Optional[str]
@@ -1205,6 +1223,88 @@ class IdempotencyConfig(TypedDict):
     signature: Optional["SignatureConfig"]
 
 
+class InterceptedRequest(TypedDict):
+    """What an interceptor's `before` sees (its JSON is what crosses to the host).
+
+    ``name``: The interceptor's name.
+    ``service``: The called service or route.
+    ``endpoint``: The endpoint label (template).
+    ``path``: The path (without the service's base path), query not included.
+    ``query``: Query parameters as `[name, value]` pairs, in order.
+    ``headers``: Headers as `[name, value]` pairs; credentials are not among them (they come after).
+    ``body_base64``: The body, base64 (a binding hands the host bytes); `null` when there is none.
+    ``json``: The body parsed, when it is JSON.
+    ``attempt``: The attempt number (an attempt interceptor), 1 for the first.
+    ``provider``: The route's provider of this attempt.
+    """
+    name: str
+    level: "Level"
+    method: str
+    service: str
+    endpoint: str
+    path: str
+    query: List[Tuple[str, str]]
+    headers: List[Tuple[str, str]]
+    body_base64: Optional[str]
+    json: Any
+    attempt: Optional[int]
+    provider: Optional[str]
+    trace_id: str
+
+
+class InterceptedResponse(TypedDict):
+    """What an interceptor's `after` sees.
+
+    ``headers``: Headers as `[name, value]` pairs, names in lower case.
+    ``elapsed_ms``: Since the attempt was sent (an attempt interceptor) or the call started.
+    ``body_base64``: The body, base64: only with `want_body`, and only for a buffered answer.
+    ``json``: The body parsed, when it is JSON (with `want_body`).
+    """
+    name: str
+    level: "Level"
+    method: str
+    service: str
+    endpoint: str
+    status: int
+    headers: List[Tuple[str, str]]
+    elapsed_ms: float
+    attempt: Optional[int]
+    provider: Optional[str]
+    trace_id: str
+    body_base64: Optional[str]
+    json: Any
+
+
+class RequestChanges(TypedDict):
+    """What `before` may return (`null`: no change). A binding takes its language's form
+    (bytes for `body`) and crosses this.
+
+    ``headers``: Headers to set (`null` removes one); framing headers may not be changed.
+    ``query``: Query parameters to set (`null` removes one).
+    ``path``: A new path (checked as a caller's: no dot segments, no query).
+    ``json``: A new JSON body (sets `content-type: application/json` when none is set).
+    ``body_base64``: A new body, base64 (within `limits.max_request_bytes`).
+    ``secret``: Names of headers whose values are secret: redacted and scrubbed like credentials.
+    """
+    headers: Optional[Dict[str, Optional[str]]]
+    query: Optional[Dict[str, Optional[str]]]
+    path: Optional[str]
+    json: Any
+    body_base64: Optional[str]
+    secret: Optional[List[str]]
+
+
+class Rejection(TypedDict):
+    """What `after` returns to fail an answer (a binding's `Reject`), as `{"fail": ...}`.
+
+    ``retryable``: Retried (or failed over) by the retry rules, as a 503 would be.
+    ``code``: The error's `code` (default `rejected`).
+    """
+    message: str
+    retryable: bool
+    code: Optional[str]
+
+
 class ClientViews:
     """The client's read-only views, each asked of the core by name (generated from its VIEWS)."""
 
@@ -1297,6 +1397,8 @@ __all__ = [
     "FaultsConfig",
     "FaultRule",
     "FaultKind",
+    "InterceptorsConfig",
+    "Level",
     "ErrorView",
     "ProviderError",
     "Event",
@@ -1334,5 +1436,9 @@ __all__ = [
     "IdempotencyConfig",
     "OnStoreDown",
     "SignatureConfig",
+    "InterceptedRequest",
+    "InterceptedResponse",
+    "RequestChanges",
+    "Rejection",
     "ClientViews",
 ]

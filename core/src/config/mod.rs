@@ -37,6 +37,8 @@ pub struct Config {
     pub mock: crate::transport::mock::MockConfig,
     /// Injected latency, statuses, resets and cut bodies (off unless enabled or `HARNESS_FAULTS=1`).
     pub faults: crate::transport::faults::FaultsConfig,
+    /// Host interceptors: the time each may take, and levels by name.
+    pub interceptors: crate::interceptors::InterceptorsConfig,
 }
 
 /// `metrics:` (the text is always available from the client's `metrics()`).
@@ -321,6 +323,7 @@ impl Config {
         self.audit.validate()?;
         self.otel.validate()?;
         self.faults.validate(|s| self.services.contains_key(s))?;
+        self.interceptors.validate()?;
         for name in self.mock.services.keys() {
             if !self.services.contains_key(name) {
                 return Err(bad(format!("mock.services.{name}"), "unknown service"));

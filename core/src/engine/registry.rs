@@ -137,6 +137,8 @@ pub(crate) struct Registry {
     pub budgets: Arc<dyn RetryBudgetStore>,
     /// Adapters the host registered by name (`register_adapter`), resolved at each snapshot.
     pub host_adapters: crate::adapters::HostAdapters,
+    /// Host interceptors (`add_interceptor`), in registration order.
+    pub interceptors: crate::interceptors::Interceptors,
     endpoints: RwLock<Endpoints>,
     metrics: Arc<Metrics>,
     events: Arc<EventHub>,
@@ -152,6 +154,7 @@ impl Registry {
             shared_budgets: Mutex::new(HashMap::new()),
             budgets,
             host_adapters: Default::default(),
+            interceptors: Default::default(),
             services: Mutex::new(HashMap::new()),
             providers: Mutex::new(HashMap::new()),
             route_caches: Mutex::new(HashMap::new()),

@@ -62,6 +62,14 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, mode: Mode) -> Once {
         }
         Err(e) => return Once::Fatal(e),
     };
+    // Attempt interceptors change the request before credentials (a signature covers them);
+    // a refusal sends nothing.
+    if !engine.registry.interceptors.is_empty() {
+        if let Err(e) = super::intercept::attempt_before(engine, call, &mut request).await {
+            call.attempts -= 1;
+            return Once::Fatal(e);
+        }
+    }
     // Credentials per attempt: a refresh or a rotation between attempts is picked up.
     let applied = match &svc.credential {
         Some(c) => match c.apply(&mut request, call.deadline.remaining()).await {
@@ -93,6 +101,7 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, mode: Mode) -> Once {
             once
         }
     };
+    let once = if engine.registry.interceptors.is_empty() { once } else { super::intercept::attempt_after(engine, call, once, started.elapsed()).await };
     // The retry heatmap: every attempt that was sent, by number and outcome.
     let outcome = match &once {
         Once::Reached(_) => Some("success"),

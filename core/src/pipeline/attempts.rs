@@ -32,6 +32,12 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
             limiter.acquire(method, endpoint, &call.deadline).await?;
         }
     }
+    if !call.intercepted {
+        call.intercepted = true;
+        if !engine.registry.interceptors.is_empty() {
+            super::intercept::application_before(engine, call).await?;
+        }
+    }
     loop {
         if call.deadline.expired() {
             return Err(rules::expired(call, last_error));
@@ -62,7 +68,13 @@ pub(crate) async fn run(engine: &Engine, call: &mut Call, mode: Mode) -> Result<
         drop(in_flight);
         let idx = hedge_winner(call, idx, now);
         match rules::after(engine, call, idx, t0, outcome).await {
-            Step::Done(reached) => return Ok(reached),
+            Step::Done(reached) => {
+                if !engine.registry.interceptors.is_empty() {
+                    let answer = super::intercept::parts(&reached);
+                    super::intercept::application_after(engine, call, answer).await?;
+                }
+                return Ok(reached);
+            }
             Step::Fail(e) => return Err(e),
             Step::Again { to, error } => {
                 forced = to;

@@ -56,7 +56,7 @@ pub(crate) struct Call {
     /// A refused credential was refreshed (or rotated) and the request replayed once.
     pub auth_replayed: bool,
     /// The first attempt's request, built up front so bad input fails before any attempt.
-    first: Option<OutgoingRequest>,
+    pub(crate) first: Option<OutgoingRequest>,
     pub lanes: Lanes,
     /// What only a configured route has: its chat body, its answer's usage and cost.
     pub route: Option<Box<RouteCall>>,
@@ -67,6 +67,10 @@ pub(crate) struct Call {
     /// May be resent whatever its method: it carries an idempotency key, or its operation
     /// is marked `x-idempotent`.
     pub declared_safe: bool,
+    /// The application interceptors' `before` ran (once per call).
+    pub intercepted: bool,
+    /// Header values interceptors named secret: scrubbed like credentials.
+    pub extra_secrets: Vec<String>,
 }
 
 /// A fresh `Idempotency-Key` (128 random bits, as hex) for an operation that declares one.
@@ -289,7 +293,19 @@ impl Call {
             schema_violation: None,
             fault: None,
             declared_safe,
+            intercepted: false,
+            extra_secrets: Vec::new(),
         })
+    }
+
+    /// What must never reach a caller or a record for provider `lane`: the service's
+    /// credentials, the request's sensitive headers and what interceptors named secret.
+    pub fn secrets(&self, lane: usize) -> crate::redact::Secrets {
+        let mut s = self.svc(lane).secrets_for(&self.req);
+        for v in &self.extra_secrets {
+            s.add(v);
+        }
+        s
     }
 
     /// The service of provider `lane`.
@@ -364,7 +380,7 @@ impl Call {
                 fault: self.fault,
                 spans: self.spans.as_deref(),
                 server: server_of(svc),
-                secrets: &|| svc.secrets_for(&self.req),
+                secrets: &|| self.secrets(self.lanes.current),
                 response,
             },
         );
@@ -409,7 +425,7 @@ fn pin_model(rt: &RouteRuntime, model: Option<&str>, tried: &mut [Tried]) -> Res
 }
 
 /// The body of an `openai-compatible` request, as a JSON object.
-fn json_object(body: &Body) -> Result<Value, HarnessError> {
+pub(crate) fn json_object(body: &Body) -> Result<Value, HarnessError> {
     let v = match body {
         Body::Json(v) => {
             json::check_value("json", v)?;
@@ -524,6 +540,12 @@ fn build_at(svc: &ServiceRuntime, req: &Request, path: &str, body: &Body, method
             Some(text.clone())
         }
     };
+    if let Some(b) = &body {
+        let max = svc.config.limits.max_request_bytes;
+        if b.len() as u64 > max {
+            return Err(HarnessError::config(format!("request.body: {} bytes is over limits.max_request_bytes ({max})", b.len())));
+        }
+    }
     Ok(OutgoingRequest { method: method.clone(), url, headers, body, fault: svc.faulty.then(Default::default) })
 }
 

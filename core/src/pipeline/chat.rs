@@ -358,7 +358,7 @@ impl Live {
                         Err(EventFault::Malformed(why)) => self.skipped(why),
                         Err(EventFault::Failed { code, message }) => {
                             let idx = self.attempt.as_ref().expect("attempt").idx;
-                            let message = self.call.svc(idx).secrets_for(&self.call.req).downstream_message(&message);
+                            let message = self.call.secrets(idx).downstream_message(&message);
                             let mut e = HarnessError::new(ErrorKind::Protocol, format!("the provider failed mid-stream: {}", truncate_chars(&message, 300)));
                             e.code = code;
                             self.broken(e, Failure::Protocol).await?;

@@ -198,7 +198,7 @@ async fn refused(
         Err(tf) if tf.failure == Failure::TooLarge => tf.partial.unwrap_or_default(),
         Err(_) => Bytes::new(),
     };
-    let mut secrets = svc.secrets_for(&call.req);
+    let mut secrets = call.secrets(lane.idx);
     if let Some(a) = &applied {
         secrets.add(a.secret.expose());
     }

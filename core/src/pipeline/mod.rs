@@ -19,6 +19,7 @@ mod call;
 pub(crate) mod chat;
 mod classify;
 mod exchange;
+mod intercept;
 mod outcome;
 mod race;
 mod route;

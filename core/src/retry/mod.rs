@@ -23,7 +23,7 @@ pub fn is_idempotent(method: &Method) -> bool {
 /// Is this outcome worth another try at all (ignoring the method)?
 pub fn is_retryable(failure: Failure, cfg: &RetryConfig) -> bool {
     match failure {
-        Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Broken | Failure::ResponseTimeout | Failure::IdleTimeout | Failure::TtftTimeout => true,
+        Failure::ConnectRefused | Failure::ConnectTimeout | Failure::Broken | Failure::ResponseTimeout | Failure::IdleTimeout | Failure::TtftTimeout | Failure::Declared => true,
         Failure::TotalTimeout | Failure::Protocol | Failure::TooLarge | Failure::Unmatched => false,
         Failure::Status(s) => matches!(s, 429 | 502 | 503 | 504) || (s == 500 && cfg.retry_on_500),
     }

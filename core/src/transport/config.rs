@@ -44,11 +44,13 @@ pub struct LimitsConfig {
     pub max_response_bytes: u64,
     /// Distinct endpoint labels tracked; past it, new ones share `{other}`.
     pub max_endpoints: u32,
+    /// Largest request body sent (a caller's, or one an interceptor puts in).
+    pub max_request_bytes: u64,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        LimitsConfig { max_response_bytes: 64 * 1024 * 1024, max_endpoints: 1000 }
+        LimitsConfig { max_response_bytes: 64 * 1024 * 1024, max_endpoints: 1000, max_request_bytes: 32 * 1024 * 1024 }
     }
 }
 
@@ -84,7 +86,8 @@ impl LimitsConfig {
     /// Checks the values serde cannot, naming fields under `at` (`services.<name>.limits`).
     pub fn validate(&self, at: &str) -> Result<(), HarnessError> {
         at_least_one(at, "max_response_bytes", self.max_response_bytes)?;
-        at_least_one(at, "max_endpoints", self.max_endpoints as u64)
+        at_least_one(at, "max_endpoints", self.max_endpoints as u64)?;
+        at_least_one(at, "max_request_bytes", self.max_request_bytes)
     }
 }
 

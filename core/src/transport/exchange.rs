@@ -34,6 +34,8 @@ pub enum Failure {
     Status(u16),
     /// Mock mode: no rule answers this request (nothing was sent; never retried).
     Unmatched,
+    /// An interceptor's `after` rejected the answer as retryable (a 200 that is an error).
+    Declared,
 }
 
 impl Failure {

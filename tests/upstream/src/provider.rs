@@ -4,7 +4,7 @@
 //! behaves from its next request on (the request counter and log are kept; send
 //! `"reset": true` to clear them). `GET /__admin/provider-log/{name}` returns
 //! `{"count": n, "requests": [{"n", "model", "stream", "body", "at_ms", "outcome", "kind",
-//! "path", "format", "headers"}]}` (embeddings also `"inputs"`): `kind` is `chat` or
+//! "path", "format", "headers"}]}` (headers: the vendors' key headers, content-type and any `x-test-*`; embeddings also `"inputs"`): `kind` is `chat` or
 //! `embeddings`; `path` the request's path with its query; `format` one of `openai`,
 //! `anthropic`, `gemini`, `azure`, `inhouse`; `headers` the request's `x-api-key`,
 //! `anthropic-version`, `x-goog-api-key`, `api-key`, `authorization` and `content-type`
@@ -199,7 +199,7 @@ impl Default for Providers {
 /// Most log entries kept per provider.
 const MAX_LOG: usize = 50_000;
 
-/// The request headers a log entry keeps.
+/// The request headers a log entry keeps (and any named `x-test-*`).
 const LOGGED_HEADERS: [&str; 6] = ["x-api-key", "anthropic-version", "x-goog-api-key", "api-key", "authorization", "content-type"];
 
 impl Providers {
@@ -334,7 +334,7 @@ pub async fn serve(
         if p.log.len() < MAX_LOG {
             let logged: serde_json::Map<String, Value> = headers
                 .iter()
-                .filter(|(k, _)| LOGGED_HEADERS.contains(&k.as_str()))
+                .filter(|(k, _)| LOGGED_HEADERS.contains(&k.as_str()) || k.starts_with("x-test-"))
                 .map(|(k, v)| (k.clone(), Value::String(v.clone())))
                 .collect();
             let mut entry = json!({

@@ -22,6 +22,7 @@ package dev.harness
  * | `ProtocolError` | [HarnessException.Protocol] |
  * | `ResponseTooLargeError` | [HarnessException.ResponseTooLarge] |
  * | `DuplicateInFlightError` | [HarnessException.DuplicateInFlight] |
+ * | `InterceptorError` | [HarnessException.Interceptor] |
  * | `HarnessError` (base) | [HarnessException.Other] |
  *
  * Cancelling the calling coroutine surfaces as kotlinx's own `CancellationException`, as coroutines expect; [HarnessException.Cancelled] is for a request the engine itself abandoned.
@@ -113,6 +114,9 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
     /** Another delivery of this message is being processed now (the idempotent receiver): the handler did not run. [retryAfterMs] is what is left of that delivery's lease; redeliver after it (the sender's retry usually does). */
     class DuplicateInFlight(info: HarnessErrorInfo) : HarnessException(info)
 
+    /** A host interceptor refused the call or failed the answer: the message names it and its phase; [code] is `raised`, `timeout`, `invalid` (a change that may not be made) or a `Reject`'s own code, and [status] the answer's when `after` rejected it. */
+    class Interceptor(info: HarnessErrorInfo) : HarnessException(info)
+
     /** A failure of no other kind: a closed client, a runtime used after fork, a broken body, or the idempotent receiver's store down, lease lost or failed delivery ([code] says which). */
     class Other(info: HarnessErrorInfo) : HarnessException(info)
 
@@ -134,6 +138,7 @@ sealed class HarnessException(private val info: HarnessErrorInfo) : Exception(in
             "ProtocolError" -> Protocol(info)
             "ResponseTooLargeError" -> ResponseTooLarge(info)
             "DuplicateInFlightError" -> DuplicateInFlight(info)
+            "InterceptorError" -> Interceptor(info)
             else -> Other(info)
         }
     }

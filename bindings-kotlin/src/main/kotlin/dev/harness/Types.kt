@@ -40,6 +40,8 @@ data class Config(
     @SerialName("mock") val mock: MockConfig? = null,
     /** Injected latency, statuses, resets and cut bodies (off unless enabled or `HARNESS_FAULTS=1`). */
     @SerialName("faults") val faults: FaultsConfig? = null,
+    /** Host interceptors: the time each may take, and levels by name. */
+    @SerialName("interceptors") val interceptors: InterceptorsConfig? = null,
 )
 
 @Serializable
@@ -237,6 +239,8 @@ data class LimitsConfig(
     @SerialName("max_response_bytes") val maxResponseBytes: Long? = null,
     /** Distinct endpoint labels tracked; past it, new ones share `{other}`. */
     @SerialName("max_endpoints") val maxEndpoints: Int? = null,
+    /** Largest request body sent (a caller's, or one an interceptor puts in). */
+    @SerialName("max_request_bytes") val maxRequestBytes: Long? = null,
 )
 
 @Serializable
@@ -766,6 +770,25 @@ enum class FaultKind(val value: String) {
     @SerialName("reset") RESET("reset"),
     /** The body breaks after `after_bytes`. */
     @SerialName("stream_cut") STREAM_CUT("stream_cut"),
+    ;
+
+    override fun toString(): String = value
+}
+
+/** `interceptors:` in the config. */
+@Serializable
+data class InterceptorsConfig(
+    /** The longest one interceptor function may take per call (within the call's deadline). */
+    @SerialName("timeout_ms") val timeoutMs: Long? = null,
+    /** A registered interceptor's level by name, over the one it was registered with. */
+    @SerialName("levels") val levels: Map<String, Level>? = null,
+)
+
+/** Once per call, or once per attempt. */
+@Serializable
+enum class Level(val value: String) {
+    @SerialName("application") APPLICATION("application"),
+    @SerialName("attempt") ATTEMPT("attempt"),
     ;
 
     override fun toString(): String = value
@@ -1404,6 +1427,86 @@ data class SignatureConfig(
     @SerialName("max_skew_ms") val maxSkewMs: Long? = null,
 )
 
+/** What an interceptor's `before` sees (its JSON is what crosses to the host). */
+@Serializable
+data class InterceptedRequest(
+    /** The interceptor's name. */
+    @SerialName("name") val name: String,
+    @SerialName("level") val level: Level,
+    @SerialName("method") val method: String,
+    /** The called service or route. */
+    @SerialName("service") val service: String,
+    /** The endpoint label (template). */
+    @SerialName("endpoint") val endpoint: String,
+    /** The path (without the service's base path), query not included. */
+    @SerialName("path") val path: String,
+    /** Query parameters as `[name, value]` pairs, in order. */
+    @SerialName("query") val query: List<@Serializable(with = StringStringSerializer::class) Pair<String, String>>,
+    /** Headers as `[name, value]` pairs; credentials are not among them (they come after). */
+    @SerialName("headers") val headers: List<@Serializable(with = StringStringSerializer::class) Pair<String, String>>,
+    /** The body, base64 (a binding hands the host bytes); `null` when there is none. */
+    @SerialName("body_base64") val bodyBase64: String? = null,
+    /** The body parsed, when it is JSON. */
+    @SerialName("json") val json: JsonElement? = null,
+    /** The attempt number (an attempt interceptor), 1 for the first. */
+    @SerialName("attempt") val attempt: Int? = null,
+    /** The route's provider of this attempt. */
+    @SerialName("provider") val provider: String? = null,
+    @SerialName("trace_id") val traceId: String,
+)
+
+/** What an interceptor's `after` sees. */
+@Serializable
+data class InterceptedResponse(
+    @SerialName("name") val name: String,
+    @SerialName("level") val level: Level,
+    @SerialName("method") val method: String,
+    @SerialName("service") val service: String,
+    @SerialName("endpoint") val endpoint: String,
+    @SerialName("status") val status: Int,
+    /** Headers as `[name, value]` pairs, names in lower case. */
+    @SerialName("headers") val headers: List<@Serializable(with = StringStringSerializer::class) Pair<String, String>>,
+    /** Since the attempt was sent (an attempt interceptor) or the call started. */
+    @SerialName("elapsed_ms") val elapsedMs: Double,
+    @SerialName("attempt") val attempt: Int? = null,
+    @SerialName("provider") val provider: String? = null,
+    @SerialName("trace_id") val traceId: String,
+    /** The body, base64: only with `want_body`, and only for a buffered answer. */
+    @SerialName("body_base64") val bodyBase64: String? = null,
+    /** The body parsed, when it is JSON (with `want_body`). */
+    @SerialName("json") val json: JsonElement? = null,
+)
+
+/**
+ * What `before` may return (`null`: no change). A binding takes its language's form
+ * (bytes for `body`) and crosses this.
+ */
+@Serializable
+data class RequestChanges(
+    /** Headers to set (`null` removes one); framing headers may not be changed. */
+    @SerialName("headers") val headers: Map<String, String?>? = null,
+    /** Query parameters to set (`null` removes one). */
+    @SerialName("query") val query: Map<String, String?>? = null,
+    /** A new path (checked as a caller's: no dot segments, no query). */
+    @SerialName("path") val path: String? = null,
+    /** A new JSON body (sets `content-type: application/json` when none is set). */
+    @SerialName("json") val json: JsonElement? = null,
+    /** A new body, base64 (within `limits.max_request_bytes`). */
+    @SerialName("body_base64") val bodyBase64: String? = null,
+    /** Names of headers whose values are secret: redacted and scrubbed like credentials. */
+    @SerialName("secret") val secret: List<String>? = null,
+)
+
+/** What `after` returns to fail an answer (a binding's `Reject`), as `{"fail": ...}`. */
+@Serializable
+data class Rejection(
+    @SerialName("message") val message: String,
+    /** Retried (or failed over) by the retry rules, as a 503 would be. */
+    @SerialName("retryable") val retryable: Boolean? = null,
+    /** The error's `code` (default `rejected`). */
+    @SerialName("code") val code: String? = null,
+)
+
 /** A `[String, Int]` array on the wire, a `Pair` here. */
 object StringIntSerializer : KSerializer<Pair<String, Int>> {
     override val descriptor: SerialDescriptor = listSerialDescriptor<JsonElement>()
@@ -1412,6 +1515,18 @@ object StringIntSerializer : KSerializer<Pair<String, Int>> {
         return Pair(a[0].jsonPrimitive.content, a[1].jsonPrimitive.int)
     }
     override fun serialize(encoder: Encoder, value: Pair<String, Int>) {
+        (encoder as JsonEncoder).encodeJsonElement(JsonArray(listOf(JsonPrimitive(value.first), JsonPrimitive(value.second))))
+    }
+}
+
+/** A `[String, String]` array on the wire, a `Pair` here. */
+object StringStringSerializer : KSerializer<Pair<String, String>> {
+    override val descriptor: SerialDescriptor = listSerialDescriptor<JsonElement>()
+    override fun deserialize(decoder: Decoder): Pair<String, String> {
+        val a = (decoder as JsonDecoder).decodeJsonElement().jsonArray
+        return Pair(a[0].jsonPrimitive.content, a[1].jsonPrimitive.content)
+    }
+    override fun serialize(encoder: Encoder, value: Pair<String, String>) {
         (encoder as JsonEncoder).encodeJsonElement(JsonArray(listOf(JsonPrimitive(value.first), JsonPrimitive(value.second))))
     }
 }
