@@ -302,3 +302,23 @@ async fn services_filter_and_routes_see_each_provider() {
     c.request(get("/s/f/x")).await.unwrap();
     assert_eq!(hook.seen(Phase::Before).len(), 2);
 }
+
+#[tokio::test]
+async fn a_hedge_is_an_attempt_its_interceptors_see() {
+    let u = harness_upstream::start().await.unwrap();
+    let c = client(&u, json!({"services": {"svc": {"retry": {"max_retries": 0}, "hedge": {"after_ms": 5, "budget_ratio": 1.0}}}}));
+    // Fill the hedge budget first (each eligible read deposits).
+    script(&u, "hedge", json!([{"json": {"ok": true}}])).await;
+    for _ in 0..20 {
+        c.request(get("/s/hedge/x")).await.unwrap();
+    }
+    let hook = Fn_::new(|_, r| Ok(json!({"headers": {"x-attempt": r["attempt"].to_string()}})));
+    c.add_interceptor(Registration { after: false, ..reg("per-attempt", Level::Attempt) }, hook.clone()).unwrap();
+    script(&u, "hedge", json!([{"delay_ms": 300, "json": {"first": true}}, {"json": {"hedge": true}}])).await;
+    let r = c.request(get("/s/hedge/x")).await.unwrap();
+    assert_eq!(r.status, 200);
+    let numbers: Vec<Value> = hook.seen(Phase::Before).iter().map(|v| v["attempt"].clone()).collect();
+    assert_eq!(numbers, [json!(1), json!(2)], "the first attempt and its hedge");
+    let sent: Vec<Value> = log(&u, "hedge").await.iter().map(|r| r["headers"]["x-attempt"].clone()).collect();
+    assert_eq!(sent, [json!("1"), json!("2")]);
+}

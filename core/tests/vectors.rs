@@ -627,6 +627,9 @@ async fn run_scenario(ctx: &Ctx, scenario: &Value) -> Vec<String> {
         return errors;
     }
     let client = Client::from_value(config).unwrap_or_else(|e| panic!("{name}: {e}"));
+    for spec in scenario.get("interceptors").and_then(Value::as_array).into_iter().flatten() {
+        vector_interceptor::register(&client, spec);
+    }
     let base = json!({"client": {"name": "vectors"}, "log": {"enabled": false}, "services": {"svc": {"base_url": "{upstream}"}}});
 
     let mut background = Vec::new();
@@ -744,4 +747,96 @@ async fn every_scenario_vector_passes() {
     }
     println!("{ran} scenarios run, {} failures", errors.len());
     assert!(errors.is_empty(), "{} vector failures:\n{}", errors.len(), errors.join("\n"));
+}
+
+/// A scenario's declarative interceptor (tests/README.md, "interceptors"), as every runner
+/// builds it in its own language.
+mod vector_interceptor {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use harness_core::interceptors::{HostInterceptor, Level, Phase, Registration};
+    use harness_core::transport::BoxFuture;
+    use harness_core::Client;
+    use serde_json::{json, Map, Value};
+
+    struct Spec(Value);
+
+    pub fn register(client: &Client, spec: &Value) {
+        let level = match spec["level"].as_str() {
+            Some("attempt") => Some(Level::Attempt),
+            Some("application") => Some(Level::Application),
+            _ => None,
+        };
+        let reg = Registration {
+            name: spec["name"].as_str().unwrap().to_string(),
+            level,
+            services: spec.get("services").and_then(Value::as_array).map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect()).unwrap_or_default(),
+            before: spec.get("before").is_some(),
+            after: spec.get("after").is_some(),
+            want_body: spec.get("want_body").and_then(Value::as_bool).unwrap_or(false),
+        };
+        client.add_interceptor(reg, Arc::new(Spec(spec.clone()))).unwrap();
+    }
+
+    fn contains(have: &Value, want: &Value) -> bool {
+        match (have, want) {
+            (Value::Object(h), Value::Object(w)) => w.iter().all(|(k, v)| h.get(k).is_some_and(|x| contains(x, v))),
+            _ => have == want,
+        }
+    }
+
+    impl HostInterceptor for Spec {
+        fn call(&self, phase: Phase, input: String) -> BoxFuture<'_, Result<String, String>> {
+            Box::pin(async move {
+                let input: Value = serde_json::from_str(&input).unwrap();
+                match phase {
+                    Phase::Before => {
+                        let b = &self.0["before"];
+                        if let Some(ms) = b.get("sleep_ms").and_then(Value::as_u64) {
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                        }
+                        if let Some(m) = b.get("raise").and_then(Value::as_str) {
+                            return Err(format!("Error: {m}"));
+                        }
+                        let mut out = Map::new();
+                        let mut headers = b.get("headers").and_then(Value::as_object).cloned().unwrap_or_default();
+                        if let Some(h) = b.get("attempt_header").and_then(Value::as_str) {
+                            let n = input["attempt"].as_u64().map_or("none".to_string(), |n| n.to_string());
+                            headers.insert(h.to_string(), json!(n));
+                        }
+                        if !headers.is_empty() {
+                            out.insert("headers".into(), Value::Object(headers));
+                        }
+                        for k in ["query", "path"] {
+                            if let Some(v) = b.get(k) {
+                                out.insert(k.into(), v.clone());
+                            }
+                        }
+                        if let Some(set) = b.get("json_set").and_then(Value::as_object) {
+                            let mut j = input["json"].as_object().cloned().unwrap_or_default();
+                            j.extend(set.clone());
+                            out.insert("json".into(), Value::Object(j));
+                        }
+                        Ok(if out.is_empty() { "null".into() } else { Value::Object(out).to_string() })
+                    }
+                    Phase::After => {
+                        let a = &self.0["after"];
+                        if let Some(m) = a.get("raise").and_then(Value::as_str) {
+                            return Err(format!("Error: {m}"));
+                        }
+                        match a.get("reject_when_json") {
+                            Some(w) if contains(&input["json"], w) => Ok(json!({"fail": {
+                                "message": "rejected by the vector",
+                                "retryable": a.get("retryable").and_then(Value::as_bool).unwrap_or(false),
+                                "code": a.get("code"),
+                            }})
+                            .to_string()),
+                            _ => Ok("null".into()),
+                        }
+                    }
+                }
+            })
+        }
+    }
 }

@@ -65,7 +65,7 @@ pub(crate) async fn once(engine: &Engine, call: &mut Call, mode: Mode) -> Once {
     // Attempt interceptors change the request before credentials (a signature covers them);
     // a refusal sends nothing.
     if !engine.registry.interceptors.is_empty() {
-        if let Err(e) = super::intercept::attempt_before(engine, call, &mut request).await {
+        if let Err(e) = super::intercept::attempt_before(engine, call, idx, call.attempts, &mut request).await {
             call.attempts -= 1;
             return Once::Fatal(e);
         }

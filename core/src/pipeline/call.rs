@@ -69,8 +69,9 @@ pub(crate) struct Call {
     pub declared_safe: bool,
     /// The application interceptors' `before` ran (once per call).
     pub intercepted: bool,
-    /// Header values interceptors named secret: scrubbed like credentials.
-    pub extra_secrets: Vec<String>,
+    /// Header values interceptors named secret: scrubbed like credentials (a hedge adds
+    /// its own while the call is shared).
+    pub extra_secrets: parking_lot::Mutex<Vec<String>>,
 }
 
 /// A fresh `Idempotency-Key` (128 random bits, as hex) for an operation that declares one.
@@ -294,7 +295,7 @@ impl Call {
             fault: None,
             declared_safe,
             intercepted: false,
-            extra_secrets: Vec::new(),
+            extra_secrets: Default::default(),
         })
     }
 
@@ -302,7 +303,7 @@ impl Call {
     /// credentials, the request's sensitive headers and what interceptors named secret.
     pub fn secrets(&self, lane: usize) -> crate::redact::Secrets {
         let mut s = self.svc(lane).secrets_for(&self.req);
-        for v in &self.extra_secrets {
+        for v in self.extra_secrets.lock().iter() {
             s.add(v);
         }
         s

@@ -26,12 +26,16 @@ use crate::retry::Failure;
 use crate::transport::OutgoingRequest;
 
 fn select(engine: &Engine, call: &Call, level: Level, phase: Phase) -> Vec<Arc<Entry>> {
+    select_for(engine, call, level, phase, call.lanes.current)
+}
+
+fn select_for(engine: &Engine, call: &Call, level: Level, phase: Phase, lane: usize) -> Vec<Arc<Entry>> {
     let list = &engine.registry.interceptors;
     if list.is_empty() {
         return Vec::new();
     }
     let cfg = &call.snapshot.config.interceptors;
-    let provider_service = call.svc(call.lanes.current).name.as_ref();
+    let provider_service = call.svc(lane).name.as_ref();
     match level {
         Level::Application => list.select(cfg, level, phase, &[&call.plan.name, &call.req.service]),
         Level::Attempt => list.select(cfg, level, phase, &[&call.plan.name, &call.req.service, provider_service]),
@@ -44,22 +48,27 @@ fn budget(call: &Call) -> impl Fn() -> Duration + '_ {
     move || cap.min(call.deadline.remaining())
 }
 
-fn site<'a>(call: &'a Call, level: Level, attempt: bool) -> Site<'a> {
+fn site(call: &Call, level: Level, attempt: bool) -> Site<'_> {
+    site_for(call, level, attempt.then_some((call.lanes.current, call.attempts)))
+}
+
+/// `attempt`: the attempt's provider and number.
+fn site_for(call: &Call, level: Level, attempt: Option<(usize, u32)>) -> Site<'_> {
     let (service, endpoint, method) = &call.ep.names;
-    let provider = (attempt && call.route.is_some()).then(|| call.plan.providers[call.lanes.current].id.as_ref());
+    let provider = attempt.filter(|_| call.route.is_some()).map(|(lane, _)| call.plan.providers[lane].id.as_ref());
     Site {
         level,
         method,
         service,
         endpoint,
-        attempt: attempt.then_some(call.attempts),
+        attempt: attempt.map(|(_, n)| n),
         provider,
         trace_id: call.trace.trace_id.as_str(),
     }
 }
 
-fn limits(call: &Call) -> (u64, Option<String>) {
-    let svc = call.svc(call.lanes.current);
+fn limits(call: &Call, lane: usize) -> (u64, Option<String>) {
+    let svc = call.svc(lane);
     (svc.config.limits.max_request_bytes, svc.credential.as_ref().and_then(|c| c.query_param()).map(str::to_string))
 }
 
@@ -69,7 +78,7 @@ pub(crate) async fn application_before(engine: &Engine, call: &mut Call) -> Resu
     if list.is_empty() {
         return Ok(());
     }
-    let (max_request_bytes, param) = limits(call);
+    let (max_request_bytes, param) = limits(call, call.lanes.current);
     let (mut path, mut query, mut headers) = (call.req.path.clone(), call.req.query.clone(), call.req.headers.clone());
     let mut body = match &call.req.body {
         Body::Empty => None,
@@ -84,7 +93,7 @@ pub(crate) async fn application_before(engine: &Engine, call: &mut Call) -> Resu
         interceptors::before(&list, &site, &mut edit, Limits { max_request_bytes, credential_param: param.as_deref() }, budget(call)).await?;
     }
     let json_set = edit.json_set;
-    call.extra_secrets.extend(secrets);
+    call.extra_secrets.lock().extend(secrets);
     call.req.path = path;
     call.req.query = query;
     call.req.headers = headers;
@@ -100,13 +109,14 @@ pub(crate) async fn application_before(engine: &Engine, call: &mut Call) -> Resu
 }
 
 /// The attempt interceptors' `before` on one attempt's request (credentials come after).
-pub(crate) async fn attempt_before(engine: &Engine, call: &mut Call, request: &mut OutgoingRequest) -> Result<(), HarnessError> {
-    let list = select(engine, call, Level::Attempt, Phase::Before);
+/// `lane` is the attempt's provider and `attempt` its number (a hedge's is the next one).
+pub(crate) async fn attempt_before(engine: &Engine, call: &Call, lane: usize, attempt: u32, request: &mut OutgoingRequest) -> Result<(), HarnessError> {
+    let list = select_for(engine, call, Level::Attempt, Phase::Before, lane);
     if list.is_empty() {
         return Ok(());
     }
-    let (max_request_bytes, param) = limits(call);
-    let svc = call.svc(call.lanes.current).clone();
+    let (max_request_bytes, param) = limits(call, lane);
+    let svc = call.svc(lane).clone();
     let base = svc.base_path.as_str();
     let full = request.url.path().to_string();
     let mut path = full.strip_prefix(base).filter(|p| p.starts_with('/')).unwrap_or(&full).to_string();
@@ -120,11 +130,11 @@ pub(crate) async fn attempt_before(engine: &Engine, call: &mut Call, request: &m
     let mut secrets = Vec::new();
     let mut edit = Editable { path: &mut path, query: &mut query, headers: &mut headers, body: &mut body, json_set: false, secrets: &mut secrets };
     {
-        let site = site(call, Level::Attempt, true);
+        let site = site_for(call, Level::Attempt, Some((lane, attempt)));
         interceptors::before(&list, &site, &mut edit, Limits { max_request_bytes, credential_param: param.as_deref() }, budget(call)).await?;
     }
     let json_set = edit.json_set;
-    call.extra_secrets.extend(secrets.iter().cloned());
+    call.extra_secrets.lock().extend(secrets);
     if path != original_path {
         request.url.set_path(&format!("{base}{path}"));
     }

@@ -172,6 +172,10 @@ async fn start_hedge<'a>(engine: &Engine, call: &'a Call, first: usize) -> Optio
         Some(s) => build_shaped(lane.svc, &call.req, s, &call.method, &wire).ok()?,
         None => build_request(lane.svc, &call.req, &call.req.body, &call.method, &wire).ok()?,
     };
+    // A hedge is an attempt: attempt interceptors see it (one that refuses it: no hedge).
+    if !engine.registry.interceptors.is_empty() {
+        super::intercept::attempt_before(engine, call, lane.idx, call.attempts + 1, &mut request).await.ok()?;
+    }
     let applied = match &lane.svc.credential {
         Some(c) => Some(c.apply(&mut request, call.deadline.remaining()).await.ok()?),
         None => None,
