@@ -10,6 +10,7 @@ use crate::adapters::{HostAdapterBridge, NativeAdapter};
 use crate::credentials::{self, NativeTokenProvider};
 use crate::events::{HostSink, NativeEventSink};
 use crate::handles::CLIENTS;
+use crate::interceptors::{HostInterceptorBridge, NativeInterceptor, NativeRegistration};
 use crate::values::{NativeError, NativeMockResponse};
 
 /// A core `Client`; every method is a direct call into it. The request path finds it by
@@ -131,6 +132,17 @@ impl NativeClient {
     /// naming `name`.
     pub fn register_adapter(&self, name: String, adapter: Arc<dyn NativeAdapter>) -> Result<(), NativeError> {
         Ok(self.client.register_adapter(&name, Arc::new(HostAdapterBridge(adapter)))?)
+    }
+
+    /// Adds a host interceptor (a second of the same name replaces the first, in its place).
+    /// A bad name or level, or neither `before` nor `after`, is a `ConfigError` naming the field.
+    pub fn add_interceptor(&self, registration: NativeRegistration, interceptor: Arc<dyn NativeInterceptor>) -> Result<(), NativeError> {
+        Ok(self.client.add_interceptor(registration.try_into()?, Arc::new(HostInterceptorBridge(interceptor)))?)
+    }
+
+    /// Removes the interceptor of this name; whether there was one.
+    pub fn remove_interceptor(&self, name: String) -> bool {
+        self.client.remove_interceptor(&name)
     }
 
     /// Sets a provider's weight at runtime (as a reload: validated, versioned, with an event);

@@ -8,7 +8,8 @@
 //! dropping the task (a cancelled coroutine or future) aborts the request and frees its
 //! permits. Events and log records reach Kotlin through one foreign trait (`events`). The
 //! idempotent receiver (`receiver`) is its own object; its claim / complete / fail steps take
-//! the same request path.
+//! the same request path. Host code the core calls (token providers, adapters, interceptors)
+//! is a UniFFI async foreign trait each (`credentials`, `adapters`, `interceptors`).
 //! Nothing here panics on bad input: every bad value is a `ConfigError` naming the field.
 
 // HarnessFailure carries the full error context by value, as UniFFI's error enums must; errors are rare next to I/O.
@@ -20,6 +21,7 @@ mod client;
 mod credentials;
 mod events;
 mod handles;
+mod interceptors;
 mod receiver;
 mod request_path;
 mod values;
@@ -31,6 +33,7 @@ pub use chat::NativeChatStreamHead;
 pub use client::NativeClient;
 pub use credentials::{NativeToken, NativeTokenProvider, TokenError};
 pub use events::{ListenerError, NativeEventSink};
+pub use interceptors::{InterceptorHostError, NativeInterceptor, NativeRegistration};
 pub use receiver::{NativeIdempotency, NativeLease, NativeReceiverCall};
 pub use values::{NativeEntry, NativeError, NativeMockResponse, NativeResponse, NativeStreamHead};
 

@@ -4,6 +4,7 @@ import dev.harness.ffi.NativeClient
 import dev.harness.ffi.NativeEntry
 import dev.harness.ffi.NativeException
 import dev.harness.ffi.NativeMockResponse
+import dev.harness.ffi.NativeRegistration
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.emitAll
@@ -455,6 +456,42 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
         requireUnicode("name" to name)
         call { native.registerAdapter(name, HostAdapter.of(adapter)) }
     }
+
+    /**
+     * Adds [interceptor] to this client's calls, after those already added (one of the same
+     * name is replaced, in its place); returns its name. Only the functions it overrides are
+     * called; they run on [Dispatchers.IO], never on an engine thread (see [Interceptor]). A bad
+     * name, level or service, or an interceptor with neither `before` nor `after`, is a
+     * [HarnessException.Config] naming the field.
+     *
+     * ```kotlin
+     * client.addInterceptor(object : Interceptor {
+     *     override val name = "tenant"
+     *     override suspend fun before(request: InterceptedRequest) = RequestChanges(headers = mapOf("x-tenant" to tenant()))
+     * })
+     * ```
+     */
+    fun addInterceptor(interceptor: Interceptor): String {
+        val (host, phases) = HostInterceptor.of(interceptor)
+        return register(interceptor.name, interceptor.level, interceptor.services, interceptor.wantBody, host, phases)
+    }
+
+    /** For Java: [addInterceptor] with an interceptor whose methods answer with `CompletableFuture`s. */
+    fun addInterceptorAsync(interceptor: AsyncInterceptor): String {
+        val (host, phases) = HostInterceptor.of(interceptor)
+        return register(interceptor.name, interceptor.level, interceptor.services, interceptor.wantBody, host, phases)
+    }
+
+    private fun register(name: String, level: InterceptorLevel?, services: List<String>, wantBody: Boolean, host: HostInterceptor, phases: HostInterceptor.Phases): String {
+        requireUnicode("name" to name)
+        services.forEachIndexed { i, s -> requireUnicode("services[$i]" to s) }
+        val registration = NativeRegistration(name, level?.value, services, phases.before, phases.after, wantBody)
+        call { native.addInterceptor(registration, host) }
+        return name
+    }
+
+    /** Removes the interceptor named [name]; whether there was one. */
+    fun removeInterceptor(name: String): Boolean = native.removeInterceptor(name)
 
     /**
      * Sets the weight of [provider] on [route] at runtime, as a reload would (validated, with a

@@ -396,4 +396,64 @@ class JavaApiTest {
             assertThrows(HarnessException.Config.class, () -> client.registerAdapterAsync("gemini", adapter));
         }
     }
+
+    /** A tenant header and a partner's 200-with-an-error-code check, written in Java. */
+    static final class JavaTenant implements AsyncInterceptor {
+        @Override
+        public String getName() {
+            return "java-tenant";
+        }
+
+        @Override
+        public Level getLevel() {
+            return Level.ATTEMPT;
+        }
+
+        @Override
+        public boolean getWantBody() {
+            return true;
+        }
+
+        @Override
+        public CompletableFuture<RequestChanges> beforeAsync(InterceptedRequest request) {
+            Map<String, String> headers = Map.of("x-tenant", "acme", "x-attempt", String.valueOf(request.getAttempt()));
+            return CompletableFuture.supplyAsync(() -> new RequestChanges(headers, null, null, null, null, null));
+        }
+
+        @Override
+        public CompletableFuture<Void> afterAsync(InterceptedResponse response) {
+            JsonElement json = response.getJson();
+            if (json instanceof JsonObject && ((JsonObject) json).containsKey("errCode")) {
+                return CompletableFuture.failedFuture(new Reject("partner busy", true, "BUSY"));
+            }
+            return CompletableFuture.completedFuture(null);
+        }
+    }
+
+    @Test
+    void javaInterceptorsChangeRequestsAndRejectAnswersWithFutures() throws Exception {
+        TestUpstream.INSTANCE.putScript("java_icpt", List.of(Map.of("json", Map.of("errCode", "BUSY")), Map.of("json", Map.of("ok", true))));
+        Map<String, Object> cfg = Map.of(
+                "log", Map.of("enabled", false),
+                "services", Map.of("svc", Map.of(
+                        "base_url", TestUpstream.INSTANCE.getUrl(),
+                        "retry", Map.of("max_retries", 2, "base_delay_ms", 1, "max_delay_ms", 5))));
+        try (HarnessClient client = new HarnessClient(cfg)) {
+            assertEquals("java-tenant", client.addInterceptorAsync(new JavaTenant()));
+            HarnessResponse r = client.getAsync("svc", "/s/java_icpt/x").get(10, TimeUnit.SECONDS);
+            assertEquals(200, r.getStatus());
+            assertEquals(2, r.getAttempts());
+            var sent = TestUpstream.INSTANCE.log("java_icpt").getJSONArray("requests");
+            for (int i = 0; i < 2; i++) {
+                assertEquals("acme", sent.getJSONObject(i).getJSONObject("headers").getString("x-tenant"));
+                assertEquals(String.valueOf(i + 1), sent.getJSONObject(i).getJSONObject("headers").getString("x-attempt"));
+            }
+            TestUpstream.INSTANCE.putScript("java_icpt", List.of(Map.of("json", Map.of("errCode", "BUSY"))));
+            CompletionException e = assertThrows(CompletionException.class, () -> client.getAsync("svc", "/s/java_icpt/x").join());
+            HarnessException.Interceptor cause = assertInstanceOf(HarnessException.Interceptor.class, e.getCause());
+            assertEquals("BUSY", cause.getCode());
+            assertEquals(3, cause.getAttempts());
+            assertTrue(client.removeInterceptor("java-tenant"));
+        }
+    }
 }

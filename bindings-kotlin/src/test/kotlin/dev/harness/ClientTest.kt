@@ -114,6 +114,7 @@ class ClientTest {
                 is HarnessException.Config -> HarnessException.Config::class.java
                 is HarnessException.Protocol -> HarnessException.Protocol::class.java
                 is HarnessException.ResponseTooLarge -> HarnessException.ResponseTooLarge::class.java
+                is HarnessException.Interceptor -> HarnessException.Interceptor::class.java
                 is HarnessException.Other -> HarnessException.Other::class.java
             }
             assertEquals(if (kind == "HarnessError") "Other" else kind.removeSuffix("Error"), expected.simpleName)

@@ -7,6 +7,8 @@ import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.take
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeoutOrNull
+import kotlinx.serialization.json.JsonElement
+import kotlinx.serialization.json.JsonObject
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.DynamicTest
 import org.junit.jupiter.api.TestFactory
@@ -77,6 +79,8 @@ class VectorsTest {
             return@runBlocking
         }
         val client = HarnessClient(configMap)
+        // Declarative interceptors (tests/README.md, "Interceptor scenarios"), in order.
+        scenario.list("interceptors")?.forEach { client.addInterceptor(vectorInterceptor(obj(it))) }
         client.use {
             val background = mutableListOf<Triple<Int, Map<String, Any?>, kotlinx.coroutines.Deferred<Outcome>>>()
             coroutineScope {
@@ -134,6 +138,57 @@ class VectorsTest {
         scenario.obj("token_upstream")?.let { checkUpstream("$name-token", it, errors, "token upstream") }
         scenario.obj("provider_upstream")?.let { checkProviders(name, it, errors) }
         assertTrue(errors.isEmpty(), "$name:\n" + errors.joinToString("\n"))
+    }
+
+    /** A scenario's declarative interceptor, built as every runner builds it (core/tests/vectors.rs, `vector_interceptor`). */
+    private fun vectorInterceptor(spec: Map<String, Any?>): Interceptor {
+        val level = when (spec.str("level")) {
+            "attempt" -> Level.ATTEMPT
+            "application" -> Level.APPLICATION
+            else -> null
+        }
+        val before: (suspend (InterceptedRequest) -> RequestChanges?)? = spec.obj("before")?.let { b ->
+            { request ->
+                b.long("sleep_ms")?.let { delay(it) }
+                b.str("raise")?.let { throw IllegalStateException(it) }
+                val headers = LinkedHashMap<String, String?>()
+                b.obj("headers")?.forEach { (k, v) -> headers[k] = v as String? }
+                b.str("attempt_header")?.let { headers[it] = request.attempt?.toString() ?: "none" }
+                val json = b.obj("json_set")?.let { set ->
+                    val body = (request.json as? JsonObject).orEmpty().toMutableMap()
+                    for ((k, v) in set) body[k] = toJson(v)
+                    JsonObject(body)
+                }
+                val changes = RequestChanges(
+                    headers = headers.ifEmpty { null },
+                    query = b.obj("query")?.mapValues { (_, v) -> v?.toString() },
+                    path = b.str("path"),
+                    json = json,
+                )
+                changes.takeIf { it != RequestChanges() }
+            }
+        }
+        val after: (suspend (InterceptedResponse) -> Unit)? = spec.obj("after")?.let { a ->
+            { response ->
+                a.str("raise")?.let { throw IllegalStateException(it) }
+                val want = a["reject_when_json"]
+                if (want != null && contains(response.json, toJson(want))) {
+                    throw Reject("rejected by the vector", retryable = a["retryable"] == true, code = a.str("code"))
+                }
+            }
+        }
+        @Suppress("UNCHECKED_CAST")
+        val services = spec.list("services") as List<String>? ?: emptyList()
+        return interceptor(spec.str("name")!!, level, services, spec["want_body"] == true, before, after)
+    }
+
+    /** A value of the scenario file as kotlinx JSON. */
+    private fun toJson(v: Any?): JsonElement = ViewJson.json.parseToJsonElement(Json.encode(v, "json"))
+
+    /** Whether [have] has every field of [want] (objects recursively, anything else equal). */
+    private fun contains(have: JsonElement?, want: JsonElement): Boolean = when {
+        have is JsonObject && want is JsonObject -> want.all { (k, v) -> contains(have[k], v) }
+        else -> have == want
     }
 
     private fun reload(i: Int, client: HarnessClient, config: Map<String, Any?>, exp: Map<String, Any?>, errors: MutableList<String>) {
