@@ -13,6 +13,10 @@ import type {
   Event,
   FaultRule,
   IdempotencyConfig,
+  InterceptedRequest as InterceptedRequestView,
+  InterceptedResponse as InterceptedResponseView,
+  Level,
+  RequestChanges as RequestChangesView,
   KeyStatus,
   ProviderConfig,
   ProviderError,
@@ -381,6 +385,88 @@ export interface HostAdapter {
   parseStreamEvent(input: AdapterEventInput): AdapterEvent | AdapterError | null | undefined | PromiseLike<AdapterEvent | AdapterError | null | undefined>
 }
 
+/**
+ * What an interceptor's `before` gets (the core's `InterceptedRequest`, camelCase, the body as
+ * bytes): `attempt` and `provider` are set for an attempt interceptor (`null` at the application level).
+ */
+export interface InterceptedRequest extends Readonly<Omit<InterceptedRequestView, 'body_base64' | 'json' | 'attempt' | 'provider' | 'trace_id'>> {
+  /** The body; `null` when there is none. */
+  readonly body: Buffer | null
+  /** The body parsed, when it is JSON; else `null`. */
+  readonly json: unknown
+  /** The attempt number (1 for the first) of an attempt interceptor. */
+  readonly attempt: number | null
+  /** The route's provider of this attempt. */
+  readonly provider: string | null
+  readonly traceId: string
+}
+
+/** What an interceptor's `after` gets (the core's `InterceptedResponse`, camelCase, the body as bytes). */
+export interface InterceptedResponse extends Readonly<Omit<InterceptedResponseView, 'body_base64' | 'json' | 'attempt' | 'provider' | 'trace_id' | 'elapsed_ms'>> {
+  /** Since the attempt was sent (an attempt interceptor) or the call started. */
+  readonly elapsedMs: number
+  readonly attempt: number | null
+  readonly provider: string | null
+  readonly traceId: string
+  /** The body: only with `wantBody`, and only for a buffered answer; else `null`. */
+  readonly body: Buffer | null
+  /** The body parsed, when it is JSON (with `wantBody`); else `null`. */
+  readonly json: unknown
+}
+
+/**
+ * What `before` may return (the core's `RequestChanges`, with the body as bytes): headers and
+ * query parameters to set (`null` removes one), a new path, a new `json` or `body` (not both),
+ * and the names of headers whose values are secret (redacted and scrubbed like credentials).
+ */
+export interface RequestChanges extends Omit<RequestChangesView, 'body_base64' | 'headers' | 'query'> {
+  headers?: Record<string, string | null> | ReadonlyMap<string, string | null> | null
+  query?: Record<string, string | number | boolean | null> | ReadonlyMap<string, string | null> | null
+  body?: Uint8Array | ArrayBuffer | null
+}
+
+/** An interceptor's level: `application` (once per call, the default) or `attempt` (once per attempt). */
+export type InterceptorLevel = Level
+
+/**
+ * An interceptor (`client.use`): `before`, `after` or both, plain or async functions, called with
+ * the interceptor as `this`. `before` returns changes or nothing; throwing refuses the call (an
+ * `InterceptorError`, code `raised`, nothing sent). `after` throws a `Reject` to fail the answer;
+ * what it returns is ignored.
+ */
+export interface Interceptor {
+  /** Names it in errors and in `interceptors.levels`: 1-64 letters, digits, `-`, `_`, `.`. Default: the function's own name, else `interceptor-<n>`. */
+  name?: string
+  before?: ((request: InterceptedRequest) => RequestChanges | null | undefined | void | PromiseLike<RequestChanges | null | undefined | void>) | null
+  after?: ((response: InterceptedResponse) => unknown) | null
+  /** Only calls to these services or routes (an attempt interceptor: also a route provider's service). Default: every call. */
+  services?: readonly string[] | null
+  /** Default `application`, unless `interceptors.levels` in the config names it. */
+  level?: InterceptorLevel | null
+  /** `after` sees a buffered answer's body (default false). */
+  wantBody?: boolean
+}
+
+/** The options of a `Reject`. */
+export interface RejectOptions {
+  /** Retried (or failed over) by the retry rules, as a 503 would be (default false). */
+  retryable?: boolean
+  /** The InterceptorError's `errorCode` (default `rejected`). */
+  code?: string
+  cause?: unknown
+}
+
+/**
+ * Thrown by an interceptor's `after` to fail the answer it saw: the call fails with an
+ * `InterceptorError` whose `errorCode` is `code`, or, when `retryable`, goes through the retry rules.
+ */
+export declare class Reject extends Error {
+  constructor(message: string, options?: RejectOptions)
+  readonly name: 'Reject'
+  readonly retryable: boolean
+  readonly code: string | undefined
+}
+
 /** Listeners by event name: `event` gets every event, a type name only that kind. */
 export type HarnessEventListeners = { event: (event: HarnessEvent) => unknown } & {
   [K in HarnessEventType]: (event: Extract<HarnessEvent, { type: K }>) => unknown
@@ -476,6 +562,15 @@ export declare class Client extends EventEmitter {
    * @throws ConfigError naming a missing method, or for a bad or built-in name.
    */
   registerAdapter(name: string, adapter: HostAdapter): void
+  /**
+   * Registers an interceptor (`before`, `after` or both; plain or async functions, run on the JS
+   * thread within `interceptors.timeout_ms`); returns its name. A second registration under the
+   * name replaces the first in its place. An interceptor never keeps the process alive.
+   * @throws ConfigError for a bad name, level or service list, or with neither function.
+   */
+  use(interceptor: Interceptor): string
+  /** Removes the interceptor `name`; whether there was one. */
+  removeInterceptor(name: string): boolean
   /**
    * Sets a provider's weight on a route (0 stops its traffic), validated and versioned as a reload.
    * Returns the new `configVersion`. @throws ConfigError for an unknown route or provider.

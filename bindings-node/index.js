@@ -1209,13 +1209,13 @@ function runAdapter(methods, self, id, step, input) {
     if (method === undefined) throw new TypeError(`no method for the step ${step}`)
     result = method.call(self, JSON.parse(input))
   } catch (e) {
-    native.adapterReject(id, hostErrorMessage(e))
+    native.hostReject(id, hostErrorMessage(e))
     return
   }
   if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
     Promise.resolve(result).then(
       (v) => settleAdapter(id, v),
-      (e) => native.adapterReject(id, hostErrorMessage(e)),
+      (e) => native.hostReject(id, hostErrorMessage(e)),
     )
   } else {
     settleAdapter(id, result)
@@ -1229,10 +1229,10 @@ function settleAdapter(id, v) {
     text = v === undefined ? 'null' : JSON.stringify(v)
     if (text === undefined) throw new TypeError(`expected a plain object, got ${typeof v}`)
   } catch (e) {
-    native.adapterReject(id, hostErrorMessage(e))
+    native.hostReject(id, hostErrorMessage(e))
     return
   }
-  native.adapterResolve(id, text)
+  native.hostResolve(id, text)
 }
 
 // `<Name>: <message>` for an Error (`TypeError: x`), else the thrown value as text.
@@ -1244,6 +1244,153 @@ function hostErrorMessage(e) {
     return 'Error: the adapter failed'
   }
 }
+
+// ---------------------------------------------------------------- interceptors
+
+/**
+ * What an interceptor's `after` throws to fail the answer it saw: `retryable` sends it through
+ * the retry rules as a 503 would (a route fails over); `code` becomes the InterceptorError's
+ * `errorCode` (default `rejected`). Thrown from `before`, it refuses the call as any throw does.
+ */
+class Reject extends Error {
+  constructor(message, options) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause })
+    Object.defineProperty(this, 'name', { value: 'Reject', enumerable: false, configurable: true, writable: true })
+    const retryable = options?.retryable ?? false
+    const code = options?.code ?? undefined
+    if (typeof retryable !== 'boolean') throw new TypeError(`Reject: retryable: expected a boolean, got ${typeof retryable}`)
+    if (code !== undefined && typeof code !== 'string') throw new TypeError(`Reject: code: expected a string, got ${typeof code}`)
+    this.retryable = retryable
+    this.code = code
+  }
+}
+
+// The core's `InterceptedRequest` (snake_case JSON) as the object `before` gets.
+function interceptedRequest(v) {
+  return {
+    name: v.name,
+    level: v.level,
+    method: v.method,
+    service: v.service,
+    endpoint: v.endpoint,
+    path: v.path,
+    query: v.query,
+    headers: v.headers,
+    body: v.body_base64 == null ? null : Buffer.from(v.body_base64, 'base64'),
+    json: v.json ?? null,
+    attempt: v.attempt ?? null,
+    provider: v.provider ?? null,
+    traceId: v.trace_id,
+  }
+}
+
+// The core's `InterceptedResponse` as the object `after` gets.
+function interceptedResponse(v) {
+  return {
+    name: v.name,
+    level: v.level,
+    method: v.method,
+    service: v.service,
+    endpoint: v.endpoint,
+    status: v.status,
+    headers: v.headers,
+    elapsedMs: v.elapsed_ms,
+    attempt: v.attempt ?? null,
+    provider: v.provider ?? null,
+    traceId: v.trace_id,
+    body: v.body_base64 == null ? null : Buffer.from(v.body_base64, 'base64'),
+    json: v.json ?? null,
+  }
+}
+
+// A Map or Headers of changed headers or query parameters as the plain object the core reads.
+const plainPairs = (v) => (v instanceof Map || (v !== null && typeof v === 'object' && !Array.isArray(v) && typeof v.entries === 'function') ? Object.fromEntries(v.entries()) : v)
+
+// What `before` returned as the core's `RequestChanges` JSON text: `body` (bytes) crosses as
+// `body_base64`; everything else as given, for the core to check (an unknown key, a number...).
+function changesText(v) {
+  if (v === undefined || v === null) return 'null'
+  let out = v
+  if (typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v)) {
+    const { body, headers, query, ...rest } = v
+    out = rest
+    if (headers !== undefined) out.headers = plainPairs(headers)
+    if (query !== undefined) out.query = plainPairs(query)
+    if (body !== undefined && body !== null) {
+      if (!ArrayBuffer.isView(body) && !(body instanceof ArrayBuffer)) {
+        throw new TypeError(`body: expected a Buffer or Uint8Array, got ${typeof body}`)
+      }
+      const bytes = body instanceof ArrayBuffer ? Buffer.from(body) : Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+      out.body_base64 = bytes.toString('base64')
+    }
+  }
+  const text = JSON.stringify(out)
+  if (text === undefined) throw new TypeError(`expected changes as an object, got ${typeof v}`)
+  return text
+}
+
+// Runs an interceptor's `before` or `after` for the core's call `id` (on the JS thread, through
+// a weak threadsafe function). Never throws: a `Reject` from `after` crosses as `{"fail": ...}`,
+// any other throw or rejection as `<Name>: <message>`; the core makes either an InterceptorError.
+function runInterceptor(fns, id, phase, input) {
+  let result
+  try {
+    const v = JSON.parse(input)
+    result = phase === 'before' ? fns.before.call(fns.self, interceptedRequest(v)) : fns.after.call(fns.self, interceptedResponse(v))
+  } catch (e) {
+    interceptorThrew(id, phase, e)
+    return
+  }
+  if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
+    Promise.resolve(result).then(
+      (v) => settleInterceptor(id, phase, v),
+      (e) => interceptorThrew(id, phase, e),
+    )
+  } else {
+    settleInterceptor(id, phase, result)
+  }
+}
+
+function settleInterceptor(id, phase, v) {
+  let text
+  try {
+    // What `after` returns is ignored (`(r) => log.push(r.status)` is not a rejection).
+    text = phase === 'before' ? changesText(v) : 'null'
+  } catch (e) {
+    native.hostReject(id, hostErrorMessage(e))
+    return
+  }
+  native.hostResolve(id, text)
+}
+
+function interceptorThrew(id, phase, e) {
+  if (phase === 'after' && e instanceof Reject) {
+    let fail
+    try {
+      fail = JSON.stringify({ fail: { message: String(e.message), retryable: e.retryable === true, code: typeof e.code === 'string' ? e.code : null } })
+    } catch (err) {
+      native.hostReject(id, hostErrorMessage(err))
+      return
+    }
+    native.hostResolve(id, fail)
+    return
+  }
+  native.hostReject(id, hostErrorMessage(e))
+}
+
+const UNNAMED = Symbol('unnamed')
+
+// The name `use` gives an interceptor registered without one: its function's own name (as
+// Python's default is), unless that is only the key it was given under (`{ before() {} }`) or
+// empty; then `interceptor-<n>`, counted per client.
+function interceptorName(client, before, after) {
+  const fn = typeof before === 'function' ? before : after
+  const own = typeof fn === 'function' && typeof fn.name === 'string' ? fn.name.replace(/^bound /, '').replace(/[^A-Za-z0-9._-]+/g, '_').slice(0, 64) : ''
+  if (own !== '' && own !== 'before' && own !== 'after' && own !== '_') return own
+  client[UNNAMED] = (client[UNNAMED] ?? 0) + 1
+  return `interceptor-${client[UNNAMED]}`
+}
+
 
 // ---------------------------------------------------------------- client
 
@@ -1380,6 +1527,43 @@ class Client extends EventEmitter {
     }
     const error = this._native.registerAdapter(name, (id, step, input) => runAdapter(methods, adapter, id, step, input))
     if (error) throw nativeError(error)
+  }
+
+  /**
+   * Registers an interceptor: `{ name, before, after, services, level, wantBody }`. `before(request)`
+   * may return changes (`{ headers, query, path, json, body, secret }`), `after(response)` may throw
+   * a `Reject`; either may be async. Runs on the JS thread, within `interceptors.timeout_ms`.
+   * Returns the name (given, or the function's own name, or `interceptor-<n>`); a second
+   * registration under a name replaces the first in its place.
+   * @throws ConfigError for a bad name, level or service list, or neither function.
+   */
+  use(interceptor) {
+    if (interceptor === null || typeof interceptor !== 'object') {
+      throw configError('use: expected an object with before and/or after (functions)')
+    }
+    const { before, after } = interceptor
+    for (const [key, fn] of [['before', before], ['after', after]]) {
+      if (fn !== undefined && fn !== null && typeof fn !== 'function') throw configError(`use.${key}: expected a function, got ${typeof fn}`)
+    }
+    const name = interceptor.name === undefined ? interceptorName(this, before, after) : reqString(interceptor.name, 'name', 'use')
+    const level = optString(interceptor.level, 'level', 'use')
+    let services
+    if (interceptor.services !== undefined && interceptor.services !== null) {
+      if (!Array.isArray(interceptor.services)) throw configError(`use.services: expected an array of service or route names, got ${typeof interceptor.services}`)
+      services = interceptor.services.map((s, i) => reqString(s, `services[${i}]`, 'use'))
+    }
+    const wantBody = interceptor.wantBody ?? false
+    if (typeof wantBody !== 'boolean') throw configError(`use.wantBody: expected a boolean, got ${typeof wantBody}`)
+    const fns = { before, after, self: interceptor }
+    const ask = (id, phase, input) => runInterceptor(fns, id, phase, input)
+    const error = this._native.addInterceptor(name, level, services, typeof before === 'function', typeof after === 'function', wantBody, ask)
+    if (error) throw nativeError(error)
+    return name
+  }
+
+  /** Removes the interceptor `name` (calls already in it finish); whether there was one. */
+  removeInterceptor(name) {
+    return this._native.removeInterceptor(reqString(name, 'name', 'removeInterceptor'))
   }
 
   /**
@@ -1847,6 +2031,7 @@ module.exports = {
   EmbedResponse,
   Idempotency,
   Lease,
+  Reject,
   ERROR_NAMES,
   ...require('./errors'),
 }

@@ -138,12 +138,43 @@ impl NativeClient {
     /// Registers `ask` (`(id, step, input) => ...`, see `adapters.rs`) as the host adapter
     /// `name`: providers with `adapter: <name>` reach it. A second registration replaces the first.
     #[napi(ts_args_type = "name: string, ask: (id: number, step: string, input: string) => unknown")]
-    pub fn register_adapter(&self, name: String, ask: Function<crate::adapters::AskArgs, Unknown<'static>>) -> Option<NativeError> {
+    pub fn register_adapter(&self, name: String, ask: Function<crate::host::AskArgs, Unknown<'static>>) -> Option<NativeError> {
         let adapter = match crate::adapters::node_adapter(ask) {
             Ok(a) => a,
             Err(e) => return Some(error(harness_core::HarnessError::config(format!("registerAdapter: {}", e.reason)))),
         };
         self.inner.register_adapter(&name, adapter).err().map(error)
+    }
+
+    /// Registers `ask` (`(id, phase, input) => ...`, see `interceptors.rs`) as the interceptor
+    /// `name`, called for `before`, `after` or both; one of the same name is replaced in its place.
+    #[napi(ts_args_type = "name: string, level: string | undefined | null, services: string[] | undefined | null, before: boolean, after: boolean, wantBody: boolean, ask: (id: number, phase: string, input: string) => unknown")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_interceptor(
+        &self,
+        name: String,
+        level: Option<String>,
+        services: Option<Vec<String>>,
+        before: bool,
+        after: bool,
+        want_body: bool,
+        ask: Function<crate::host::AskArgs, Unknown<'static>>,
+    ) -> Option<NativeError> {
+        let reg = match crate::interceptors::registration(name, level, services, before, after, want_body) {
+            Ok(r) => r,
+            Err(e) => return Some(error(e)),
+        };
+        let host = match crate::interceptors::node_interceptor(ask) {
+            Ok(h) => h,
+            Err(e) => return Some(error(harness_core::HarnessError::config(format!("use: {}", e.reason)))),
+        };
+        self.inner.add_interceptor(reg, host).err().map(error)
+    }
+
+    /// Removes the interceptor `name`; whether there was one.
+    #[napi]
+    pub fn remove_interceptor(&self, name: String) -> bool {
+        self.inner.remove_interceptor(&name)
     }
 
     /// One of the core's read-only views (`view_specs`) as camelCased JSON text, the shape

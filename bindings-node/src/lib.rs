@@ -13,7 +13,8 @@
 //! Modules: `completion` (the queue, generic over `Outcome`; it imports no feature),
 //! `convert` (JS fields to core requests, core values to JS), `client` (the native
 //! client: calls, views, mocks, listeners), `events` (the event sink), `credentials`
-//! (JS token providers), `adapters` (JS host adapters), `idempotency` (the idempotent receiver).
+//! (JS token providers), `host` (calls into JS answered with JSON text, by id), `adapters` (JS
+//! host adapters), `interceptors` (JS interceptors), `idempotency` (the idempotent receiver).
 
 // The core's HarnessError is large by design (full call context); it crosses once per failed call.
 #![allow(clippy::result_large_err)]
@@ -26,7 +27,9 @@ mod completion;
 mod convert;
 mod credentials;
 mod events;
+mod host;
 mod idempotency;
+mod interceptors;
 
 use napi_derive::napi;
 

@@ -1,5 +1,6 @@
 'use strict'
-// Runs every shared scenario vector (tests/vectors/scenarios.json) through the Node API.
+// Runs every shared scenario vector (tests/vectors/scenarios.json) through the Node API
+// (a scenario's `interceptors` through `client.use`).
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
@@ -8,7 +9,7 @@ const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const util = require('node:util')
 
-const { Client, HarnessError } = require('..')
+const { Client, HarnessError, Reject } = require('..')
 const { startUpstream, repoRoot } = require('./upstream')
 
 const { scenarios } = JSON.parse(fs.readFileSync(path.join(repoRoot, 'tests', 'vectors', 'scenarios.json'), 'utf8'))
@@ -400,6 +401,46 @@ function checkConfigError(scenario, config) {
   }
 }
 
+// Whether `have` holds every field of `want` (objects compared field by field, the rest equal).
+function containsJson(have, want) {
+  if (isObject(have) && isObject(want)) return Object.entries(want).every(([k, v]) => k in have && containsJson(have[k], v))
+  return util.isDeepStrictEqual(have, want)
+}
+
+// A scenario's declarative interceptor (tests/README.md, "Interceptor scenarios") as `client.use`
+// takes it: a `before` that sleeps is async (an unref'd timer: a late one never holds the run).
+function vectorInterceptor(spec) {
+  const out = { name: spec.name, level: spec.level, services: spec.services, wantBody: spec.want_body ?? false }
+  const b = spec.before
+  if (b) {
+    const changes = (r) => {
+      if (b.raise !== undefined) throw new Error(b.raise)
+      const c = {}
+      const headers = { ...(b.headers || {}) }
+      if (b.attempt_header !== undefined) headers[b.attempt_header] = r.attempt === null ? 'none' : String(r.attempt)
+      if (Object.keys(headers).length > 0) c.headers = headers
+      if ('query' in b) c.query = b.query
+      if ('path' in b) c.path = b.path
+      if (b.json_set !== undefined) c.json = { ...(isObject(r.json) ? r.json : {}), ...b.json_set }
+      return Object.keys(c).length > 0 ? c : undefined
+    }
+    out.before = b.sleep_ms === undefined ? changes : async (r) => {
+      await sleep(b.sleep_ms, undefined, { ref: false })
+      return changes(r)
+    }
+  }
+  const a = spec.after
+  if (a) {
+    out.after = (r) => {
+      if (a.raise !== undefined) throw new Error(a.raise)
+      if (a.reject_when_json !== undefined && containsJson(r.json, a.reject_when_json)) {
+        throw new Reject('rejected by the vector', { retryable: a.retryable ?? false, code: a.code ?? undefined })
+      }
+    }
+  }
+  return out
+}
+
 test('the vector file has scenarios', () => {
   assert.ok(scenarios.length > 0)
 })
@@ -413,6 +454,7 @@ for (const scenario of scenarios) {
     if ('config_error' in scenario) return checkConfigError(scenario, config)
     const client = new Client(config)
     try {
+      for (const spec of scenario.interceptors || []) client.use(vectorInterceptor(spec))
       const background = []
       for (const [i, call] of scenario.calls.entries()) {
         for (const k of Object.keys(call)) assert.ok(known.has(k), `${scenario.name}: unknown call key ${k}`)
