@@ -1,5 +1,7 @@
 // Node benchmark: harness-sdk (retry, breaker and bulkhead on) vs undici.request vs global fetch,
-// at concurrency 1 and 64, against the loopback upstream (`/bench` answers 200 {"ok":true}).
+// at concurrency 1 and 64, against the loopback upstream (`/bench` answers 200 {"ok":true}); at
+// 64 also `harness+before`, the same config with one sync `before` interceptor that adds a
+// header (the `harness` row is its "no interceptor" baseline, measured in the same rounds).
 // Prints throughput, p50/p99 latency and client CPU per 1,000 requests (process.cpuUsage:
 // this process only, including Harness's tokio threads; the upstream is a child process).
 //
@@ -11,7 +13,8 @@
 // Env: BENCH_REQUESTS (per cell, default 20000), BENCH_ROUNDS (default 5, median reported),
 // BENCH_HUGE (the in-flight count of the last row, harness only; default 10000, 0 = skip),
 // BENCH_JSON (write every round's figures there, for bench/summary.py),
-// BENCH_ONLY (comma list of clients: harness, undici.request, fetch; undici is loaded only when needed),
+// BENCH_ONLY (comma list of clients: harness, harness+before, undici.request, fetch; undici is
+// loaded only when needed),
 // BENCH_UPSTREAM (http://addr of a running upstream instead of starting one),
 // HARNESS_NODE_SDK (the harness-sdk entry point to load, default ../bindings-node/index.mjs:
 // bench/compare.sh points a base and a current build at one upstream this way),
@@ -54,7 +57,7 @@ if (process.env.BENCH_UPSTREAM) {
 }
 const url = `http://${addr}/bench`
 
-const harness = new Client({
+const config = {
   client: { name: 'bench' },
   log: { enabled: LOG },
   services: {
@@ -72,12 +75,21 @@ const harness = new Client({
       bulkhead: { max_concurrency: 20000 },
     },
   },
-})
+}
+const harness = new Client(config)
+// The same config with one sync `before` interceptor that adds a header: what an interceptor costs
+// (not with an SDK from before `use`, as bench/compare.sh may load).
+const intercepted = typeof Client.prototype.use === 'function' ? new Client(config) : null
+intercepted?.use({ name: 'bench-header', before: () => ({ headers: { 'x-bench': '1' } }) })
 const agent = new Agent({ keepAliveTimeout: 30000, connections: 128 })
 
 const clients = {
   harness: async () => {
     const r = await harness.get('bench', '/bench')
+    return r.status === 200 && r.body.length > 0
+  },
+  'harness+before': async () => {
+    const r = await intercepted.get('bench', '/bench')
     return r.status === 200 && r.body.length > 0
   },
   'undici.request': async () => {
@@ -125,15 +137,19 @@ async function measure(call, concurrency, total) {
 if (ONLY) {
   for (const name of Object.keys(clients)) if (!ONLY.has(name)) delete clients[name]
 }
+if (!intercepted) delete clients['harness+before']
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+// Clients measured at concurrency 64 only.
+const C64_ONLY = new Set(['harness+before'])
+const measured = (concurrency) => Object.entries(clients).filter(([name]) => concurrency === 64 || !C64_ONLY.has(name))
 
 const results = {}
 for (const concurrency of [1, 64]) {
   const total = concurrency === 1 ? Math.max(1000, Math.floor(TOTAL / 4)) : TOTAL
   for (let round = 0; round < ROUNDS; round++) {
     // Interleaved rounds, so drift (other load on the machine) hits every client alike.
-    for (const [name, call] of Object.entries(clients)) {
+    for (const [name, call] of measured(concurrency)) {
       const key = `${name}@${concurrency}`
       ;(results[key] ??= []).push(await measure(call, concurrency, total))
     }
@@ -147,7 +163,7 @@ console.log(`HARNESS_WORKER_THREADS=${process.env.HARNESS_WORKER_THREADS || 'uns
 console.log('| client | concurrency | req/s | p50 ms | p99 ms | CPU ms / 1k req |')
 console.log('|---|---:|---:|---:|---:|---:|')
 for (const concurrency of [1, 64]) {
-  for (const name of Object.keys(clients)) {
+  for (const [name] of measured(concurrency)) {
     const rows = results[`${name}@${concurrency}`]
     const m = (k) => median(rows.map((r) => r[k]))
     console.log(`| ${name} | ${concurrency} | ${fmt(m('rps'))} | ${fmt(m('p50'), 3)} | ${fmt(m('p99'), 3)} | ${fmt(m('cpuPer1k'), 1)} |`)
@@ -158,6 +174,10 @@ const ratio = (k, a, b) =>
 if (results['harness@64'] && results['undici.request@64']) console.log(
   `\nat concurrency 64: harness/undici throughput ${fmt(ratio('rps', 'harness@64', 'undici.request@64'), 2)}x, ` +
     `CPU per request ${fmt(ratio('cpuPer1k', 'harness@64', 'undici.request@64'), 2)}x`,
+)
+if (results['harness@64'] && results['harness+before@64']) console.log(
+  `at concurrency 64: one before interceptor / none: throughput ${fmt(ratio('rps', 'harness+before@64', 'harness@64'), 2)}x, ` +
+    `CPU per request ${fmt(ratio('cpuPer1k', 'harness+before@64', 'harness@64'), 2)}x`,
 )
 
 // 10,000 in flight: one warm-up pass opens the connections, then the measured rounds; every
@@ -192,7 +212,10 @@ if (process.env.BENCH_JSON) {
   const rows = []
   for (const [key, rounds] of Object.entries(results)) {
     const [client, c] = key.split('@')
-    rows.push({ client, concurrency: Number(c), errors: 0, rounds: rounds.map(jsonRound) })
+    const row = { client, concurrency: Number(c), errors: 0, rounds: rounds.map(jsonRound) }
+    // bench/summary.py pairs a row marked so with its baseline, round by round.
+    if (client === 'harness+before') Object.assign(row, { interceptor: 'one before (adds a header)', baseline: 'harness' })
+    rows.push(row)
   }
   if (huge) rows.push({ client: 'harness', concurrency: HUGE, errors: huge.errors, leaked_permits: huge.leaked, rounds: huge.rounds.map(jsonRound) })
   fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'node', runtime: `Node ${process.version}`, rows }, null, 1))
@@ -202,5 +225,6 @@ function jsonRound(r) {
 }
 
 harness.close()
+intercepted?.close()
 await agent.close?.()
 upstream?.stdin.end()
