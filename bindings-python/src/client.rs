@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use harness_core::interceptors::{Level, Registration};
 use harness_core::{Client, ClientOptions, Config, HarnessError, Operation};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
@@ -15,6 +16,7 @@ use crate::completion::{self, Bridge};
 use crate::adapters::PyHostAdapter;
 use crate::convert::{self, CallArgs, ChatArgs, EmbedArgs, JsonMode};
 use crate::credentials::PyTokenProvider;
+use crate::interceptors::PyInterceptor;
 use crate::errors::{config_error, to_py};
 
 #[pyclass(name = "Client", module = "harness._native", frozen)]
@@ -239,6 +241,49 @@ impl NativeClient {
         let name = convert::string("name", name)?;
         let adapter = Arc::new(PyHostAdapter::new(adapter.clone().unbind()));
         py.detach(|| self.inner.register_adapter(&name, adapter)).map_err(|e| to_py(py, e))
+    }
+
+    /// Registers an interceptor: `host` is a `harness._interceptors.HostInterceptor`, called
+    /// on a thread of its own for each `before`/`after`; `level` is `application`, `attempt`
+    /// or `None` (the config's `interceptors.levels`, else `application`).
+    #[pyo3(signature = (name, host, level=None, services=None, before=false, after=false, want_body=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_interceptor(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        host: &Bound<'_, PyAny>,
+        level: Option<&Bound<'_, PyAny>>,
+        services: Option<&Bound<'_, PyAny>>,
+        before: bool,
+        after: bool,
+        want_body: bool,
+    ) -> PyResult<()> {
+        let name = convert::string("name", name)?;
+        let level = match level.filter(|l| !l.is_none()) {
+            Some(l) => Some(Level::parse("level", &convert::string("level", l)?).map_err(|e| to_py(py, e))?),
+            None => None,
+        };
+        let mut names = Vec::new();
+        if let Some(services) = services.filter(|s| !s.is_none()) {
+            if services.is_instance_of::<PyString>() {
+                names.push(convert::string("services", services)?);
+            } else {
+                let list = services.try_iter().map_err(|_| config_error(py, format!("services: expected a list of strings, got {}", services.get_type().name().map(|n| n.to_string()).unwrap_or_default())))?;
+                for (i, s) in list.enumerate() {
+                    names.push(convert::string(&format!("services[{i}]"), &s?)?);
+                }
+            }
+        }
+        let reg = Registration { name, level, services: names, before, after, want_body };
+        let host = Arc::new(PyInterceptor::new(host.clone().unbind()));
+        py.detach(|| self.inner.add_interceptor(reg, host)).map_err(|e| to_py(py, e))
+    }
+
+    /// Removes the interceptor of this name; whether there was one.
+    fn remove_interceptor(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let name = convert::string("name", name)?;
+        Ok(py.detach(|| self.inner.remove_interceptor(&name)))
     }
 
     /// Sets a provider's weight as a reload would; returns the new config version.

@@ -15,6 +15,7 @@ mod credentials;
 mod errors;
 mod handles;
 mod idempotency;
+mod interceptors;
 mod stream;
 mod views;
 

@@ -42,6 +42,8 @@ def test_the_package_and_a_typed_program_pass_mypy_strict():
         ('client.embed("r", ["x"], "3")', '"embed"'),
         ('client.embed("r", "x")', '"embed"'),
         ('client.register_adapter("a", object())', '"Adapter"'),
+        ('client.add_interceptor(before=lambda q: q.pth)', "pth"),
+        ('client.add_interceptor(lambda q: None, level="sometimes")', '"add_interceptor"'),
         ('x: Config = {"services": {"s": {"base_url": 1}}}', "base_url"),
     ],
 )

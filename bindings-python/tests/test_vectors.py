@@ -1,7 +1,8 @@
 """Runs every shared scenario vector (tests/vectors/scenarios.json) through the
 Python API, once with the sync Client and once with the AsyncClient. Routing scenarios
 (`providers`, `route`, `chat`, `routing_state`, `set_weight`) use the chat API and the
-simulated model providers."""
+simulated model providers; `interceptors` are registered with `add_interceptor` (plain
+functions on the sync client, `async def` ones on the async client)."""
 
 import asyncio
 import copy
@@ -419,6 +420,77 @@ def check_config_error(upstream, scenario, make):
     return [f"{name}: expected a ConfigError containing {want!r}, the client was built"]
 
 
+# ---- declarative interceptors (tests/README.md "Interceptor scenarios") ---------------------
+
+
+def _json_contains(have, want):
+    if isinstance(have, dict) and isinstance(want, dict):
+        return all(k in have and _json_contains(have[k], v) for k, v in want.items())
+    return have == want
+
+
+def _changes(b, request):
+    if "raise" in b:
+        raise ValueError(b["raise"])
+    out = {}
+    headers = dict(b.get("headers", {}))
+    if "attempt_header" in b:
+        headers[b["attempt_header"]] = "none" if request.attempt is None else str(request.attempt)
+    if headers:
+        out["headers"] = headers
+    for k in ("query", "path"):
+        if k in b:
+            out[k] = b[k]
+    if "json_set" in b:
+        out["json"] = {**(request.json if isinstance(request.json, dict) else {}), **b["json_set"]}
+    return out or None
+
+
+def _verdict(a, response):
+    if "raise" in a:
+        raise ValueError(a["raise"])
+    want = a.get("reject_when_json")
+    if want is not None and _json_contains(response.json, want):
+        raise harness.Reject("rejected by the vector", retryable=a.get("retryable", False), code=a.get("code"))
+
+
+def vector_interceptor(spec, asynchronous):
+    """`before` and `after` built from a scenario's declarative interceptor: plain functions
+    (a blocking sleep on the interceptor's own thread) for the sync client, `async def` ones
+    (an asyncio sleep on the loop) for the async client."""
+    b, a = spec.get("before"), spec.get("after")
+    if asynchronous:
+
+        async def abefore(request):
+            if "sleep_ms" in b:
+                await asyncio.sleep(b["sleep_ms"] / 1000)
+            return _changes(b, request)
+
+        async def aafter(response):
+            _verdict(a, response)
+
+        return (abefore if b is not None else None), (aafter if a is not None else None)
+
+    def before(request):
+        if "sleep_ms" in b:
+            time.sleep(b["sleep_ms"] / 1000)
+        return _changes(b, request)
+
+    def after(response):
+        _verdict(a, response)
+
+    return (before if b is not None else None), (after if a is not None else None)
+
+
+def add_interceptors(client, scenario, asynchronous):
+    """Registers the scenario's `interceptors`, in order, right after the client is built."""
+    for spec in scenario.get("interceptors", []):
+        before, after = vector_interceptor(spec, asynchronous)
+        client.add_interceptor(
+            before, after, name=spec["name"], level=spec.get("level"), services=spec.get("services"), want_body=spec.get("want_body", False)
+        )
+
+
 # ---- sync client ---------------------------------------------------------------------------
 
 
@@ -512,6 +584,7 @@ def run_sync(upstream, scenario):
     name, errors = scenario["name"], []
     background = []
     with harness.Client(scenario_config(upstream, scenario)) as client, ThreadPoolExecutor(max_workers=256) as pool:
+        add_interceptors(client, scenario, asynchronous=False)
         for i, call in enumerate(scenario["calls"]):
             if "wait_ms" in call:
                 time.sleep(call["wait_ms"] / 1000)
@@ -630,6 +703,7 @@ async def run_async(upstream, scenario):
     name, errors = scenario["name"], []
     background = []
     async with harness.AsyncClient(scenario_config(upstream, scenario)) as client:
+        add_interceptors(client, scenario, asynchronous=True)
         for i, call in enumerate(scenario["calls"]):
             if "wait_ms" in call:
                 await asyncio.sleep(call["wait_ms"] / 1000)

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List
 
 from . import _native, _otel
 from ._version import __version__ as _package_version
-from ._types import ChatChunk as ChatChunk, ChatResponse as ChatResponse, ClientViews as ClientViews, Usage as Usage
+from ._types import ChatChunk as ChatChunk, ChatResponse as ChatResponse, ClientViews as ClientViews, Level as _Level, Usage as Usage
 
 if getattr(_native, "__version__", None) != _package_version:
     # A native library from another build (a partial upgrade, a copied .so): its types and
@@ -33,6 +33,15 @@ if getattr(_native, "__version__", None) != _package_version:
 from ._credentials import TokenProvider as _TokenProvider
 from ._adapters import Adapter as Adapter, HostAdapter as _HostAdapter, methods as _adapter_methods
 from ._embed import EmbedResponse as EmbedResponse
+from ._interceptors import (
+    After as _After,
+    Before as _Before,
+    HostInterceptor as _HostInterceptor,
+    InterceptedRequest as InterceptedRequest,
+    InterceptedResponse as InterceptedResponse,
+    Reject as Reject,
+    default_name as _default_name,
+)
 from ._events import Event as Event, _AsyncListener
 from . import _errors
 from ._errors import (
@@ -45,6 +54,7 @@ from ._errors import (
     DuplicateInFlightError as DuplicateInFlightError,
     HarnessError as HarnessError,
     HttpStatusError as HttpStatusError,
+    InterceptorError as InterceptorError,
     NoHealthyProviderError as NoHealthyProviderError,
     ProtocolError as ProtocolError,
     RateLimitedError as RateLimitedError,
@@ -55,6 +65,7 @@ from ._errors import (
 
 __version__: str = _native.__version__
 Event.__module__ = __name__  # public as harness.Event
+Reject.__module__ = InterceptedRequest.__module__ = InterceptedResponse.__module__ = __name__  # public as harness.Reject, ...
 
 __all__ = [
     "Client",
@@ -69,6 +80,9 @@ __all__ = [
     "AsyncChatStream",
     "EmbedResponse",
     "Adapter",
+    "Reject",
+    "InterceptedRequest",
+    "InterceptedResponse",
     "Event",
     "Idempotency",
     "AsyncIdempotency",
@@ -754,6 +768,68 @@ class _Base(ClientViews):
         except RuntimeError:
             loop = None
         self._native.register_adapter(name, _HostAdapter(adapter, loop))
+
+    def add_interceptor(
+        self,
+        before: Optional[_Before] = None,
+        after: Optional[_After] = None,
+        *,
+        name: Optional[str] = None,
+        services: Union[str, Sequence[str], None] = None,
+        level: Optional[_Level] = None,
+        want_body: bool = False,
+    ) -> str:
+        """Adds an interceptor: your own rule on every call (a tenant header, a field one
+        partner needs, a response header to log, a ``200`` that is really an error). Returns
+        its name.
+
+        ``before(request)`` gets an ``InterceptedRequest`` (method, service, endpoint, path,
+        query and headers as pairs, body bytes, json, attempt, provider, trace_id) and returns
+        ``None`` or changes: ``{"headers": {name: value or None}, "query": {name: value or
+        None}, "path": "/...", "json": value, "body": bytes, "secret": [header names]}``
+        (``None`` removes; a header named in ``secret`` is redacted and scrubbed from errors
+        like a credential). Raising refuses the call: nothing is sent.
+        ``after(response)`` gets an ``InterceptedResponse`` (status, headers, elapsed_ms,
+        attempt, provider, trace_id; body and json only with ``want_body=True``, on buffered
+        calls) and returns ``None``; ``raise harness.Reject("...", retryable=True,
+        code="BUSY")`` fails the answer (a retryable one goes through the retry rules as a 503
+        would).
+
+        Either may be an ``async def``: the coroutine runs on the event loop running when
+        ``add_interceptor`` is called, or under ``asyncio.run`` on a thread of its own when
+        there is none. A plain function runs on a thread of its own, never on an event loop
+        or an engine thread, so one that blocks holds up only its own call.
+
+        ``name`` defaults to the function's ``__name__`` (letters, digits, ``-``, ``_`` and
+        ``.`` kept, the rest ``_``); adding a name again replaces that interceptor in its
+        place. ``services`` (a name or a list) limits it to calls to those services or
+        routes. ``level`` is ``"application"`` (the default: once per call) or ``"attempt"``
+        (on every attempt: retries, hedges, failover), unless ``interceptors.levels`` in the
+        config names it. Each call is bounded by ``interceptors.timeout_ms`` and the call's
+        deadline; one that raises, hangs or returns a change that may not be made (framing
+        headers, a ``..`` path, a body over ``limits.max_request_bytes``) fails the call with
+        ``InterceptorError`` (``code`` ``raised``, ``timeout``, ``invalid`` or the Reject's).
+        ``ConfigError`` for bad arguments.
+        """
+        for field, fn in (("before", before), ("after", after)):
+            if fn is not None and not callable(fn):
+                raise ConfigError(f"{field}: expected a callable, got {type(fn).__name__}")
+        if before is None and after is None:
+            raise ConfigError("add_interceptor: give `before`, `after` or both")
+        if name is None:
+            name = _default_name(before if before is not None else after)
+        try:
+            loop: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        host = _HostInterceptor(before, after, loop)
+        self._native.add_interceptor(name, host, level, services, before is not None, after is not None, bool(want_body))
+        return name
+
+    def remove_interceptor(self, name: str) -> bool:
+        """Removes the interceptor of this name; whether there was one. Calls already past
+        it are not affected."""
+        return self._native.remove_interceptor(name)
 
     def _view(self, name: str, args: List[Optional[str]]) -> Any:
         # The generated ClientViews methods (routing_state, credentials_state, ...) ask here.

@@ -87,6 +87,19 @@ class Client:
         float32 bytes), driven as ``call`` drives a request."""
     def register_adapter(self, name: str, adapter: Callable[[str, str, Callable[[bool, Any], None]], None]) -> None:
         """Registers a host adapter (a ``harness._adapters.HostAdapter``) under ``name``."""
+    def add_interceptor(
+        self,
+        name: str,
+        host: Callable[[str, str, Callable[[bool, Any], None]], None],
+        level: Optional[str] = None,
+        services: Union[str, Sequence[str], None] = None,
+        before: bool = False,
+        after: bool = False,
+        want_body: bool = False,
+    ) -> None:
+        """Registers an interceptor (a ``harness._interceptors.HostInterceptor``) under ``name``."""
+    def remove_interceptor(self, name: str) -> bool:
+        """Removes the interceptor of this name; whether there was one."""
     def set_weight(self, route: str, provider: str, weight: int) -> str:
         """Sets a provider's weight; returns the new config version."""
     def mock(

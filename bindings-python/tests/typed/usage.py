@@ -81,3 +81,32 @@ def adapters(client: harness.Client, aclient: harness.AsyncClient) -> None:
     aclient.register_adapter("inhouse", AsyncInHouse())
     adapter: harness.Adapter = InHouse()
     client.register_adapter("other", adapter)
+
+
+def tenant(request: harness.InterceptedRequest) -> Optional[Dict[str, Any]]:
+    """A `before` interceptor: changes, or None."""
+    if request.attempt is not None and request.attempt > 1:
+        return None
+    body = request.body or b""
+    return {"headers": {"x-tenant": request.header("x-user") or "none"}, "body": body + b"\n"}
+
+
+def partner(response: harness.InterceptedResponse) -> None:
+    """An `after` interceptor: a Reject fails the answer."""
+    if response.status == 200 and response.json is not None and response.elapsed_ms > 0:
+        raise harness.Reject("busy", retryable=True, code="BUSY")
+
+
+async def atenant(request: harness.InterceptedRequest) -> Optional[Dict[str, Any]]:
+    return {"query": {"trace": request.trace_id}}
+
+
+def interceptors(client: harness.Client, aclient: harness.AsyncClient) -> bool:
+    name: str = client.add_interceptor(tenant, partner, level="attempt", services=["orders"], want_body=True)
+    aclient.add_interceptor(atenant, name="tenant.async", services="orders")
+    aclient.add_interceptor(after=partner)
+    try:
+        client.get("orders", "/x")
+    except harness.InterceptorError as e:
+        return e.code == "BUSY"
+    return client.remove_interceptor(name)
