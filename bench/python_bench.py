@@ -3,6 +3,8 @@
 Compares, against the repo's fault-injecting upstream (`/bench` answers 200 {"ok":true}):
   * harness.AsyncClient vs httpx.AsyncClient vs aiohttp.ClientSession at concurrency 1 and 64
   * harness.Client (sync) vs requests.Session at concurrency 1
+  * harness.AsyncClient+before at concurrency 64: the same client with one interceptor, a plain
+    (sync) `before` that adds one header, run in the same interleaved rounds as the row without
 and prints throughput (req/s), p50/p99 latency (µs) and process CPU ms per 1,000 requests.
 Harness runs with retry, circuit breaker and bulkhead all on (the production shape); its
 request log is off, as the others log nothing either.
@@ -15,9 +17,13 @@ Setup (release builds; `pip install` builds the binding in release by default):
     bindings-python/.venv/bin/pip install ./bindings-python httpx aiohttp requests
     bindings-python/.venv/bin/python bench/python_bench.py [--requests 5000] [--only harness,aiohttp]
 
-`--only harness.AsyncClient@64,harness.Client@1` picks rows by name and concurrency, and
+`--only harness.AsyncClient@64,harness.Client@1` picks rows by name (a row's whole name picks
+that row only, a part of a name every row containing it) and concurrency, and
 `--upstream URL` measures against a running upstream: bench/compare.sh runs a base and a
 current build of the binding (two venvs) that way, one round per process.
+
+Env (the defaults of the flags, as bench/run.sh's other benches read them): BENCH_REQUESTS,
+BENCH_ROUNDS, BENCH_HUGE.
 
 CPU is this process's user+system time (time.process_time), so it includes the Rust
 runtime's worker threads; the upstream runs in its own process and is not counted.
@@ -135,12 +141,19 @@ def bench_huge(base: str, concurrency: int, rounds: int) -> tuple:
     return asyncio.run(go())
 
 
+INTERCEPTED = "harness.AsyncClient+before"
+"""The c=64 row with one interceptor; its baseline is harness.AsyncClient at c=64."""
+
+
 def bench_async(name: str, base: str, n: int, warmup: int, concurrency: int) -> Result:
     async def session():
-        if name == "harness.AsyncClient":
+        if name in ("harness.AsyncClient", INTERCEPTED):
             import harness
 
             client = harness.AsyncClient(harness_config(base))
+            if name == INTERCEPTED:
+                # One plain `before` adding one header: the cost of crossing to Python per call.
+                client.add_interceptor(lambda request: {"headers": {"x-bench": "1"}}, name="bench-header")
 
             async def call():
                 r = await client.get("up", "/bench")
@@ -225,13 +238,14 @@ def bench_sync(name: str, base: str, n: int, warmup: int) -> Result:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--requests", type=int, default=5000, help="measured requests per row (default 5000)")
+    env = os.environ.get
+    ap.add_argument("--requests", type=int, default=int(env("BENCH_REQUESTS", 5000)), help="measured requests per row (default 5000)")
     ap.add_argument("--requests-c1", type=int, help="measured requests per row at concurrency 1 (default: --requests)")
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--upstream", help="use a running upstream at this base URL instead of starting one")
     ap.add_argument("--only", help="comma-separated substrings of row names to run; NAME@C also pins the concurrency")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds, median reported (default 5)")
-    ap.add_argument("--huge", type=int, default=10000, help="in-flight count of the harness.AsyncClient stress row (0 = skip)")
+    ap.add_argument("--rounds", type=int, default=int(env("BENCH_ROUNDS", 5)), help="interleaved rounds, median reported (default 5)")
+    ap.add_argument("--huge", type=int, default=int(env("BENCH_HUGE", 10000)), help="in-flight count of the harness.AsyncClient stress row (0 = skip)")
     ap.add_argument("--json", help="write every round's figures to this file (for bench/summary.py)")
     args = ap.parse_args()
 
@@ -247,6 +261,7 @@ def main() -> None:
         ("async", "httpx.AsyncClient", 1),
         ("async", "aiohttp", 1),
         ("async", "harness.AsyncClient", 64),
+        ("async", INTERCEPTED, 64),
         ("async", "httpx.AsyncClient", 64),
         ("async", "aiohttp", 64),
         ("sync", "harness.Client", 1),
@@ -254,10 +269,14 @@ def main() -> None:
     ]
     only = [s.strip() for s in args.only.split(",")] if args.only else None
 
+    names = {r[1] for r in rows}
+
     def picked(name: str, conc: int) -> bool:
         for o in only or []:
             sub, _, c = o.partition("@")
-            if sub in name and (not c or int(c) == conc):
+            # A row's whole name picks that row only (harness.AsyncClient is not its +before row).
+            hit = sub == name if sub in names else sub in name
+            if hit and (not c or int(c) == conc):
                 return True
         return not only
 
@@ -291,13 +310,13 @@ def main() -> None:
 
     print()
     print(f"median of {args.rounds} interleaved rounds, {args.requests} requests per cell")
-    print(f"{'client':<22}{'conc':>6}{'req/s':>10}{'p50 µs':>10}{'p99 µs':>10}{'CPU ms/1k':>11}")
+    print(f"{'client':<26}{'conc':>6}{'req/s':>10}{'p50 µs':>10}{'p99 µs':>10}{'CPU ms/1k':>11}")
     for (name, conc), rs in results.items():
-        print(f"{name:<22}{conc:>6}{med([r.rps for r in rs]):>10.0f}{med([r.p50_us for r in rs]):>10.0f}"
+        print(f"{name:<26}{conc:>6}{med([r.rps for r in rs]):>10.0f}{med([r.p50_us for r in rs]):>10.0f}"
               f"{med([r.p99_us for r in rs]):>10.0f}{med([r.cpu_ms_per_1k for r in rs]):>11.1f}")
     if huge:
         hr, errors, leaked = huge
-        print(f"{'harness.AsyncClient':<22}{args.huge:>6}{med([r.rps for r in hr]):>10.0f}{med([r.p50_us for r in hr]):>10.0f}"
+        print(f"{'harness.AsyncClient':<26}{args.huge:>6}{med([r.rps for r in hr]):>10.0f}{med([r.p50_us for r in hr]):>10.0f}"
               f"{med([r.p99_us for r in hr]):>10.0f}{med([r.cpu_ms_per_1k for r in hr]):>11.1f}   errors {errors}, permits left in use {leaked}")
 
     def ratio(a, b, c):
@@ -310,11 +329,16 @@ def main() -> None:
     ratio("harness.AsyncClient", "aiohttp", 64)
     ratio("harness.AsyncClient", "httpx.AsyncClient", 64)
     ratio("harness.Client", "requests.Session", 1)
+    ratio(INTERCEPTED, "harness.AsyncClient", 64)
     if args.json:
         def js(r):
             return {"rps": r.rps, "p50_ms": r.p50_us / 1000, "p99_ms": r.p99_us / 1000, "cpu_ms_per_1k": r.cpu_ms_per_1k}
 
         out = [{"client": name, "concurrency": conc, "errors": 0, "rounds": [js(r) for r in rs]} for (name, conc), rs in results.items()]
+        for row in out:
+            if row["client"] == INTERCEPTED:
+                # bench/summary.py pairs a row marked so with its baseline, round by round.
+                row.update(interceptor="one sync before adding a header", baseline="harness.AsyncClient")
         if huge:
             out.append({"client": "harness.AsyncClient", "concurrency": args.huge, "errors": huge[1], "leaked_permits": huge[2], "rounds": [js(r) for r in huge[0]]})
         import platform

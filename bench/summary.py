@@ -4,7 +4,9 @@ Reads the per-language JSON that the benches write (core.json, python.json, node
 one results folder), prints one Markdown table with medians and ranges (the range of per-round
 ratios: the rounds are interleaved, so round i of a binding ran next to round i of its peer), the
 c=10,000 rows and the issue's targets met or missed, and writes the same figures to summary.json in
-that folder. With --readme FILE, the section between the `bench:summary` markers in FILE is
+that folder. A row that names a `baseline` (another row of its file, e.g. the same client with one
+interceptor, described by its `interceptor` field) is shown in an extra table against it, paired
+round by round. With --readme FILE, the section between the `bench:summary` markers in FILE is
 replaced by the table.
 
     python3 bench/summary.py bench/results/20261202-0800 [--readme README.md]
@@ -121,6 +123,16 @@ def summarise(docs: dict) -> dict:
             if h and me:
                 b["huge"] = huge_summary(h, me)
         out["bindings"][name] = b
+    out["interceptors"] = []
+    for file, doc in docs.items():
+        for r in doc.get("rows", []):
+            base = row(doc, r["baseline"], r["concurrency"]) if r.get("baseline") else None
+            if base:
+                out["interceptors"].append({
+                    "bench": file, "client": r["client"], "baseline": r["baseline"], "concurrency": r["concurrency"],
+                    "what": r.get("interceptor", ""), "rps": med(r, "rps"), "rps_vs_baseline": paired(r, base, "rps"),
+                    "cpu_vs_baseline": paired(r, base, "cpu_ms_per_1k"), "p50_vs_baseline": paired(r, base, "p50_ms"),
+                })
     out["targets"] = []
     for name, key, threshold, higher in TARGETS:
         v = out["bindings"].get(name, {}).get(key)
@@ -179,6 +191,14 @@ def table(s: dict, rounds_note: str) -> str:
             f"{fmt_huge(b.get('huge'))} |"
         )
     lines += ["", "Ratios are medians of per-round ratios (range in brackets); below 1 is better for CPU and p50.", ""]
+    if s.get("interceptors"):
+        lines += ["Rows against their own baseline (same bench, same rounds):", "",
+                  "| bench | client | what it adds | against | conc | req/s | req/s vs against | CPU/req vs against | p50 vs against |",
+                  "|---|---|---|---|---:|---:|---:|---:|---:|"]
+        for i in s["interceptors"]:
+            lines.append(f"| {i['bench']} | {i['client']} | {i['what'] or '-'} | {i['baseline']} | {i['concurrency']} | {i['rps']:.0f} | "
+                         f"{fmt_ratio(i['rps_vs_baseline'])} | {fmt_ratio(i['cpu_vs_baseline'])} | {fmt_ratio(i['p50_vs_baseline'])} |")
+        lines.append("")
     lines.append("| target | median | met |")
     lines.append("|---|---:|---|")
     names = {
