@@ -279,6 +279,8 @@ export type AuthConfig =
   | QueryAuth
   | Oauth2ClientCredentialsAuth
   | CallbackAuth
+  | HmacAuth
+  | AwsSigv4Auth
 
 /** `Authorization: Bearer <token>` (or another header and prefix). */
 export interface BearerAuth {
@@ -340,6 +342,75 @@ export interface CallbackAuth {
   prefix?: string | null
 }
 
+/** Each attempt signed with an HMAC over a canonical string (`preset` or a template). */
+export interface HmacAuth {
+  type: 'hmac'
+  /** `harness` (default), `slack`, `github` or `standard_webhooks`. */
+  preset?: HmacPreset | null
+  /** Required: the shared secret. */
+  secret?: SecretRef | null
+  /** `text` (default), `base64` (a `whsec_` prefix is dropped) or `hex`. */
+  secret_encoding?: SecretEncoding | null
+  /** `sha256` (default), `sha1` or `sha512`. */
+  algorithm?: HmacAlgorithm | null
+  /**
+   * The signed string. Tokens: `{method}`, `{path}` (as sent, percent-encoded), `{query}`
+   * (sorted), `{body}`, `{body_sha256_hex}`, `{body_sha256_base64}`, `{timestamp}`,
+   * `{nonce}`, `{header:Name}`; `{{` and `}}` are braces.
+   */
+  canonical?: string | null
+  /** The signature's encoding: `hex` or `base64`. */
+  encoding?: SignatureEncoding | null
+  /** The timestamp's unit: `s` (default) or `ms`. */
+  timestamp_unit?: TimestampUnit | null
+  /** The header the signature goes in (or `signature_param`). */
+  signature_header?: string | null
+  /** The query parameter the signature goes in (instead of a header). */
+  signature_param?: string | null
+  /** Put before the signature (`v0=`, `sha256=`). */
+  signature_prefix?: string | null
+  /**
+   * The signature's value instead of a prefix: `{signature}`, `{timestamp}` and `{nonce}`
+   * (e.g. `t={timestamp},v1={signature}`).
+   */
+  signature_template?: string | null
+  /** The header the timestamp goes in (or `timestamp_param`). */
+  timestamp_header?: string | null
+  timestamp_param?: string | null
+  /** The header the nonce (128 bits, hex, fresh per attempt) goes in (or `nonce_param`). */
+  nonce_header?: string | null
+  nonce_param?: string | null
+  /** Receiver only: how far a delivery's timestamp may be from now (default 5 min). */
+  max_skew_ms?: number | null
+}
+
+/** Each attempt signed with AWS Signature Version 4 (`aws-sigv4` is accepted too). */
+export interface AwsSigv4Auth {
+  type: 'aws_sigv4'
+  /** Required: the signing name (`execute-api`, `es`, `lambda`...). */
+  service?: string | null
+  /** Required: e.g. `us-east-1`. */
+  region?: string | null
+  /**
+   * `config` (default: the keys below) or `callback` (a host provider's JSON token).
+   * Default: `"config"`.
+   */
+  credentials?: AwsCredentials
+  /** Default `{env: AWS_ACCESS_KEY_ID}`. */
+  access_key_id?: SecretRef | null
+  /** Default `{env: AWS_SECRET_ACCESS_KEY}`. */
+  secret_access_key?: SecretRef | null
+  /** Default `{env: AWS_SESSION_TOKEN}` when that variable is set. */
+  session_token?: SecretRef | null
+  /**
+   * Send `x-amz-content-sha256` (the body's hash as a header, as S3 wants).
+   * Default: `false`.
+   */
+  content_sha256?: boolean
+  /** How a provider's keys are refreshed (`credentials: callback`). */
+  refresh?: RefreshConfig
+}
+
 /** Where a secret comes from: exactly one of `env`, `file` or `value`. */
 export interface SecretRef {
   env?: string | null
@@ -377,6 +448,43 @@ export interface SharedConfig {
   /** Seals the token at rest (any text; a 256-bit key is derived from it). */
   encryption_key?: SecretRef | null
 }
+
+/**
+ * A vendor's scheme, as defaults for every other field.
+ * - `harness`: Hex HMAC-SHA256 of `{timestamp}.{body}`; `x-timestamp` (Unix seconds), `x-signature`.
+ * - `slack`: Slack's request signing: `v0:{timestamp}:{body}`, `X-Slack-Signature: v0=<hex>`,
+ * `X-Slack-Request-Timestamp`.
+ * - `github`: GitHub's webhook deliveries: `X-Hub-Signature-256: sha256=<hex of HMAC-SHA256(body)>`.
+ * - `standard_webhooks`: Standard Webhooks (Svix): `{nonce}.{timestamp}.{body}`, a base64 (`whsec_`) secret,
+ * `webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64>`.
+ */
+export type HmacPreset = 'harness' | 'slack' | 'github' | 'standard_webhooks'
+
+/**
+ * How the secret's text becomes the key.
+ * - `text`: Its UTF-8 bytes.
+ * - `base64`: Base64 (a leading `whsec_` is dropped first, as Standard Webhooks secrets carry one).
+ */
+export type SecretEncoding = 'hex' | 'text' | 'base64'
+
+export type HmacAlgorithm = 'sha1' | 'sha256' | 'sha512'
+
+/** How the signature's bytes are written. */
+export type SignatureEncoding = 'hex' | 'base64'
+
+/**
+ * - `s`: Unix seconds.
+ * - `ms`: Unix milliseconds.
+ */
+export type TimestampUnit = 's' | 'ms'
+
+/**
+ * Where SigV4 keys come from.
+ * - `config`: `access_key_id`, `secret_access_key`, `session_token` (or the `AWS_*` environment).
+ * - `callback`: `set_token_provider(service, fn)`: a token `{"access_key_id", "secret_access_key",
+ * "session_token"?}` whose `expires_in` drives the refresh.
+ */
+export type AwsCredentials = 'config' | 'callback'
 
 export interface RateLimitConfig {
   /**
@@ -1282,8 +1390,11 @@ export interface ProviderState {
 /** What the state API shows of one service's credential. */
 export interface CredentialState {
   service: string
-  /** The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`). */
-  type: 'bearer' | 'header' | 'query' | 'oauth2_client_credentials' | 'callback'
+  /**
+   * The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`,
+   * `hmac`, `aws_sigv4`).
+   */
+  type: 'bearer' | 'header' | 'query' | 'oauth2_client_credentials' | 'callback' | 'hmac' | 'aws_sigv4'
   /** `valid`, `refreshing`, `expired` or `dead` (a pool: `valid` while a key is usable). */
   status: 'valid' | 'refreshing' | 'expired' | 'dead'
   expiresAtMs: number | null
@@ -1371,19 +1482,38 @@ export interface RouteSummary {
 
 /** The idempotent receiver's config (its own object, apart from a client's); every key is optional. */
 export interface IdempotencyConfig {
-  /** Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}` (default `harness:idem:`). */
+  /**
+   * Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}` (default `harness:idem:`).
+   * Default: `"harness:idem:"`.
+   */
   prefix?: string
-  /** How long a processed (or failed) key is remembered (default 24 h); cover the sender's retry window. */
+  /**
+   * How long a processed (or failed) key is remembered (default 24 h); cover the sender's retry window.
+   * Default: `86400000`.
+   */
   ttl_ms?: number
-  /** How long a claim holds before another delivery may take the key over (default 30 s). */
+  /**
+   * How long a claim holds before another delivery may take the key over (default 30 s).
+   * Default: `30000`.
+   */
   lease_ms?: number
-  /** A failed key may be claimed again (default true). */
+  /**
+   * A failed key may be claimed again (default true).
+   * Default: `true`.
+   */
   retry_failed?: boolean
   /** The Redis store shared by a fleet; without it, state is in this process's memory. */
   redis_url?: string | null
-  /** When the store cannot answer (default `reject`). */
+  /**
+   * When the store cannot answer (default `reject`).
+   * Default: `"reject"`.
+   */
   on_store_down?: OnStoreDown
-  /** Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret, within `max_skew_ms`. */
+  /**
+   * Signed deliveries: checked with an HMAC preset (default `harness`: HMAC-SHA256 of
+   * `timestamp.body`) and its timestamp within `max_skew_ms`; the same block as a
+   * service's `auth: {type: hmac}`.
+   */
   signature?: SignatureConfig | null
 }
 
@@ -1393,11 +1523,45 @@ export interface IdempotencyConfig {
  */
 export type OnStoreDown = 'reject' | 'process'
 
-/** A signed delivery's check: the shared secret and how far its timestamp may be from now. */
+/** A signed delivery's check: an HMAC scheme (`preset`, default `harness`, and overrides), its secret and `max_skew_ms`; the same block as a service's `auth: {type: hmac}`. */
 export interface SignatureConfig {
-  secret: SecretRef
-  /** How far the delivery's timestamp may be from now (default 5 min). */
-  max_skew_ms?: number
+  /** `harness` (default), `slack`, `github` or `standard_webhooks`. */
+  preset?: HmacPreset | null
+  /** Required: the shared secret. */
+  secret?: SecretRef | null
+  /** `text` (default), `base64` (a `whsec_` prefix is dropped) or `hex`. */
+  secret_encoding?: SecretEncoding | null
+  /** `sha256` (default), `sha1` or `sha512`. */
+  algorithm?: HmacAlgorithm | null
+  /**
+   * The signed string. Tokens: `{method}`, `{path}` (as sent, percent-encoded), `{query}`
+   * (sorted), `{body}`, `{body_sha256_hex}`, `{body_sha256_base64}`, `{timestamp}`,
+   * `{nonce}`, `{header:Name}`; `{{` and `}}` are braces.
+   */
+  canonical?: string | null
+  /** The signature's encoding: `hex` or `base64`. */
+  encoding?: SignatureEncoding | null
+  /** The timestamp's unit: `s` (default) or `ms`. */
+  timestamp_unit?: TimestampUnit | null
+  /** The header the signature goes in (or `signature_param`). */
+  signature_header?: string | null
+  /** The query parameter the signature goes in (instead of a header). */
+  signature_param?: string | null
+  /** Put before the signature (`v0=`, `sha256=`). */
+  signature_prefix?: string | null
+  /**
+   * The signature's value instead of a prefix: `{signature}`, `{timestamp}` and `{nonce}`
+   * (e.g. `t={timestamp},v1={signature}`).
+   */
+  signature_template?: string | null
+  /** The header the timestamp goes in (or `timestamp_param`). */
+  timestamp_header?: string | null
+  timestamp_param?: string | null
+  /** The header the nonce (128 bits, hex, fresh per attempt) goes in (or `nonce_param`). */
+  nonce_header?: string | null
+  nonce_param?: string | null
+  /** Receiver only: how far a delivery's timestamp may be from now (default 5 min). */
+  max_skew_ms?: number | null
 }
 
 /** What an interceptor's `before` sees (its JSON is what crosses to the host). */

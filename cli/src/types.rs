@@ -18,7 +18,8 @@ const VIEWS: [&str; 4] = ["ChatResponse", "ChatChunk", "EmbedResponse", "ErrorVi
 pub fn files(schema: &serde_json::Value) -> Result<Vec<(PathBuf, String)>, String> {
     let model = Model::read(schema)?;
     let set = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<String>>();
-    let inputs = reachable(&model, &["Config"]);
+    // The receiver's config is an input too (every key optional), as the client's is.
+    let inputs = reachable(&model, &["Config", "IdempotencyConfig"]);
     let roots: Vec<&str> = VIEWS.iter().copied().chain(model.views.iter().map(|v| v.returns.as_str())).collect();
     let views: BTreeSet<String> = reachable(&model, &roots).difference(&inputs).cloned().collect();
     let base = Options {

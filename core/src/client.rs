@@ -243,13 +243,16 @@ impl Client {
         Ok(())
     }
 
-    /// The token provider for a service with `auth.type: callback` (replacing any
-    /// earlier one clears a dead credential's state on the next refresh).
+    /// The token provider for a service with `auth.type: callback` (or SigV4 keys from the host:
+    /// `aws_sigv4` with `credentials: callback`); replacing any earlier one clears a dead
+    /// credential's state on the next refresh.
     pub fn set_token_provider(&self, service: &str, provider: Arc<dyn crate::host::TokenProvider>) -> Result<(), HarnessError> {
         let snapshot = self.engine.snapshot();
         let svc = snapshot.services.get(service).ok_or_else(|| unknown_service(service))?;
-        if !matches!(svc.config.auth, Some(crate::credentials::AuthConfig::Callback(_))) {
-            return Err(HarnessError::config(format!("services.{service}.auth.type: a token provider needs `type: callback`")));
+        if !svc.config.auth.as_ref().is_some_and(|a| a.takes_token_provider()) {
+            return Err(HarnessError::config(format!(
+                "services.{service}.auth.type: a token provider needs `type: callback` (or `type: aws_sigv4` with `credentials: callback`)"
+            )));
         }
         self.engine.providers.write().insert(service.to_string(), provider);
         if let Some(c) = &svc.credential {

@@ -180,6 +180,28 @@ class SharedConfig(TypedDict, total=False):
     encryption_key: Optional["SecretRef"]
 
 
+HmacPreset = Literal["harness", "slack", "github", "standard_webhooks"]
+"""A vendor's scheme, as defaults for every other field."""
+
+
+SecretEncoding = Literal["hex", "text", "base64"]
+"""How the secret's text becomes the key."""
+
+
+HmacAlgorithm = Literal["sha1", "sha256", "sha512"]
+
+
+SignatureEncoding = Literal["hex", "base64"]
+"""How the signature's bytes are written."""
+
+
+TimestampUnit = Literal["s", "ms"]
+
+
+AwsCredentials = Literal["config", "callback"]
+"""Where SigV4 keys come from."""
+
+
 class _BearerAuthRequired(TypedDict):
     type: Literal["bearer"]
 
@@ -260,7 +282,73 @@ class CallbackAuth(_CallbackAuthRequired, total=False):
     prefix: Optional[str]
 
 
-AuthConfig = Union["BearerAuth", "HeaderAuth", "QueryAuth", "Oauth2ClientCredentialsAuth", "CallbackAuth"]
+class _HmacAuthRequired(TypedDict):
+    type: Literal["hmac"]
+
+
+class HmacAuth(_HmacAuthRequired, total=False):
+    """Each attempt signed with an HMAC over a canonical string (`preset` or a template).
+
+    ``preset``: `harness` (default), `slack`, `github` or `standard_webhooks`.
+    ``secret``: Required: the shared secret.
+    ``secret_encoding``: `text` (default), `base64` (a `whsec_` prefix is dropped) or `hex`.
+    ``algorithm``: `sha256` (default), `sha1` or `sha512`.
+    ``canonical``: The signed string. Tokens: `{method}`, `{path}` (as sent, percent-encoded), `{query}` (sorted), `{body}`, `{body_sha256_hex}`, `{body_sha256_base64}`, `{timestamp}`, `{nonce}`, `{header:Name}`; `{{` and `}}` are braces.
+    ``encoding``: The signature's encoding: `hex` or `base64`.
+    ``timestamp_unit``: The timestamp's unit: `s` (default) or `ms`.
+    ``signature_header``: The header the signature goes in (or `signature_param`).
+    ``signature_param``: The query parameter the signature goes in (instead of a header).
+    ``signature_prefix``: Put before the signature (`v0=`, `sha256=`).
+    ``signature_template``: The signature's value instead of a prefix: `{signature}`, `{timestamp}` and `{nonce}` (e.g. `t={timestamp},v1={signature}`).
+    ``timestamp_header``: The header the timestamp goes in (or `timestamp_param`).
+    ``nonce_header``: The header the nonce (128 bits, hex, fresh per attempt) goes in (or `nonce_param`).
+    ``max_skew_ms``: Receiver only: how far a delivery's timestamp may be from now (default 5 min).
+    """
+    preset: Optional["HmacPreset"]
+    secret: Optional["SecretRef"]
+    secret_encoding: Optional["SecretEncoding"]
+    algorithm: Optional["HmacAlgorithm"]
+    canonical: Optional[str]
+    encoding: Optional["SignatureEncoding"]
+    timestamp_unit: Optional["TimestampUnit"]
+    signature_header: Optional[str]
+    signature_param: Optional[str]
+    signature_prefix: Optional[str]
+    signature_template: Optional[str]
+    timestamp_header: Optional[str]
+    timestamp_param: Optional[str]
+    nonce_header: Optional[str]
+    nonce_param: Optional[str]
+    max_skew_ms: Optional[int]
+
+
+class _AwsSigv4AuthRequired(TypedDict):
+    type: Literal["aws_sigv4"]
+
+
+class AwsSigv4Auth(_AwsSigv4AuthRequired, total=False):
+    """Each attempt signed with AWS Signature Version 4 (`aws-sigv4` is accepted too).
+
+    ``service``: Required: the signing name (`execute-api`, `es`, `lambda`...).
+    ``region``: Required: e.g. `us-east-1`.
+    ``credentials``: `config` (default: the keys below) or `callback` (a host provider's JSON token).
+    ``access_key_id``: Default `{env: AWS_ACCESS_KEY_ID}`.
+    ``secret_access_key``: Default `{env: AWS_SECRET_ACCESS_KEY}`.
+    ``session_token``: Default `{env: AWS_SESSION_TOKEN}` when that variable is set.
+    ``content_sha256``: Send `x-amz-content-sha256` (the body's hash as a header, as S3 wants).
+    ``refresh``: How a provider's keys are refreshed (`credentials: callback`).
+    """
+    service: Optional[str]
+    region: Optional[str]
+    credentials: "AwsCredentials"
+    access_key_id: Optional["SecretRef"]
+    secret_access_key: Optional["SecretRef"]
+    session_token: Optional["SecretRef"]
+    content_sha256: bool
+    refresh: "RefreshConfig"
+
+
+AuthConfig = Union["BearerAuth", "HeaderAuth", "QueryAuth", "Oauth2ClientCredentialsAuth", "CallbackAuth", "HmacAuth", "AwsSigv4Auth"]
 
 
 class SharedLimit(TypedDict, total=False):
@@ -1102,11 +1190,11 @@ class KeyStatus(TypedDict):
 class CredentialState(TypedDict):
     """What the state API shows of one service's credential.
 
-    ``type``: The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`).
+    ``type``: The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`, `hmac`, `aws_sigv4`).
     ``status``: `valid`, `refreshing`, `expired` or `dead` (a pool: `valid` while a key is usable).
     """
     service: str
-    type: Literal["bearer", "header", "query", "oauth2_client_credentials", "callback"]
+    type: Literal["bearer", "header", "query", "oauth2_client_credentials", "callback", "hmac", "aws_sigv4"]
     status: Literal["valid", "refreshing", "expired", "dead"]
     expires_at_ms: Optional[int]
     last_refresh_ms: Optional[int]
@@ -1194,16 +1282,43 @@ class Description(TypedDict):
 OnStoreDown = Literal["reject", "process"]
 
 
-class SignatureConfig(TypedDict):
-    """A signed delivery's check: the shared secret and how far its timestamp may be from now.
+class SignatureConfig(TypedDict, total=False):
+    """A signed delivery's check: an HMAC scheme (`preset`, default `harness`, and overrides), its secret and `max_skew_ms`; the same block as a service's `auth: {type: hmac}`.
 
-    ``max_skew_ms``: How far the delivery's timestamp may be from now (default 5 min).
+    ``preset``: `harness` (default), `slack`, `github` or `standard_webhooks`.
+    ``secret``: Required: the shared secret.
+    ``secret_encoding``: `text` (default), `base64` (a `whsec_` prefix is dropped) or `hex`.
+    ``algorithm``: `sha256` (default), `sha1` or `sha512`.
+    ``canonical``: The signed string. Tokens: `{method}`, `{path}` (as sent, percent-encoded), `{query}` (sorted), `{body}`, `{body_sha256_hex}`, `{body_sha256_base64}`, `{timestamp}`, `{nonce}`, `{header:Name}`; `{{` and `}}` are braces.
+    ``encoding``: The signature's encoding: `hex` or `base64`.
+    ``timestamp_unit``: The timestamp's unit: `s` (default) or `ms`.
+    ``signature_header``: The header the signature goes in (or `signature_param`).
+    ``signature_param``: The query parameter the signature goes in (instead of a header).
+    ``signature_prefix``: Put before the signature (`v0=`, `sha256=`).
+    ``signature_template``: The signature's value instead of a prefix: `{signature}`, `{timestamp}` and `{nonce}` (e.g. `t={timestamp},v1={signature}`).
+    ``timestamp_header``: The header the timestamp goes in (or `timestamp_param`).
+    ``nonce_header``: The header the nonce (128 bits, hex, fresh per attempt) goes in (or `nonce_param`).
+    ``max_skew_ms``: Receiver only: how far a delivery's timestamp may be from now (default 5 min).
     """
-    secret: "SecretRef"
-    max_skew_ms: int
+    preset: Optional["HmacPreset"]
+    secret: Optional["SecretRef"]
+    secret_encoding: Optional["SecretEncoding"]
+    algorithm: Optional["HmacAlgorithm"]
+    canonical: Optional[str]
+    encoding: Optional["SignatureEncoding"]
+    timestamp_unit: Optional["TimestampUnit"]
+    signature_header: Optional[str]
+    signature_param: Optional[str]
+    signature_prefix: Optional[str]
+    signature_template: Optional[str]
+    timestamp_header: Optional[str]
+    timestamp_param: Optional[str]
+    nonce_header: Optional[str]
+    nonce_param: Optional[str]
+    max_skew_ms: Optional[int]
 
 
-class IdempotencyConfig(TypedDict):
+class IdempotencyConfig(TypedDict, total=False):
     """The idempotent receiver's config (its own object, apart from a client's); every key is optional.
 
     ``prefix``: Prepended to every key: `{prefix}{tenant}:{event_type}:{msg_id}` (default `harness:idem:`).
@@ -1212,7 +1327,7 @@ class IdempotencyConfig(TypedDict):
     ``retry_failed``: A failed key may be claimed again (default true).
     ``redis_url``: The Redis store shared by a fleet; without it, state is in this process's memory.
     ``on_store_down``: When the store cannot answer (default `reject`).
-    ``signature``: Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret, within `max_skew_ms`.
+    ``signature``: Signed deliveries: checked with an HMAC preset (default `harness`: HMAC-SHA256 of `timestamp.body`) and its timestamp within `max_skew_ms`; the same block as a service's `auth: {type: hmac}`.
     """
     prefix: str
     ttl_ms: int
@@ -1361,9 +1476,17 @@ __all__ = [
     "QueryAuth",
     "Oauth2ClientCredentialsAuth",
     "CallbackAuth",
+    "HmacAuth",
+    "AwsSigv4Auth",
     "SecretRef",
     "RefreshConfig",
     "SharedConfig",
+    "HmacPreset",
+    "SecretEncoding",
+    "HmacAlgorithm",
+    "SignatureEncoding",
+    "TimestampUnit",
+    "AwsCredentials",
     "RateLimitConfig",
     "SharedLimit",
     "LimitRate",

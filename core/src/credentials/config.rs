@@ -9,6 +9,7 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use super::hmac::{HmacAuth, HmacSigner};
 use super::secret::SecretRef;
 use super::shared::SharedConfig;
 use crate::error::HarnessError;
@@ -27,6 +28,10 @@ pub enum AuthConfig {
     Oauth2ClientCredentials(OAuth2Auth),
     /// A token from host code (`set_token_provider`), cached and refreshed.
     Callback(CallbackAuth),
+    /// Each attempt signed with an HMAC over a canonical string (`preset` or a template).
+    Hmac(HmacAuth),
+    /// Each attempt signed with AWS Signature Version 4 (`aws-sigv4` is accepted too).
+    AwsSigv4(AwsSigV4Auth),
 }
 
 /// `type: bearer`.
@@ -89,6 +94,59 @@ pub struct CallbackAuth {
     pub prefix: Option<String>,
 }
 
+/// `type: aws_sigv4`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct AwsSigV4Auth {
+    /// Required: the signing name (`execute-api`, `es`, `lambda`...).
+    pub service: Option<String>,
+    /// Required: e.g. `us-east-1`.
+    pub region: Option<String>,
+    /// `config` (default: the keys below) or `callback` (a host provider's JSON token).
+    pub credentials: AwsCredentials,
+    /// Default `{env: AWS_ACCESS_KEY_ID}`.
+    pub access_key_id: Option<SecretRef>,
+    /// Default `{env: AWS_SECRET_ACCESS_KEY}`.
+    pub secret_access_key: Option<SecretRef>,
+    /// Default `{env: AWS_SESSION_TOKEN}` when that variable is set.
+    pub session_token: Option<SecretRef>,
+    /// Send `x-amz-content-sha256` (the body's hash as a header, as S3 wants).
+    pub content_sha256: bool,
+    /// How a provider's keys are refreshed (`credentials: callback`).
+    pub refresh: RefreshConfig,
+}
+
+/// Where SigV4 keys come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AwsCredentials {
+    /// `access_key_id`, `secret_access_key`, `session_token` (or the `AWS_*` environment).
+    #[default]
+    Config,
+    /// `set_token_provider(service, fn)`: a token `{"access_key_id", "secret_access_key",
+    /// "session_token"?}` whose `expires_in` drives the refresh.
+    Callback,
+}
+
+impl AwsSigV4Auth {
+    /// The config's key, else the `AWS_*` environment variable it defaults to (the session
+    /// token's only when that variable is set).
+    pub fn key(&self, field: &str) -> Option<SecretRef> {
+        let (given, var) = match field {
+            "access_key_id" => (&self.access_key_id, "AWS_ACCESS_KEY_ID"),
+            "secret_access_key" => (&self.secret_access_key, "AWS_SECRET_ACCESS_KEY"),
+            _ => (&self.session_token, "AWS_SESSION_TOKEN"),
+        };
+        if given.is_some() || self.credentials == AwsCredentials::Callback {
+            return given.clone();
+        }
+        if field == "session_token" && std::env::var_os(var).is_none_or(|v| v.is_empty()) {
+            return None;
+        }
+        Some(SecretRef { env: Some(var.to_string()), ..Default::default() })
+    }
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RefreshConfig {
@@ -107,7 +165,7 @@ impl Default for RefreshConfig {
 }
 
 /// The names of the auth types, as `type:` takes them.
-pub const AUTH_TYPES: [&str; 5] = ["bearer", "header", "query", "oauth2_client_credentials", "callback"];
+pub const AUTH_TYPES: [&str; 7] = ["bearer", "header", "query", "oauth2_client_credentials", "callback", "hmac", "aws_sigv4"];
 
 impl<'de> Deserialize<'de> for AuthConfig {
     /// Read in one piece (the type decides the struct), then the struct with its own path
@@ -130,6 +188,8 @@ impl<'de> Deserialize<'de> for AuthConfig {
             "query" => AuthConfig::Query(part(rest)?),
             "oauth2_client_credentials" => AuthConfig::Oauth2ClientCredentials(part(rest)?),
             "callback" => AuthConfig::Callback(part(rest)?),
+            "hmac" => AuthConfig::Hmac(part(rest)?),
+            "aws_sigv4" | "aws-sigv4" => AuthConfig::AwsSigv4(part(rest)?),
             other => {
                 return Err(D::Error::custom(format!("@type: unknown auth type `{}`, expected one of {}", escape_control(other), AUTH_TYPES.join(", "))));
             }
@@ -146,15 +206,18 @@ impl AuthConfig {
             AuthConfig::Query(_) => "query",
             AuthConfig::Oauth2ClientCredentials(_) => "oauth2_client_credentials",
             AuthConfig::Callback(_) => "callback",
+            AuthConfig::Hmac(_) => "hmac",
+            AuthConfig::AwsSigv4(_) => "aws_sigv4",
         }
     }
 
-    /// The header the credential goes in and its prefix: `None` for a query parameter.
+    /// The header the credential goes in and its prefix: `None` for a query parameter or a
+    /// signature (which places its own headers).
     pub fn header(&self) -> Option<(Option<&str>, Option<&str>)> {
         match self {
             AuthConfig::Bearer(a) => Some((a.header.as_deref(), a.prefix.as_deref())),
             AuthConfig::Header(a) => Some((a.header.as_deref(), a.prefix.as_deref())),
-            AuthConfig::Query(_) => None,
+            AuthConfig::Query(_) | AuthConfig::Hmac(_) | AuthConfig::AwsSigv4(_) => None,
             AuthConfig::Oauth2ClientCredentials(a) => Some((a.header.as_deref(), a.prefix.as_deref())),
             AuthConfig::Callback(a) => Some((a.header.as_deref(), a.prefix.as_deref())),
         }
@@ -166,16 +229,28 @@ impl AuthConfig {
             AuthConfig::Bearer(a) => Some((a.token.as_ref(), &a.keys)),
             AuthConfig::Header(a) => Some((a.token.as_ref(), &a.keys)),
             AuthConfig::Query(a) => Some((a.token.as_ref(), &a.keys)),
-            AuthConfig::Oauth2ClientCredentials(_) | AuthConfig::Callback(_) => None,
+            AuthConfig::Oauth2ClientCredentials(_) | AuthConfig::Callback(_) | AuthConfig::Hmac(_) | AuthConfig::AwsSigv4(_) => None,
         }
     }
 
-    /// How a refreshing token (`oauth2_client_credentials`, `callback`) is refreshed and shared.
+    /// How a refreshing token (`oauth2_client_credentials`, `callback`, SigV4 keys from a
+    /// provider) is refreshed and shared.
     pub fn refreshing(&self) -> Option<(&RefreshConfig, Option<&SharedConfig>)> {
         match self {
             AuthConfig::Oauth2ClientCredentials(a) => Some((&a.refresh, a.shared.as_ref())),
             AuthConfig::Callback(a) => Some((&a.refresh, a.shared.as_ref())),
-            AuthConfig::Bearer(_) | AuthConfig::Header(_) | AuthConfig::Query(_) => None,
+            AuthConfig::AwsSigv4(a) if a.credentials == AwsCredentials::Callback => Some((&a.refresh, None)),
+            AuthConfig::Bearer(_) | AuthConfig::Header(_) | AuthConfig::Query(_) | AuthConfig::Hmac(_) | AuthConfig::AwsSigv4(_) => None,
+        }
+    }
+
+    /// Whether the host supplies the credential (`set_token_provider`): `callback`, and
+    /// `aws_sigv4` with `credentials: callback`.
+    pub fn takes_token_provider(&self) -> bool {
+        match self {
+            AuthConfig::Callback(_) => true,
+            AuthConfig::AwsSigv4(a) => a.credentials == AwsCredentials::Callback,
+            _ => false,
         }
     }
 
@@ -208,6 +283,34 @@ impl AuthConfig {
                     match r {
                         None => return bad(field, "required for oauth2_client_credentials"),
                         Some(r) => r.validate(&format!("{path}.{field}"))?,
+                    }
+                }
+            }
+            AuthConfig::Hmac(a) => {
+                HmacSigner::new(a, path)?;
+            }
+            AuthConfig::AwsSigv4(a) => {
+                for (field, v) in [("service", &a.service), ("region", &a.region)] {
+                    match v {
+                        None => return bad(field, "required for aws_sigv4"),
+                        Some(v) if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') => {
+                            return bad(field, &format!("expected 1 to 64 letters, digits, `-` or `_`, got {:?}", escape_control(v)));
+                        }
+                        _ => {}
+                    }
+                }
+                for field in ["access_key_id", "secret_access_key", "session_token"] {
+                    let given = match field {
+                        "access_key_id" => &a.access_key_id,
+                        "secret_access_key" => &a.secret_access_key,
+                        _ => &a.session_token,
+                    };
+                    match given {
+                        Some(_) if a.credentials == AwsCredentials::Callback => {
+                            return bad(field, "not with credentials: callback (the provider gives the keys)");
+                        }
+                        Some(r) => r.validate(&format!("{path}.{field}"))?,
+                        None => {}
                     }
                 }
             }
@@ -255,6 +358,37 @@ mod tests {
         assert!(e.starts_with("services.s.auth.token_url: required"), "{e}");
         // `type` defaults to bearer.
         Config::from_value(json!({"services": {"s": {"base_url": "http://127.0.0.1:1", "auth": {"token": {"value": "tok-1"}}}}})).unwrap();
+    }
+
+    #[test]
+    fn signed_types_name_the_full_path_of_a_bad_field() {
+        let k = json!({"value": "s3cret-k"});
+        let e = err(json!({"type": "hmac", "preset": "stripe", "secret": k}));
+        assert!(e.starts_with("services.s.auth.preset: ") && e.contains("slack"), "{e}");
+        let e = err(json!({"type": "hmac", "algorithm": "md5", "secret": k}));
+        assert!(e.starts_with("services.s.auth.algorithm: ") && e.contains("sha256"), "{e}");
+        let e = err(json!({"type": "hmac", "canonical": "{verb}", "secret": k}));
+        assert!(e.starts_with("services.s.auth.canonical: unknown token `{verb}`"), "{e}");
+        let e = err(json!({"type": "aws_sigv4", "service": "execute-api", "access_key_id": k, "secret_access_key": k}));
+        assert_eq!(e, "services.s.auth.region: required for aws_sigv4");
+        let e = err(json!({"type": "aws-sigv4", "region": "us east", "service": "s", "access_key_id": k, "secret_access_key": k}));
+        assert!(e.starts_with("services.s.auth.region: expected 1 to 64 letters"), "{e}");
+        let e = err(json!({"type": "aws_sigv4", "region": "us-east-1", "service": "s", "credentials": "callback", "secret_access_key": k}));
+        assert!(e.starts_with("services.s.auth.secret_access_key: not with credentials: callback"), "{e}");
+        let e = err(json!({"type": "aws_sigv4", "region": "us-east-1", "service": "s", "acces_key_id": k}));
+        assert!(e.starts_with("services.s.auth.acces_key_id: unknown key"), "{e}");
+        for e in [err(json!({"type": "hmac", "preset": "stripe", "secret": k})), err(json!({"type": "aws_sigv4", "service": "s", "access_key_id": k, "secret_access_key": k}))] {
+            assert!(!e.contains("s3cret-k"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_aws_keys_default_to_the_environment() {
+        let a: super::AwsSigV4Auth = serde_json::from_value(json!({"service": "s", "region": "r"})).unwrap();
+        assert_eq!(a.key("access_key_id").unwrap().env.as_deref(), Some("AWS_ACCESS_KEY_ID"));
+        assert_eq!(a.key("secret_access_key").unwrap().env.as_deref(), Some("AWS_SECRET_ACCESS_KEY"));
+        let cb: super::AwsSigV4Auth = serde_json::from_value(json!({"service": "s", "region": "r", "credentials": "callback"})).unwrap();
+        assert!(cb.key("access_key_id").is_none() && cb.key("session_token").is_none());
     }
 
     #[test]

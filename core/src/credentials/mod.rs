@@ -1,5 +1,6 @@
 //! The credentials stage: which token or key a request carries, and how it is
-//! placed (`Authorization: Bearer`, a named header with a prefix, or a query parameter).
+//! placed (`Authorization: Bearer`, a named header with a prefix, or a query parameter),
+//! or how the request is signed (`hmac`, `aws_sigv4`).
 //!
 //! Guarantees: a secret is read from `env`, `file` (re-read when it changes) or a
 //! literal `value`, and a missing one is a `ConfigError` naming the field; tokens
@@ -7,19 +8,23 @@
 //! single-flight); a 401 refreshes and replays once (the caller does the replay);
 //! key pools rotate and quarantine (`pool::KeyPool`); a credential survives a
 //! reload when its config and secret values are unchanged, and is replaced
-//! otherwise (requests in flight finish with the old one); no secret is ever in
-//! an error, a log line, an event, a metric label or the state API.
+//! otherwise (requests in flight finish with the old one); a signed request is signed
+//! again on every attempt (a fresh timestamp and nonce), and its 401 is final unless its
+//! keys come from a host provider; no secret is ever in an error, a log line, an event, a
+//! metric label or the state API.
 
 pub mod cache;
 pub mod config;
+pub mod hmac;
 pub mod oauth2;
 pub mod pool;
 pub mod secret;
 pub mod shared;
+pub mod sigv4;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use http::{HeaderName, HeaderValue};
 use parking_lot::RwLock;
@@ -32,15 +37,17 @@ use crate::observability::events::EventHub;
 use crate::transport::reqwest::ReqwestTransport;
 use crate::transport::OutgoingRequest;
 use cache::{Thresholds, RefreshingToken, TokenStatus};
+use config::AwsSigV4Auth;
 use pool::{KeyPool, KeyStatus};
-pub use config::{AuthConfig, RefreshConfig};
+pub use config::{AuthConfig, AwsCredentials, RefreshConfig};
 use secret::{Secret, SecretRef, SecretSource};
 
-/// Where the credential goes on the request.
-#[derive(Debug, Clone, PartialEq)]
+/// Where the credential goes on the request, or what signs it.
 enum Placement {
     Header { name: HeaderName, prefix: String },
     Query { param: String },
+    Hmac(hmac::HmacSigner),
+    SigV4(sigv4::SigV4Signer),
 }
 
 enum Source {
@@ -86,9 +93,10 @@ pub type Providers = Arc<RwLock<HashMap<String, Arc<dyn TokenProvider>>>>;
 #[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct CredentialState {
     pub service: String,
-    /// The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`).
+    /// The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`,
+    /// `hmac`, `aws_sigv4`).
     #[serde(rename = "type")]
-    #[schemars(extend("enum" = ["bearer", "header", "query", "oauth2_client_credentials", "callback"]))]
+    #[schemars(extend("enum" = ["bearer", "header", "query", "oauth2_client_credentials", "callback", "hmac", "aws_sigv4"]))]
     pub kind: &'static str,
     /// `valid`, `refreshing`, `expired` or `dead` (a pool: `valid` while a key is usable).
     #[schemars(extend("enum" = ["valid", "refreshing", "expired", "dead"]))]
@@ -108,6 +116,17 @@ impl Credential {
         let header = |h: &str| HeaderName::try_from(h).map_err(|_| HarnessError::config(format!("{path}.header: invalid")));
         let placement = match (cfg, cfg.header()) {
             (AuthConfig::Query(q), _) => Placement::Query { param: q.param.clone().unwrap_or_default() },
+            (AuthConfig::Hmac(h), _) => Placement::Hmac(hmac::HmacSigner::new(h, &path)?),
+            (AuthConfig::AwsSigv4(a), _) => {
+                let keys = match a.credentials {
+                    AwsCredentials::Callback => sigv4::Keys::Callback,
+                    AwsCredentials::Config => sigv4::Keys::Config {
+                        access_key_id: a.key("access_key_id").expect("defaults to the environment").load(&format!("{path}.access_key_id"))?,
+                        session_token: a.key("session_token").map(|r| r.load(&format!("{path}.session_token"))).transpose()?,
+                    },
+                };
+                Placement::SigV4(sigv4::SigV4Signer::new(a.service.as_deref().unwrap_or_default(), a.region.as_deref().unwrap_or_default(), a.content_sha256, keys))
+            }
             (AuthConfig::Header(_), Some((h, prefix))) => Placement::Header { name: header(h.unwrap_or_default())?, prefix: prefix.unwrap_or_default().to_string() },
             (_, Some((h, prefix))) => Placement::Header {
                 name: match h {
@@ -121,7 +140,20 @@ impl Credential {
         // Read every secret now: a missing one is an error naming the field.
         let load = |r: &SecretRef, f: String| r.load(&f);
         let (token_ref, key_refs) = cfg.token_or_keys().unwrap_or((None, &[]));
-        let token = token_ref.map(|r| load(r, format!("{path}.token"))).transpose()?;
+        let mut token = token_ref.map(|r| load(r, format!("{path}.token"))).transpose()?;
+        // A signature's key is its fixed source: read now, so a missing one names its field.
+        match (cfg, &placement) {
+            (AuthConfig::Hmac(h), Placement::Hmac(signer)) => {
+                let field = format!("{path}.secret");
+                let src = load(h.secret.as_ref().expect("validated"), field.clone())?;
+                signer.check_secret(&src.current()?, &field)?;
+                token = Some(src);
+            }
+            (AuthConfig::AwsSigv4(a), _) if a.credentials == AwsCredentials::Config => {
+                token = Some(load(&a.key("secret_access_key").expect("defaults to the environment"), format!("{path}.secret_access_key"))?);
+            }
+            _ => {}
+        }
         let keys: Vec<(String, SecretSource)> = key_refs
             .iter()
             .enumerate()
@@ -137,6 +169,10 @@ impl Credential {
         let fixed = |s: &Option<SecretSource>| s.as_ref().and_then(|s| match s { SecretSource::Fixed(v) => Some(v.clone()), _ => None });
         let mut loaded = vec![fixed(&token), fixed(&client_id), fixed(&client_secret)];
         loaded.extend(keys.iter().map(|(_, s)| fixed(&Some(s.clone()))));
+        if let Placement::SigV4(s) = &placement {
+            // An env-read key id or session token that changed is a new credential too.
+            loaded.extend(s.config_values().into_iter().map(Some));
+        }
         if let Some(prev) = previous {
             if prev.config == *cfg && prev.loaded == loaded {
                 // A reload gives a dead credential another chance (the token endpoint may be fixed).
@@ -183,10 +219,11 @@ impl Credential {
                 });
                 Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || Some(provider.clone())), thresholds, shared, counters))
             }
-            AuthConfig::Callback(_) => {
+            AuthConfig::Callback(_) | AuthConfig::AwsSigv4(AwsSigV4Auth { credentials: AwsCredentials::Callback, .. }) => {
                 let (providers, name) = (providers.clone(), service.to_string());
                 Source::Refreshing(RefreshingToken::with_shared(service, Arc::new(move || providers.read().get(&name).cloned()), thresholds, shared, counters))
             }
+            AuthConfig::Hmac(_) | AuthConfig::AwsSigv4(_) => Source::Fixed(token.expect("loaded above")),
             AuthConfig::Bearer(_) | AuthConfig::Header(_) | AuthConfig::Query(_) if !keys.is_empty() => {
                 Source::Pool(KeyPool::new(service, keys).with_max_cool(Duration::from_millis(ctx.max_retry_after_ms)).with_metrics(metrics.pool_keys.clone()))
             }
@@ -195,11 +232,13 @@ impl Credential {
         Ok(Arc::new(Credential { placement, source, config: cfg.clone(), loaded, sources }))
     }
 
-    /// The query parameter the credential goes in (`type: query`), which no caller may set.
+    /// The query parameter the credential goes in (`type: query`, or an HMAC signature's
+    /// `signature_param`), which no caller may set.
     pub fn query_param(&self) -> Option<&str> {
         match &self.placement {
             Placement::Query { param } => Some(param),
-            Placement::Header { .. } => None,
+            Placement::Hmac(s) => s.query_param(),
+            Placement::Header { .. } | Placement::SigV4(_) => None,
         }
     }
 
@@ -223,6 +262,9 @@ impl Credential {
             Placement::Query { param } => {
                 request.url.query_pairs_mut().append_pair(param, secret.expose());
             }
+            // Signed last, over the request as it will be sent, at this attempt's own time.
+            Placement::Hmac(s) => s.sign(request, &secret, SystemTime::now(), &hmac::nonce())?,
+            Placement::SigV4(s) => s.sign(request, &secret, SystemTime::now())?,
         }
         Ok(Applied { secret, key })
     }
@@ -246,11 +288,19 @@ impl Credential {
     }
 
     /// Every secret value this credential holds now: the token, each pool key, the OAuth2
-    /// client secret and the access token in cache (to scrub them from what is passed on).
+    /// client secret, the access token in cache, an HMAC secret, AWS secret keys and session
+    /// tokens (to scrub them from what is passed on).
     pub fn secret_values(&self) -> Vec<Secret> {
         let mut out: Vec<Secret> = self.sources.iter().filter_map(|s| s.current().ok()).collect();
         if let Source::Refreshing(c) = &self.source {
-            out.extend(c.peek());
+            let cached = c.peek();
+            if let (Placement::SigV4(_), Some(t)) = (&self.placement, &cached) {
+                out.extend(sigv4::provided_secrets(t));
+            }
+            out.extend(cached);
+        }
+        if let Placement::SigV4(s) = &self.placement {
+            out.extend(s.config_secrets());
         }
         out
     }

@@ -77,9 +77,15 @@ impl ServiceRuntime {
         self.schemas.iter().find(|(k, _)| crate::validation::key_matches(k, method, endpoint)).map(|(_, s)| s)
     }
 
-    /// Every secret known for this request: config's and the caller's sensitive headers and query values.
+    /// Every secret known for this request: config's and the caller's sensitive headers and
+    /// query values, and what the service's credential holds now (an HMAC secret, AWS keys).
     pub fn secrets_for(&self, req: &crate::request::Request) -> Secrets {
         let mut s = self.secrets.clone();
+        if let Some(c) = &self.credential {
+            for v in c.secret_values() {
+                s.add(v.expose());
+            }
+        }
         for (k, v) in req.headers.iter().chain(req.query.iter()) {
             s.add_if_sensitive(k, v);
         }

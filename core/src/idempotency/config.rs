@@ -1,8 +1,9 @@
 //! The receiver's config (its own object, apart from a client's).
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::credentials::secret::SecretRef;
+use crate::credentials::hmac::{HmacAuth, HmacSigner};
 use crate::error::HarnessError;
 use crate::redact::{escape_control, redact_url};
 
@@ -32,7 +33,9 @@ pub struct IdempotencyConfig {
     pub redis_url: Option<String>,
     /// When the store cannot answer (default `reject`).
     pub on_store_down: OnStoreDown,
-    /// Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret, within `max_skew_ms`.
+    /// Signed deliveries: checked with an HMAC preset (default `harness`: HMAC-SHA256 of
+    /// `timestamp.body`) and its timestamp within `max_skew_ms`; the same block as a
+    /// service's `auth: {type: hmac}`.
     pub signature: Option<SignatureConfig>,
 }
 
@@ -50,18 +53,43 @@ impl Default for IdempotencyConfig {
     }
 }
 
-/// A signed delivery's check: the shared secret and how far its timestamp may be from now.
-#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SignatureConfig {
-    pub secret: SecretRef,
-    /// How far the delivery's timestamp may be from now (default 5 min).
-    #[serde(default = "default_skew")]
-    pub max_skew_ms: u64,
+/// A signed delivery's check: an HMAC scheme (a `preset`, default `harness`, and overrides),
+/// its secret and how far its timestamp may be from now (`max_skew_ms`, default 5 min). It is
+/// a service's `auth: {type: hmac}` block (whose `type: hmac`, if copied along, is accepted),
+/// so that one config signs outgoing requests and verifies incoming ones.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct SignatureConfig(pub HmacAuth);
+
+impl<'de> Deserialize<'de> for SignatureConfig {
+    /// Read as a map (a `type: hmac` dropped), then as `HmacAuth` with its own path tracker:
+    /// errors carry the path inside (`@preset: ...`), joined to the outer one.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        match map.remove("type") {
+            None => {}
+            Some(serde_json::Value::String(t)) if t == "hmac" => {}
+            Some(other) => return Err(D::Error::custom(format!("@type: a receiver checks type hmac only, got {other}"))),
+        }
+        serde_path_to_error::deserialize(serde_json::Value::Object(map))
+            .map(SignatureConfig)
+            .map_err(|e| D::Error::custom(format!("@{}: {}", e.path(), e.inner())))
+    }
 }
 
-fn default_skew() -> u64 {
-    300_000
+impl schemars::JsonSchema for SignatureConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SignatureConfig".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = HmacAuth::json_schema(generator);
+        schema.insert(
+            "description".into(),
+            "A signed delivery's check: an HMAC scheme (`preset`, default `harness`, and overrides), its secret and `max_skew_ms`; the same block as a service's `auth: {type: hmac}`.".into(),
+        );
+        schema
+    }
 }
 
 impl IdempotencyConfig {
@@ -92,10 +120,10 @@ impl IdempotencyConfig {
             }
         }
         if let Some(s) = &self.signature {
-            s.secret.validate("signature.secret")?;
-            if s.max_skew_ms == 0 {
-                return Err(HarnessError::config("signature.max_skew_ms: expected an integer >= 1, got 0"));
+            if s.0.secret.is_none() {
+                return Err(HarnessError::config("signature.secret: required"));
             }
+            HmacSigner::new(&s.0, "signature")?.check_receivable("signature")?;
         }
         Ok(())
     }

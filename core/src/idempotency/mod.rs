@@ -10,8 +10,9 @@
 //! refused (`lease_lost`), never written over the new one's. In Redis every
 //! transition is one Lua script on Redis's clock. When the store cannot answer,
 //! `on_store_down` decides: `reject` (an error; the sender retries later) or
-//! `process` (run without dedup, counted). A signed webhook is checked first
-//! (HMAC-SHA256 of `timestamp.body`, within `max_skew_ms`): a bad one runs nothing.
+//! `process` (run without dedup, counted). A signed webhook is checked first, by the same
+//! HMAC code that signs a service's requests (`credentials::hmac`; preset `harness`:
+//! HMAC-SHA256 of `timestamp.body`), its timestamp within `max_skew_ms`: a bad one runs nothing.
 
 pub mod config;
 
@@ -25,7 +26,8 @@ use prometheus_client::metrics::family::Family;
 
 pub use config::{IdempotencyConfig, OnStoreDown, SignatureConfig};
 
-use crate::credentials::secret::Secret;
+use crate::credentials::hmac::{HmacSigner, Parts};
+use crate::credentials::secret::SecretSource;
 use crate::error::{ErrorKind, HarnessError};
 use crate::observability::metrics::Label;
 use crate::redact::escape_control;
@@ -58,7 +60,8 @@ struct OutcomeLabels {
 pub struct Idempotency {
     config: IdempotencyConfig,
     store: Arc<dyn IdempotencyStore>,
-    secret: Option<Secret>,
+    /// The signature scheme and its secret (a file is re-read when it changes).
+    signature: Option<(HmacSigner, SecretSource)>,
     outcomes: Family<OutcomeLabels, Counter>,
     registry: parking_lot::Mutex<prometheus_client::registry::Registry>,
     on_outage: parking_lot::Mutex<Option<String>>,
@@ -70,7 +73,7 @@ impl std::fmt::Debug for Idempotency {
         f.debug_struct("Idempotency")
             .field("prefix", &self.config.prefix)
             .field("backend", &if self.config.redis_url.is_some() { "redis" } else { "memory" })
-            .field("signature", &self.secret.as_ref().map(|_| "***"))
+            .field("signature", &self.signature.as_ref().map(|_| "***"))
             .finish()
     }
 }
@@ -85,14 +88,19 @@ impl Idempotency {
             Some(url) => Arc::new(crate::state::redis::RedisReceiver::new(url, &config.prefix)?),
             None => Arc::new(crate::state::memory::MemoryReceiver::default()),
         };
-        let secret = match &config.signature {
-            Some(s) => Some(s.secret.load("signature.secret")?.current()?),
+        let signature = match &config.signature {
+            Some(s) => {
+                let signer = HmacSigner::new(&s.0, "signature")?;
+                let source = s.0.secret.as_ref().expect("validated").load("signature.secret")?;
+                signer.check_secret(&source.current()?, "signature.secret")?;
+                Some((signer, source))
+            }
             None => None,
         };
         let outcomes = Family::<OutcomeLabels, Counter>::default();
         let mut registry = prometheus_client::registry::Registry::with_prefix("harness");
         registry.register("idempotency", "Receiver outcomes per delivery", outcomes.clone());
-        Ok(Idempotency { config, store, secret, outcomes, registry: parking_lot::Mutex::new(registry), on_outage: parking_lot::Mutex::new(None), pid: std::process::id() })
+        Ok(Idempotency { config, store, signature, outcomes, registry: parking_lot::Mutex::new(registry), on_outage: parking_lot::Mutex::new(None), pid: std::process::id() })
     }
 
     pub fn from_value(value: serde_json::Value) -> Result<Self, HarnessError> {
@@ -239,10 +247,11 @@ impl Idempotency {
         }
     }
 
-    /// Checks a signed delivery: `signature` is hex HMAC-SHA256 of `{timestamp}.{body}`
-    /// (optionally prefixed `sha256=`), `timestamp` Unix seconds within `max_skew_ms`.
+    /// Checks a signed delivery with the configured preset: for `harness`, `signature` is hex
+    /// HMAC-SHA256 of `{timestamp}.{body}` (optionally prefixed `sha256=`), `timestamp` Unix
+    /// seconds within `max_skew_ms`. A scheme without a timestamp (`github`) ignores it.
     pub fn verify(&self, timestamp: &str, body: &[u8], signature: &str) -> Result<(), HarnessError> {
-        let (Some(secret), Some(cfg)) = (&self.secret, &self.config.signature) else {
+        let Some((signer, source)) = &self.signature else {
             return Err(HarnessError::config("signature: not configured for this receiver"));
         };
         let bad = |code: &str, msg: &str| {
@@ -251,35 +260,37 @@ impl Idempotency {
             e.code = Some(code.into());
             e
         };
-        let Ok(ts) = timestamp.trim().parse::<i64>() else {
-            return Err(bad("bad_signature", "the signature timestamp is not a Unix time in seconds"));
-        };
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        if (now - ts).unsigned_abs() * 1000 > cfg.max_skew_ms {
-            return Err(bad("stale_signature", "the signature timestamp is outside max_skew_ms"));
+        let timestamp = timestamp.trim();
+        if signer.uses_timestamp() {
+            let unit = if signer.unit_millis() { "milliseconds" } else { "seconds" };
+            let Ok(ts) = timestamp.parse::<i64>() else {
+                return Err(bad("bad_signature", &format!("the signature timestamp is not a Unix time in {unit}")));
+            };
+            let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+            let skew_ms = if signer.unit_millis() { (now.as_millis() as i64 - ts).unsigned_abs() } else { (now.as_secs() as i64 - ts).unsigned_abs().saturating_mul(1000) };
+            if skew_ms > signer.max_skew_ms {
+                return Err(bad("stale_signature", "the signature timestamp is outside max_skew_ms"));
+            }
         }
-        let hex = signature.trim().strip_prefix("sha256=").unwrap_or(signature.trim());
-        let Some(tag) = crate::credentials::shared::unhex(hex) else {
-            return Err(bad("bad_signature", "the signature is not hex"));
-        };
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
-        let mut msg = Vec::with_capacity(timestamp.len() + 1 + body.len());
-        msg.extend_from_slice(timestamp.trim().as_bytes());
-        msg.push(b'.');
-        msg.extend_from_slice(body);
-        ring::hmac::verify(&key, &msg, &tag).map_err(|_| bad("bad_signature", "the signature does not match"))
+        let secret = source.current()?;
+        match signer.verify_parts(&secret, &Self::parts(timestamp, body), signature)? {
+            true => Ok(()),
+            false => Err(bad("bad_signature", "the signature does not match")),
+        }
     }
 
-    /// Signs `{timestamp}.{body}` as `verify` expects (for senders and tests).
+    /// What a receiver's canonical string is built from: the timestamp and the body.
+    fn parts<'a>(timestamp: &'a str, body: &'a [u8]) -> Parts<'a> {
+        Parts { method: "", path: "", query: None, headers: None, host: None, body, timestamp, nonce: "" }
+    }
+
+    /// The signature `verify` expects for this delivery, as the preset writes it (for the
+    /// harness preset: hex HMAC-SHA256 of `{timestamp}.{body}`), for senders and tests.
     pub fn sign(&self, timestamp: &str, body: &[u8]) -> Result<String, HarnessError> {
-        let Some(secret) = &self.secret else {
+        let Some((signer, source)) = &self.signature else {
             return Err(HarnessError::config("signature: not configured for this receiver"));
         };
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
-        let mut msg = timestamp.trim().as_bytes().to_vec();
-        msg.push(b'.');
-        msg.extend_from_slice(body);
-        Ok(ring::hmac::sign(&key, &msg).as_ref().iter().map(|b| format!("{b:02x}")).collect())
+        signer.sign_parts(&source.current()?, &Self::parts(timestamp.trim(), body))
     }
 
     /// Runs `handler` at most once per key (Rust callers; bindings compose claim/complete/fail).

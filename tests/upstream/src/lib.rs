@@ -20,6 +20,7 @@ mod ledger;
 mod otlp;
 mod provider;
 pub mod redis_server;
+mod signed;
 pub use provider::{ProviderSpec, StreamSpec};
 
 /// Deep-merges `over` into `base` (objects key by key; anything else replaced): how tests
@@ -67,6 +68,8 @@ pub struct Step {
     /// With `chunks`: close the connection after the last chunk, without the terminating one.
     #[serde(default)]
     pub cut: bool,
+    /// Check the request's signature first (`signed.rs`): a bad one is answered 401 instead.
+    pub verify: Option<signed::VerifySpec>,
 }
 
 /// One piece of a `chunks` body.
@@ -102,6 +105,8 @@ struct Script {
     cursor: (usize, u32),
     installed: Instant,
     log: Vec<Value>,
+    /// Nonces (`webhook-id`) a `verify` step has accepted: a repeat is refused.
+    nonces: std::collections::HashSet<String>,
 }
 
 impl Script {
@@ -372,7 +377,15 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
                 let gate = spec.capacity.map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize)));
                 state.scripts.lock().insert(
                     name.to_string(),
-                    Script { steps: spec.steps, gate, stats: Default::default(), cursor: (0, 0), installed: Instant::now(), log: Vec::new() },
+                    Script {
+                        steps: spec.steps,
+                        gate,
+                        stats: Default::default(),
+                        cursor: (0, 0),
+                        installed: Instant::now(),
+                        log: Vec::new(),
+                        nonces: Default::default(),
+                    },
                 );
                 write_response(reader, 200, &json_ct, b"{\"ok\":true}").await.map(|_| true)
             }
@@ -454,6 +467,7 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         .map(|rest| rest.split(['/', '?']).next().unwrap_or("").to_string());
     let mut gate = None;
     let mut stats = None;
+    let mut verified: Option<Result<Value, String>> = None;
     let step = match script_name {
         None => {
             return write_response(reader, 200, &json_ct, b"{\"ok\":true}").await.map(|_| true);
@@ -465,7 +479,8 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
                 Some(script) => {
                     let headers: serde_json::Map<String, Value> =
                         req.headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-                    script.log.push(json!({
+                    let step = script.next_step();
+                    let mut entry = json!({
                         "method": req.method,
                         "path": req.path,
                         "headers": headers,
@@ -473,10 +488,20 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
                         "body_len": req.body.len(),
                         "body": String::from_utf8_lossy(&req.body),
                         "at_ms": script.installed.elapsed().as_secs_f64() * 1000.0,
-                    }));
+                    });
+                    if let Some(spec) = &step.verify {
+                        let seen = signed::Seen { method: &req.method, target: &req.path, headers: &req.headers, body: &req.body };
+                        let r = signed::check(spec, &seen, &mut script.nonces);
+                        entry["verified"] = match &r {
+                            Ok(what) => what.clone(),
+                            Err(why) => json!({"error": why}),
+                        };
+                        verified = Some(r);
+                    }
+                    script.log.push(entry);
                     gate = script.gate.clone();
                     stats = Some(script.stats.clone());
-                    Some(script.next_step())
+                    Some(step)
                 }
             }
         }
@@ -487,6 +512,14 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
         return write_response(reader, 404, &json_ct, body).await.map(|_| true);
     };
     let stats = stats.expect("a scripted request has stats");
+    let verified = match verified {
+        Some(Err(why)) => {
+            let body = json!({"error": {"code": "bad_signature", "message": why}}).to_string();
+            return write_response(reader, 401, &json_ct, body.as_bytes()).await.map(|_| true);
+        }
+        Some(Ok(what)) => Some(what),
+        None => None,
+    };
     let _in_flight = InFlight::enter(&stats);
     // A capacity: the rest queue here, as a saturated server's requests would.
     let _served = match &gate {
@@ -578,6 +611,9 @@ async fn respond(reader: &mut BufReader<TcpStream>, req: Incoming, state: &State
     } else if let Some(b) = &step.body {
         headers.push(("content-type".into(), "text/plain".into()));
         b.clone().into_bytes()
+    } else if let Some(what) = &verified {
+        headers.push(("content-type".into(), "application/json".into()));
+        json!({ "verified": what }).to_string().into_bytes()
     } else {
         headers.push(("content-type".into(), "application/json".into()));
         b"{\"ok\":true}".to_vec()

@@ -306,6 +306,71 @@ data class CallbackAuth(
     @SerialName("prefix") val prefix: String? = null,
 ) : AuthConfig
 
+/** Each attempt signed with an HMAC over a canonical string (`preset` or a template). */
+@Serializable
+@SerialName("hmac")
+data class HmacAuth(
+    /** `harness` (default), `slack`, `github` or `standard_webhooks`. */
+    @SerialName("preset") val preset: HmacPreset? = null,
+    /** Required: the shared secret. */
+    @SerialName("secret") val secret: SecretRef? = null,
+    /** `text` (default), `base64` (a `whsec_` prefix is dropped) or `hex`. */
+    @SerialName("secret_encoding") val secretEncoding: SecretEncoding? = null,
+    /** `sha256` (default), `sha1` or `sha512`. */
+    @SerialName("algorithm") val algorithm: HmacAlgorithm? = null,
+    /**
+     * The signed string. Tokens: `{method}`, `{path}` (as sent, percent-encoded), `{query}`
+     * (sorted), `{body}`, `{body_sha256_hex}`, `{body_sha256_base64}`, `{timestamp}`,
+     * `{nonce}`, `{header:Name}`; `{{` and `}}` are braces.
+     */
+    @SerialName("canonical") val canonical: String? = null,
+    /** The signature's encoding: `hex` or `base64`. */
+    @SerialName("encoding") val encoding: SignatureEncoding? = null,
+    /** The timestamp's unit: `s` (default) or `ms`. */
+    @SerialName("timestamp_unit") val timestampUnit: TimestampUnit? = null,
+    /** The header the signature goes in (or `signature_param`). */
+    @SerialName("signature_header") val signatureHeader: String? = null,
+    /** The query parameter the signature goes in (instead of a header). */
+    @SerialName("signature_param") val signatureParam: String? = null,
+    /** Put before the signature (`v0=`, `sha256=`). */
+    @SerialName("signature_prefix") val signaturePrefix: String? = null,
+    /**
+     * The signature's value instead of a prefix: `{signature}`, `{timestamp}` and `{nonce}`
+     * (e.g. `t={timestamp},v1={signature}`).
+     */
+    @SerialName("signature_template") val signatureTemplate: String? = null,
+    /** The header the timestamp goes in (or `timestamp_param`). */
+    @SerialName("timestamp_header") val timestampHeader: String? = null,
+    @SerialName("timestamp_param") val timestampParam: String? = null,
+    /** The header the nonce (128 bits, hex, fresh per attempt) goes in (or `nonce_param`). */
+    @SerialName("nonce_header") val nonceHeader: String? = null,
+    @SerialName("nonce_param") val nonceParam: String? = null,
+    /** Receiver only: how far a delivery's timestamp may be from now (default 5 min). */
+    @SerialName("max_skew_ms") val maxSkewMs: Long? = null,
+) : AuthConfig
+
+/** Each attempt signed with AWS Signature Version 4 (`aws-sigv4` is accepted too). */
+@Serializable
+@SerialName("aws_sigv4")
+data class AwsSigv4Auth(
+    /** Required: the signing name (`execute-api`, `es`, `lambda`...). */
+    @SerialName("service") val service: String? = null,
+    /** Required: e.g. `us-east-1`. */
+    @SerialName("region") val region: String? = null,
+    /** `config` (default: the keys below) or `callback` (a host provider's JSON token). */
+    @SerialName("credentials") val credentials: AwsCredentials? = null,
+    /** Default `{env: AWS_ACCESS_KEY_ID}`. */
+    @SerialName("access_key_id") val accessKeyId: SecretRef? = null,
+    /** Default `{env: AWS_SECRET_ACCESS_KEY}`. */
+    @SerialName("secret_access_key") val secretAccessKey: SecretRef? = null,
+    /** Default `{env: AWS_SESSION_TOKEN}` when that variable is set. */
+    @SerialName("session_token") val sessionToken: SecretRef? = null,
+    /** Send `x-amz-content-sha256` (the body's hash as a header, as S3 wants). */
+    @SerialName("content_sha256") val contentSha256: Boolean? = null,
+    /** How a provider's keys are refreshed (`credentials: callback`). */
+    @SerialName("refresh") val refresh: RefreshConfig? = null,
+) : AuthConfig
+
 /** Where a secret comes from: exactly one of `env`, `file` or `value`. */
 @Serializable
 data class SecretRef(
@@ -335,6 +400,87 @@ data class SharedConfig(
     /** Seals the token at rest (any text; a 256-bit key is derived from it). */
     @SerialName("encryption_key") val encryptionKey: SecretRef? = null,
 )
+
+/** A vendor's scheme, as defaults for every other field. */
+@Serializable
+enum class HmacPreset(val value: String) {
+    /** Hex HMAC-SHA256 of `{timestamp}.{body}`; `x-timestamp` (Unix seconds), `x-signature`. */
+    @SerialName("harness") HARNESS("harness"),
+    /**
+     * Slack's request signing: `v0:{timestamp}:{body}`, `X-Slack-Signature: v0=<hex>`,
+     * `X-Slack-Request-Timestamp`.
+     */
+    @SerialName("slack") SLACK("slack"),
+    /** GitHub's webhook deliveries: `X-Hub-Signature-256: sha256=<hex of HMAC-SHA256(body)>`. */
+    @SerialName("github") GITHUB("github"),
+    /**
+     * Standard Webhooks (Svix): `{nonce}.{timestamp}.{body}`, a base64 (`whsec_`) secret,
+     * `webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64>`.
+     */
+    @SerialName("standard_webhooks") STANDARD_WEBHOOKS("standard_webhooks"),
+    ;
+
+    override fun toString(): String = value
+}
+
+/** How the secret's text becomes the key. */
+@Serializable
+enum class SecretEncoding(val value: String) {
+    @SerialName("hex") HEX("hex"),
+    /** Its UTF-8 bytes. */
+    @SerialName("text") TEXT("text"),
+    /** Base64 (a leading `whsec_` is dropped first, as Standard Webhooks secrets carry one). */
+    @SerialName("base64") BASE64("base64"),
+    ;
+
+    override fun toString(): String = value
+}
+
+@Serializable
+enum class HmacAlgorithm(val value: String) {
+    @SerialName("sha1") SHA1("sha1"),
+    @SerialName("sha256") SHA256("sha256"),
+    @SerialName("sha512") SHA512("sha512"),
+    ;
+
+    override fun toString(): String = value
+}
+
+/** How the signature's bytes are written. */
+@Serializable
+enum class SignatureEncoding(val value: String) {
+    @SerialName("hex") HEX("hex"),
+    @SerialName("base64") BASE64("base64"),
+    ;
+
+    override fun toString(): String = value
+}
+
+@Serializable
+enum class TimestampUnit(val value: String) {
+    /** Unix seconds. */
+    @SerialName("s") S("s"),
+    /** Unix milliseconds. */
+    @SerialName("ms") MS("ms"),
+    ;
+
+    override fun toString(): String = value
+}
+
+/** Where SigV4 keys come from. */
+@Serializable
+enum class AwsCredentials(val value: String) {
+    /** `access_key_id`, `secret_access_key`, `session_token` (or the `AWS_*` environment). */
+    @SerialName("config") CONFIG("config"),
+    /**
+     * `set_token_provider(service, fn)`: a token `{"access_key_id", "secret_access_key",
+     * "session_token"?}` whose `expires_in` drives the refresh.
+     */
+    @SerialName("callback") CALLBACK("callback"),
+    ;
+
+    override fun toString(): String = value
+}
 
 @Serializable
 data class RateLimitConfig(
@@ -1296,7 +1442,10 @@ data class ProviderState(
 @Serializable
 data class CredentialState(
     @SerialName("service") val service: String,
-    /** The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`). */
+    /**
+     * The auth type (`bearer`, `header`, `query`, `oauth2_client_credentials`, `callback`,
+     * `hmac`, `aws_sigv4`).
+     */
     @SerialName("type") val type: String,
     /** `valid`, `refreshing`, `expired` or `dead` (a pool: `valid` while a key is usable). */
     @SerialName("status") val status: String,
@@ -1404,7 +1553,11 @@ data class IdempotencyConfig(
     @SerialName("redis_url") val redisUrl: String? = null,
     /** When the store cannot answer (default `reject`). */
     @SerialName("on_store_down") val onStoreDown: OnStoreDown? = null,
-    /** Signed deliveries: HMAC-SHA256 of `timestamp.body` with this secret, within `max_skew_ms`. */
+    /**
+     * Signed deliveries: checked with an HMAC preset (default `harness`: HMAC-SHA256 of
+     * `timestamp.body`) and its timestamp within `max_skew_ms`; the same block as a
+     * service's `auth: {type: hmac}`.
+     */
     @SerialName("signature") val signature: SignatureConfig? = null,
 )
 
@@ -1419,11 +1572,45 @@ enum class OnStoreDown(val value: String) {
     override fun toString(): String = value
 }
 
-/** A signed delivery's check: the shared secret and how far its timestamp may be from now. */
+/** A signed delivery's check: an HMAC scheme (`preset`, default `harness`, and overrides), its secret and `max_skew_ms`; the same block as a service's `auth: {type: hmac}`. */
 @Serializable
 data class SignatureConfig(
-    @SerialName("secret") val secret: SecretRef,
-    /** How far the delivery's timestamp may be from now (default 5 min). */
+    /** `harness` (default), `slack`, `github` or `standard_webhooks`. */
+    @SerialName("preset") val preset: HmacPreset? = null,
+    /** Required: the shared secret. */
+    @SerialName("secret") val secret: SecretRef? = null,
+    /** `text` (default), `base64` (a `whsec_` prefix is dropped) or `hex`. */
+    @SerialName("secret_encoding") val secretEncoding: SecretEncoding? = null,
+    /** `sha256` (default), `sha1` or `sha512`. */
+    @SerialName("algorithm") val algorithm: HmacAlgorithm? = null,
+    /**
+     * The signed string. Tokens: `{method}`, `{path}` (as sent, percent-encoded), `{query}`
+     * (sorted), `{body}`, `{body_sha256_hex}`, `{body_sha256_base64}`, `{timestamp}`,
+     * `{nonce}`, `{header:Name}`; `{{` and `}}` are braces.
+     */
+    @SerialName("canonical") val canonical: String? = null,
+    /** The signature's encoding: `hex` or `base64`. */
+    @SerialName("encoding") val encoding: SignatureEncoding? = null,
+    /** The timestamp's unit: `s` (default) or `ms`. */
+    @SerialName("timestamp_unit") val timestampUnit: TimestampUnit? = null,
+    /** The header the signature goes in (or `signature_param`). */
+    @SerialName("signature_header") val signatureHeader: String? = null,
+    /** The query parameter the signature goes in (instead of a header). */
+    @SerialName("signature_param") val signatureParam: String? = null,
+    /** Put before the signature (`v0=`, `sha256=`). */
+    @SerialName("signature_prefix") val signaturePrefix: String? = null,
+    /**
+     * The signature's value instead of a prefix: `{signature}`, `{timestamp}` and `{nonce}`
+     * (e.g. `t={timestamp},v1={signature}`).
+     */
+    @SerialName("signature_template") val signatureTemplate: String? = null,
+    /** The header the timestamp goes in (or `timestamp_param`). */
+    @SerialName("timestamp_header") val timestampHeader: String? = null,
+    @SerialName("timestamp_param") val timestampParam: String? = null,
+    /** The header the nonce (128 bits, hex, fresh per attempt) goes in (or `nonce_param`). */
+    @SerialName("nonce_header") val nonceHeader: String? = null,
+    @SerialName("nonce_param") val nonceParam: String? = null,
+    /** Receiver only: how far a delivery's timestamp may be from now (default 5 min). */
     @SerialName("max_skew_ms") val maxSkewMs: Long? = null,
 )
 
