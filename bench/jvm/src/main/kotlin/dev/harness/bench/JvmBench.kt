@@ -1,6 +1,8 @@
 package dev.harness.bench
 
 import dev.harness.HarnessClient
+import dev.harness.RequestChanges
+import dev.harness.interceptor
 import io.github.resilience4j.circuitbreaker.CircuitBreaker
 import io.github.resilience4j.circuitbreaker.CircuitBreakerConfig
 import io.github.resilience4j.retry.Retry
@@ -23,7 +25,13 @@ import java.util.concurrent.atomic.AtomicInteger
  * HarnessClient (retry, breaker and bulkhead on, as by default) vs plain OkHttp vs OkHttp wrapped in
  * resilience4j Retry + CircuitBreaker, GET /bench on the loopback harness-upstream, at concurrency 1
  * and 64. CPU is this process's CPU time (so it includes the engine's Rust threads), per 1,000 requests.
+ * At 64, "harness (suspend)+before" is the suspend row's client with one interceptor (a plain `before`
+ * adding one header), in the same interleaved rounds: the cost of crossing to Kotlin per call.
  */
+
+/** The row with one interceptor, and the row it is paired with (bench/summary.py). */
+private const val INTERCEPTED = "harness (suspend)+before"
+private const val INTERCEPTED_BASELINE = "harness (suspend)"
 
 private val osBean = ManagementFactory.getOperatingSystemMXBean() as com.sun.management.OperatingSystemMXBean
 
@@ -107,6 +115,12 @@ fun main(args: Array<String>) {
             // Defaults: 1 retry for GET, breaker on 5 consecutive failures, bulkhead of 200.
             "services" to mapOf("up" to mapOf("base_url" to "http://$addr")),
         ))
+        val intercepted = HarnessClient(mapOf(
+            "client" to mapOf("name" to "bench"),
+            "log" to mapOf("enabled" to false),
+            "services" to mapOf("up" to mapOf("base_url" to "http://$addr")),
+        ))
+        intercepted.addInterceptor(interceptor("bench-header", before = { RequestChanges(headers = mapOf("x-bench" to "1")) }))
         val ok = OkHttpClient.Builder()
             .connectionPool(ConnectionPool(128, 5, TimeUnit.MINUTES))
             .connectTimeout(Duration.ofMillis(1000)).readTimeout(Duration.ofMillis(3000)).callTimeout(Duration.ofMillis(15000))
@@ -131,6 +145,7 @@ fun main(args: Array<String>) {
             "okhttp + resilience4j" to { c, n -> measureThreads("okhttp + resilience4j", c, n) { resilient.get() } },
             "harness (suspend)" to { c, n -> measureCoroutines("harness (suspend)", c, n) { check(harness.get("up", "/bench").status == 200) } },
             "harness (future)" to { c, n -> measureThreads("harness (future)", c, n) { check(harness.getAsync("up", "/bench").join().status == 200) } },
+            INTERCEPTED to { c, n -> measureCoroutines(INTERCEPTED, c, n) { check(intercepted.get("up", "/bench").status == 200) } },
         )
         // BENCH_ONLY=harness (a substring of a contender; a comma list, where NAME@C also pins the
         // concurrency) and BENCH_CONCURRENCY=64 narrow the run, e.g. for a profile.
@@ -142,7 +157,8 @@ fun main(args: Array<String>) {
         val rounds = (System.getenv("BENCH_ROUNDS") ?: "5").toInt()
         val results = linkedMapOf<String, MutableList<Row>>()
         for (c in levels) {
-            val picked = contenders.filter { wanted(it.first, c) }
+            // The interceptor row is measured at 64 only.
+            val picked = contenders.filter { wanted(it.first, c) && (it.first != INTERCEPTED || c == 64) }
             if (picked.isEmpty()) continue
             val n = ((if (c == 1) 5_000 else 30_000) * scale).toInt()
             for ((_, run) in picked) run(c, n / 5) // warm-up: JIT, connection pools
@@ -193,12 +209,16 @@ fun main(args: Array<String>) {
         System.getenv("BENCH_JSON")?.let { path ->
             fun round(r: Row) = """{"rps":${r.rps},"p50_ms":${r.p50},"p99_ms":${r.p99},"cpu_ms_per_1k":${r.cpuMsPer1k}}"""
             val out = results.map { (key, rows) ->
-                """{"client":"${key.substringBefore('@')}","concurrency":${rows[0].concurrency},"errors":0,"rounds":[${rows.joinToString(",") { round(it) }}]}"""
+                val name = key.substringBefore('@')
+                // bench/summary.py pairs a row marked so with its baseline, round by round.
+                val marked = if (name == INTERCEPTED) ""","interceptor":"one before (adds a header)","baseline":"$INTERCEPTED_BASELINE"""" else ""
+                """{"client":"$name","concurrency":${rows[0].concurrency},"errors":0$marked,"rounds":[${rows.joinToString(",") { round(it) }}]}"""
             }.toMutableList()
             if (hugeRows.isNotEmpty()) out += """{"client":"harness (suspend)","concurrency":$huge,"errors":$hugeErrors,"leaked_permits":$leaked,"rounds":[${hugeRows.joinToString(",") { round(it) }}]}"""
             File(path).writeText("""{"bench":"jvm","runtime":"Java ${System.getProperty("java.version")}","rows":[${out.joinToString(",")}]}""")
         }
         harness.close()
+        intercepted.close()
         ok.dispatcher.executorService.shutdown()
         ok.connectionPool.evictAll()
     } finally {
