@@ -164,7 +164,7 @@ test('error classes and their fields', async () => {
     assert.deepEqual(sdk.ERROR_NAMES, [
       'HarnessError', 'TimeoutError', 'CircuitOpenError', 'BulkheadFullError', 'RateLimitedError', 'HttpStatusError',
       'AuthError', 'SchemaError', 'ConnectError', 'CancelledError', 'NoHealthyProviderError', 'ConfigError',
-      'ProtocolError', 'ResponseTooLargeError', 'DuplicateInFlightError',
+      'ProtocolError', 'ResponseTooLargeError', 'DuplicateInFlightError', 'InterceptorError',
     ])
     for (const name of sdk.ERROR_NAMES) {
       assert.equal(typeof sdk[name], 'function', name)

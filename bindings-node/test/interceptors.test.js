@@ -386,6 +386,8 @@ test('services filter who is intercepted; names, levels and replacement; bad reg
     const r = new Reject('busy', { retryable: true, code: 'BUSY' })
     assert.ok(r instanceof Error && !(r instanceof HarnessError))
     assert.deepEqual([r.name, r.message, r.retryable, r.code], ['Reject', 'busy', true, 'BUSY'])
+    // The ESM entry exports the same class.
+    assert.equal((await import('../index.mjs')).Reject, Reject)
   } finally {
     c.close()
   }
