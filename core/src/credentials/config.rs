@@ -397,5 +397,15 @@ mod tests {
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["services"]["s"]["auth"]["type"], "callback");
         assert_eq!(Config::from_value(v).unwrap().version(), c.version());
+        let k = json!({"value": "k-1"});
+        for auth in [
+            json!({"type": "hmac", "preset": "slack", "secret": k, "timestamp_unit": "ms", "signature_param": "sig"}),
+            json!({"type": "aws-sigv4", "service": "s", "region": "eu-west-1", "access_key_id": k, "secret_access_key": k, "content_sha256": true}),
+        ] {
+            let c = Config::from_value(json!({"services": {"s": {"base_url": "http://127.0.0.1:1", "auth": auth}}})).unwrap();
+            let v = serde_json::to_value(&c).unwrap();
+            assert!(["hmac", "aws_sigv4"].contains(&v["services"]["s"]["auth"]["type"].as_str().unwrap()));
+            assert_eq!(Config::from_value(v).unwrap().version(), c.version());
+        }
     }
 }
