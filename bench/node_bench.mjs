@@ -1,6 +1,7 @@
 // Node benchmark: harness-sdk (retry, breaker and bulkhead on) vs undici.request vs global fetch,
 // at concurrency 1 and 64, against the loopback upstream (`/bench` answers 200 {"ok":true}); at
-// 64 also `harness+before`, the same config with one sync `before` interceptor that adds a
+// 64 also `harness+hmac` (the bench service signing every request: auth hmac, preset github) and
+// `harness+before`, the same config with one sync `before` interceptor that adds a
 // header (the `harness` row is its "no interceptor" baseline, measured in the same rounds).
 // Prints throughput, p50/p99 latency and client CPU per 1,000 requests (process.cpuUsage:
 // this process only, including Harness's tokio threads; the upstream is a child process).
@@ -81,6 +82,15 @@ const harness = new Client(config)
 // (not with an SDK from before `use`, as bench/compare.sh may load).
 const intercepted = typeof Client.prototype.use === 'function' ? new Client(config) : null
 intercepted?.use({ name: 'bench-header', before: () => ({ headers: { 'x-bench': '1' } }) })
+// The same service signing every request in the core (auth type hmac, preset github).
+const signedConfig = structuredClone(config)
+signedConfig.services.bench.auth = { type: 'hmac', preset: 'github', secret: { value: 'bench-signing-secret' } }
+let signed = null
+try {
+  signed = new Client(signedConfig)
+} catch {
+  // An SDK from before signed requests (bench/compare.sh may load one): no such row.
+}
 const agent = new Agent({ keepAliveTimeout: 30000, connections: 128 })
 
 const clients = {
@@ -90,6 +100,10 @@ const clients = {
   },
   'harness+before': async () => {
     const r = await intercepted.get('bench', '/bench')
+    return r.status === 200 && r.body.length > 0
+  },
+  'harness+hmac': async () => {
+    const r = await signed.get('bench', '/bench')
     return r.status === 200 && r.body.length > 0
   },
   'undici.request': async () => {
@@ -138,10 +152,11 @@ if (ONLY) {
   for (const name of Object.keys(clients)) if (!ONLY.has(name)) delete clients[name]
 }
 if (!intercepted) delete clients['harness+before']
+if (!signed) delete clients['harness+hmac']
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 // Clients measured at concurrency 64 only.
-const C64_ONLY = new Set(['harness+before'])
+const C64_ONLY = new Set(['harness+before', 'harness+hmac'])
 const measured = (concurrency) => Object.entries(clients).filter(([name]) => concurrency === 64 || !C64_ONLY.has(name))
 
 const results = {}
@@ -174,6 +189,10 @@ const ratio = (k, a, b) =>
 if (results['harness@64'] && results['undici.request@64']) console.log(
   `\nat concurrency 64: harness/undici throughput ${fmt(ratio('rps', 'harness@64', 'undici.request@64'), 2)}x, ` +
     `CPU per request ${fmt(ratio('cpuPer1k', 'harness@64', 'undici.request@64'), 2)}x`,
+)
+if (results['harness@64'] && results['harness+hmac@64']) console.log(
+  `at concurrency 64: hmac signing / none: throughput ${fmt(ratio('rps', 'harness+hmac@64', 'harness@64'), 2)}x, ` +
+    `CPU per request ${fmt(ratio('cpuPer1k', 'harness+hmac@64', 'harness@64'), 2)}x`,
 )
 if (results['harness@64'] && results['harness+before@64']) console.log(
   `at concurrency 64: one before interceptor / none: throughput ${fmt(ratio('rps', 'harness+before@64', 'harness@64'), 2)}x, ` +
@@ -215,6 +234,7 @@ if (process.env.BENCH_JSON) {
     const row = { client, concurrency: Number(c), errors: 0, rounds: rounds.map(jsonRound) }
     // bench/summary.py pairs a row marked so with its baseline, round by round.
     if (client === 'harness+before') Object.assign(row, { interceptor: 'one before (adds a header)', baseline: 'harness' })
+    if (client === 'harness+hmac') Object.assign(row, { interceptor: 'hmac signing (preset github)', baseline: 'harness' })
     rows.push(row)
   }
   if (huge) rows.push({ client: 'harness', concurrency: HUGE, errors: huge.errors, leaked_permits: huge.leaked, rounds: huge.rounds.map(jsonRound) })
@@ -226,5 +246,6 @@ function jsonRound(r) {
 
 harness.close()
 intercepted?.close()
+signed?.close()
 await agent.close?.()
 upstream?.stdin.end()

@@ -3,6 +3,8 @@
 Compares, against the repo's fault-injecting upstream (`/bench` answers 200 {"ok":true}):
   * harness.AsyncClient vs httpx.AsyncClient vs aiohttp.ClientSession at concurrency 1 and 64
   * harness.Client (sync) vs requests.Session at concurrency 1
+  * harness.AsyncClient+hmac at concurrency 64: the same service signing every request in the
+    core (auth type hmac, preset github), against harness.AsyncClient in the same rounds
   * harness.AsyncClient+before at concurrency 64: the same client with one interceptor, a plain
     (sync) `before` that adds one header, run in the same interleaved rounds as the row without
 and prints throughput (req/s), p50/p99 latency (µs) and process CPU ms per 1,000 requests.
@@ -143,14 +145,20 @@ def bench_huge(base: str, concurrency: int, rounds: int) -> tuple:
 
 INTERCEPTED = "harness.AsyncClient+before"
 """The c=64 row with one interceptor; its baseline is harness.AsyncClient at c=64."""
+SIGNED = "harness.AsyncClient+hmac"
+"""The c=64 row whose service signs every request (auth type hmac, preset github); same baseline."""
 
 
 def bench_async(name: str, base: str, n: int, warmup: int, concurrency: int) -> Result:
     async def session():
-        if name in ("harness.AsyncClient", INTERCEPTED):
+        if name in ("harness.AsyncClient", INTERCEPTED, SIGNED):
             import harness
 
-            client = harness.AsyncClient(harness_config(base))
+            cfg = harness_config(base)
+            if name == SIGNED:
+                # HMAC-SHA256 of the body into X-Hub-Signature-256, per request (the core's work).
+                cfg["services"]["up"]["auth"] = {"type": "hmac", "preset": "github", "secret": {"value": "bench-signing-secret"}}
+            client = harness.AsyncClient(cfg)
             if name == INTERCEPTED:
                 # One plain `before` adding one header: the cost of crossing to Python per call.
                 client.add_interceptor(lambda request: {"headers": {"x-bench": "1"}}, name="bench-header")
@@ -262,6 +270,7 @@ def main() -> None:
         ("async", "aiohttp", 1),
         ("async", "harness.AsyncClient", 64),
         ("async", INTERCEPTED, 64),
+        ("async", SIGNED, 64),
         ("async", "httpx.AsyncClient", 64),
         ("async", "aiohttp", 64),
         ("sync", "harness.Client", 1),
@@ -330,6 +339,7 @@ def main() -> None:
     ratio("harness.AsyncClient", "httpx.AsyncClient", 64)
     ratio("harness.Client", "requests.Session", 1)
     ratio(INTERCEPTED, "harness.AsyncClient", 64)
+    ratio(SIGNED, "harness.AsyncClient", 64)
     if args.json:
         def js(r):
             return {"rps": r.rps, "p50_ms": r.p50_us / 1000, "p99_ms": r.p99_us / 1000, "cpu_ms_per_1k": r.cpu_ms_per_1k}
@@ -339,6 +349,8 @@ def main() -> None:
             if row["client"] == INTERCEPTED:
                 # bench/summary.py pairs a row marked so with its baseline, round by round.
                 row.update(interceptor="one sync before adding a header", baseline="harness.AsyncClient")
+            if row["client"] == SIGNED:
+                row.update(interceptor="hmac signing (preset github)", baseline="harness.AsyncClient")
         if huge:
             out.append({"client": "harness.AsyncClient", "concurrency": args.huge, "errors": huge[1], "leaked_permits": huge[2], "rounds": [js(r) for r in huge[0]]})
         import platform

@@ -32,6 +32,7 @@ import java.util.concurrent.atomic.AtomicInteger
 /** The row with one interceptor, and the row it is paired with (bench/summary.py). */
 private const val INTERCEPTED = "harness (suspend)+before"
 private const val INTERCEPTED_BASELINE = "harness (suspend)"
+private const val SIGNED = "harness (suspend)+hmac"
 
 private val osBean = ManagementFactory.getOperatingSystemMXBean() as com.sun.management.OperatingSystemMXBean
 
@@ -121,6 +122,13 @@ fun main(args: Array<String>) {
             "services" to mapOf("up" to mapOf("base_url" to "http://$addr")),
         ))
         intercepted.addInterceptor(interceptor("bench-header", before = { RequestChanges(headers = mapOf("x-bench" to "1")) }))
+        // The same service signing every request in the core (auth type hmac, preset github).
+        val signed = HarnessClient(mapOf(
+            "client" to mapOf("name" to "bench"),
+            "log" to mapOf("enabled" to false),
+            "services" to mapOf("up" to mapOf("base_url" to "http://$addr",
+                "auth" to mapOf("type" to "hmac", "preset" to "github", "secret" to mapOf("value" to "bench-signing-secret")))),
+        ))
         val ok = OkHttpClient.Builder()
             .connectionPool(ConnectionPool(128, 5, TimeUnit.MINUTES))
             .connectTimeout(Duration.ofMillis(1000)).readTimeout(Duration.ofMillis(3000)).callTimeout(Duration.ofMillis(15000))
@@ -146,6 +154,7 @@ fun main(args: Array<String>) {
             "harness (suspend)" to { c, n -> measureCoroutines("harness (suspend)", c, n) { check(harness.get("up", "/bench").status == 200) } },
             "harness (future)" to { c, n -> measureThreads("harness (future)", c, n) { check(harness.getAsync("up", "/bench").join().status == 200) } },
             INTERCEPTED to { c, n -> measureCoroutines(INTERCEPTED, c, n) { check(intercepted.get("up", "/bench").status == 200) } },
+            SIGNED to { c, n -> measureCoroutines(SIGNED, c, n) { check(signed.get("up", "/bench").status == 200) } },
         )
         // BENCH_ONLY=harness (a substring of a contender; a comma list, where NAME@C also pins the
         // concurrency) and BENCH_CONCURRENCY=64 narrow the run, e.g. for a profile.
@@ -158,7 +167,7 @@ fun main(args: Array<String>) {
         val results = linkedMapOf<String, MutableList<Row>>()
         for (c in levels) {
             // The interceptor row is measured at 64 only.
-            val picked = contenders.filter { wanted(it.first, c) && (it.first != INTERCEPTED || c == 64) }
+            val picked = contenders.filter { wanted(it.first, c) && ((it.first != INTERCEPTED && it.first != SIGNED) || c == 64) }
             if (picked.isEmpty()) continue
             val n = ((if (c == 1) 5_000 else 30_000) * scale).toInt()
             for ((_, run) in picked) run(c, n / 5) // warm-up: JIT, connection pools
@@ -211,7 +220,11 @@ fun main(args: Array<String>) {
             val out = results.map { (key, rows) ->
                 val name = key.substringBefore('@')
                 // bench/summary.py pairs a row marked so with its baseline, round by round.
-                val marked = if (name == INTERCEPTED) ""","interceptor":"one before (adds a header)","baseline":"$INTERCEPTED_BASELINE"""" else ""
+                val marked = when (name) {
+                    INTERCEPTED -> ""","interceptor":"one before (adds a header)","baseline":"$INTERCEPTED_BASELINE""""
+                    SIGNED -> ""","interceptor":"hmac signing (preset github)","baseline":"$INTERCEPTED_BASELINE""""
+                    else -> ""
+                }
                 """{"client":"$name","concurrency":${rows[0].concurrency},"errors":0$marked,"rounds":[${rows.joinToString(",") { round(it) }}]}"""
             }.toMutableList()
             if (hugeRows.isNotEmpty()) out += """{"client":"harness (suspend)","concurrency":$huge,"errors":$hugeErrors,"leaked_permits":$leaked,"rounds":[${hugeRows.joinToString(",") { round(it) }}]}"""
@@ -219,6 +232,7 @@ fun main(args: Array<String>) {
         }
         harness.close()
         intercepted.close()
+        signed.close()
         ok.dispatcher.executorService.shutdown()
         ok.connectionPool.evictAll()
     } finally {
