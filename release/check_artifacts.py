@@ -5,7 +5,7 @@
 Checked for each: the version; license, description and README (what each registry shows);
 the Python and Node engine ranges; that the npm package never compiles at install time; the
 wheel's abi3 manylinux tag; the POM's dependencies (runtime ones compile-scoped, test ones
-not leaked); that each shipped native library is stripped and under 15 MB. Exits 1 listing
+not leaked); that each shipped native library is stripped and under 18 MB. Exits 1 listing
 every failure.
 """
 
@@ -21,7 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "dist"
-MAX_NATIVE = 15 * 1024 * 1024
+# 18 MB: the libraries are 15.8-16.5 MB since signed requests brought aws-sigv4 and its smithy
+# crates (they were 14.x); the cap still catches debug info left in (100+ MB) or a doubled build.
+MAX_NATIVE = 18 * 1024 * 1024
 failures: list = []
 
 
@@ -31,8 +33,8 @@ def need(ok: bool, what: str) -> None:
 
 
 def stripped(name: str, data: bytes) -> None:
-    """A native library: under 15 MB, and no DWARF sections left."""
-    need(len(data) < MAX_NATIVE, f"{name}: {len(data) / 1e6:.1f} MB, over 15 MB")
+    """A native library: under 18 MB, and no DWARF sections left."""
+    need(len(data) < MAX_NATIVE, f"{name}: {len(data) / 1e6:.1f} MB, over 18 MB")
     tmp = ROOT / "target" / "release-stage" / "check.so"
     tmp.write_bytes(data)
     sections = subprocess.run(["objdump", "-h", str(tmp)], capture_output=True, text=True).stdout
@@ -66,7 +68,7 @@ def check_python(version: str) -> None:
             need(len(natives) == 1, f"{w.name}: native libraries {natives}")
             for n in natives:
                 stripped(f"{w.name}:{n}", z.read(n))
-    need(len(wheels) == 0 or wheels[0].stat().st_size < MAX_NATIVE, "the wheel is over 15 MB")
+    need(len(wheels) == 0 or wheels[0].stat().st_size < MAX_NATIVE, "the wheel is over 18 MB")
     sdist = DIST / f"harness_sdk-{version}.tar.gz"
     need(sdist.exists(), f"no sdist {sdist.name}")
     if sdist.exists():
