@@ -26,6 +26,8 @@ export interface Config {
   faults?: FaultsConfig
   /** Host interceptors: the time each may take, and levels by name. */
   interceptors?: InterceptorsConfig
+  /** The caches' sizes and the fleet's shared cache (what is cached is set per service and route). */
+  cache?: CacheConfig
 }
 
 export interface ClientConfig {
@@ -78,6 +80,8 @@ export interface ServiceConfig {
    * against each operation's response schemas, declared-idempotent operations resent.
    */
   openapi?: OpenApiConfig | null
+  /** HTTP caching (RFC 9111) and coalescing of GET and HEAD requests (off by default). */
+  cache?: HttpCacheConfig | null
 }
 
 export interface TimeoutConfig {
@@ -570,6 +574,8 @@ export interface EndpointConfig {
   breaker?: BreakerConfig | null
   /** This endpoint's own hedging (instead of the service's). */
   hedge?: HedgeConfig | null
+  /** This endpoint's own caching and coalescing (instead of the service's). */
+  cache?: HttpCacheConfig | null
 }
 
 /**
@@ -577,6 +583,27 @@ export interface EndpointConfig {
  * - `warn`: The body is returned; the drift is counted and reported.
  */
 export type ValidateMode = 'off' | 'enforce' | 'warn'
+
+/** `services.<s>.cache` (and `services.<s>.endpoints.<e>.cache`, which replaces it for that endpoint). */
+export interface HttpCacheConfig {
+  /**
+   * RFC 9111, as a private cache, for GET and HEAD answers.
+   * Default: `false`.
+   */
+  http?: boolean
+  /**
+   * Identical in-flight GET and HEAD requests (same method, path, query, headers and
+   * principal) share one downstream call.
+   * Default: `false`.
+   */
+  coalesce?: boolean
+  /**
+   * Answers to requests that carry credentials may be stored, each keyed by the
+   * credential's identity (a digest, never the secret); off: such answers are never stored.
+   * Default: `false`.
+   */
+  per_credential?: boolean
+}
 
 /** `services.<name>.openapi`: the service's OpenAPI 3.0/3.1 document (or just its path). */
 export interface OpenApiConfig {
@@ -676,6 +703,8 @@ export interface RouteConfig {
   rate_limit?: RateLimitConfig | null
   /** Hedged requests: a second attempt on another provider when the first is slow (not streams). */
   hedge?: HedgeConfig | null
+  /** Coalescing of identical chats in flight, and the exact and semantic answer caches. */
+  cache?: RouteCacheConfig
 }
 
 /**
@@ -847,6 +876,73 @@ export interface FallbackConfig {
   static?: unknown
 }
 
+/** `routes.<r>.cache`. */
+export interface RouteCacheConfig {
+  /**
+   * Identical in-flight chats share one provider call.
+   * Default: `false`.
+   */
+  coalesce?: boolean
+  exact?: ExactCacheConfig | null
+  semantic?: SemanticCacheConfig | null
+}
+
+/** `routes.<r>.cache.exact`: the same normalised request gets the stored answer. */
+export interface ExactCacheConfig {
+  /** Default: `3600000`. */
+  ttl_ms?: number
+  /**
+   * Part of every key: a new version never gets an answer stored under an old one.
+   * Default: `""`.
+   */
+  version?: string
+  /**
+   * Cache requests whatever their sampling; off: only `temperature: 0` or a `seed`.
+   * Default: `false`.
+   */
+  any_temperature?: boolean
+  /** Default: `"principal"`. */
+  scope?: CacheScope
+}
+
+/**
+ * Who may share an answer.
+ * - `principal`: Only requests of the same principal (tenant or user).
+ * - `route`: Every caller of the route.
+ */
+export type CacheScope = 'principal' | 'route'
+
+/** `routes.<r>.cache.semantic`: a close enough earlier prompt gets its answer. */
+export interface SemanticCacheConfig {
+  /**
+   * The route (`kind: embeddings`) that embeds prompts.
+   * Default: `""`.
+   */
+  embeddings_route?: string
+  /**
+   * Least cosine similarity served (0..1].
+   * Default: `0.949999988079071`.
+   */
+  threshold?: number
+  /** Default: `3600000`. */
+  ttl_ms?: number
+  /** Default: `"principal"`. */
+  scope?: CacheScope
+  /** Default: `"last_message"`. */
+  embed?: EmbedText
+  /** Default: `""`. */
+  version?: string
+  /** Default: `false`. */
+  any_temperature?: boolean
+}
+
+/**
+ * What the semantic cache embeds.
+ * - `last_message`: The last user message.
+ * - `conversation`: Every message of the conversation, in order.
+ */
+export type EmbedText = 'last_message' | 'conversation'
+
 export interface AuditConfig {
   /** Default: `false`. */
   enabled?: boolean
@@ -1001,6 +1097,40 @@ export interface InterceptorsConfig {
 
 /** Once per call, or once per attempt. */
 export type Level = 'application' | 'attempt'
+
+/** `cache:` at the top: how big the stores may grow, and the fleet's shared store. */
+export interface CacheConfig {
+  /**
+   * All HTTP-cache entries and exact answers together, in bytes (least recently used out first).
+   * Default: `67108864`.
+   */
+  max_bytes?: number
+  /**
+   * A larger answer is never stored.
+   * Default: `1048576`.
+   */
+  max_entry_bytes?: number
+  /**
+   * The semantic index: most entries, and most bytes (vectors and answers).
+   * Default: `100000`.
+   */
+  semantic_max_entries?: number
+  /** Default: `268435456`. */
+  semantic_max_bytes?: number
+  /** HTTP-cache entries and answers live in Redis too, shared by every instance. */
+  shared?: SharedCacheConfig | null
+}
+
+/** `cache.shared`: the fleet's store. */
+export interface SharedCacheConfig {
+  /** Default: `""`. */
+  redis_url?: string
+  /**
+   * Every key and the pub/sub channel start with this.
+   * Default: `"harness:cache:"`.
+   */
+  key_prefix?: string
+}
 
 /**
  * An error as every binding shows it: the kind (the exception class), the message, the
@@ -1232,6 +1362,12 @@ export interface RequestRecord {
   schema_violation?: string | null
   /** The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`). */
   fault?: string | null
+  /** What a cache did: `hit`, `revalidated`, `stale`, `exact`, `semantic`, `coalesced`, `miss`. */
+  cache?: 'hit' | 'revalidated' | 'stale' | 'exact' | 'semantic' | 'coalesced' | 'miss' | null
+  /** `semantic`: how close the stored prompt was (cosine similarity). */
+  cache_similarity?: number | null
+  /** A cached chat answer: the provider cost it saved. */
+  cache_saved_cost?: number | null
 }
 
 /** One request, as the audit log keeps it. */
@@ -1274,6 +1410,11 @@ export interface ChatResponse {
   attemptsByProvider: [string, number][]
   traceId: string
   elapsedMs: number
+  /**
+   * Set when a cache had a part in the answer: `exact` or `semantic` (with the
+   * similarity and the cost saved), or `coalesced` (an identical call's answer, shared).
+   */
+  cache: CacheStamp | null
 }
 
 /** A tool the model asks to call. */
@@ -1300,6 +1441,21 @@ export interface Usage {
    * `completion_tokens_details.reasoning_tokens`, Gemini's `thoughtsTokenCount`); 0 when not reported.
    */
   reasoningTokens: number
+}
+
+/** How an answer came to be, when a cache had a part in it. */
+export interface CacheStamp {
+  /**
+   * `hit` (a fresh stored answer), `revalidated` (stored, confirmed by a 304), `stale`
+   * (stored, served past its freshness within `stale-while-revalidate` or
+   * `stale-if-error`), `exact` or `semantic` (a chat answer), `coalesced` (another
+   * caller's identical call, shared), `miss` (fetched, and stored when allowed).
+   */
+  outcome: 'hit' | 'revalidated' | 'stale' | 'exact' | 'semantic' | 'coalesced' | 'miss'
+  /** `semantic`: the cosine similarity of the stored prompt. */
+  similarity: number | null
+  /** A cached chat answer: what the provider call it replaced would have cost. */
+  savedCost: number | null
 }
 
 /** One piece of a streamed chat answer. */

@@ -118,6 +118,20 @@ impl Client {
 
 
 
+    /// Drops every cached answer of one service or route (every cache's, `None`: all of
+    /// them), in this process and, with `cache.shared`, in the fleet's store; how many
+    /// entries this process dropped. An unknown name is a `ConfigError`.
+    pub fn cache_clear(&self, name: Option<&str>) -> Result<usize, HarnessError> {
+        self.engine.check_usable()?;
+        if let Some(n) = name {
+            let snapshot = self.engine.snapshot();
+            if !snapshot.services.contains_key(n) && !snapshot.routes.contains_key(n) {
+                return Err(HarnessError::config(format!("cache_clear: unknown service or route `{}`", crate::redact::escape_control(n))));
+            }
+        }
+        Ok(self.engine.caches.clear(name))
+    }
+
     /// Per provider of `route`: configured and effective weight, health, breaker state,
     /// in-flight count, cooling and last error.
     pub fn routing_state(&self, route: &str) -> Result<RouteState, HarnessError> {

@@ -12,6 +12,7 @@
 
 pub mod adapters;
 pub mod breaker;
+pub mod cache;
 pub mod bulkhead;
 pub mod client;
 pub mod config;

@@ -16,6 +16,8 @@ pub struct Response {
     pub trace_id: String,
     /// Set when the request named a route: who answered, and how.
     pub routed: Option<Box<Routed>>,
+    /// Set when a cache had a part in the answer (served it, revalidated it, shared it).
+    pub cache: Option<Box<crate::cache::stamp::CacheStamp>>,
 }
 
 /// What routing did for one request.
@@ -48,6 +50,16 @@ impl Response {
     /// A cached answer served because no provider could answer now.
     pub fn is_stale(&self) -> bool {
         self.routed.as_ref().is_some_and(|r| r.fallback == Some("cache"))
+    }
+
+    /// Served from a store, not fetched for this call.
+    pub fn from_cache(&self) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.from_cache())
+    }
+
+    /// A stored answer the origin confirmed with a 304.
+    pub fn revalidated(&self) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.outcome == "revalidated")
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {

@@ -88,6 +88,7 @@ async fn run_stream(client: &Client, req: Request, read_chunks: Option<u64>) -> 
             attempts: s.attempts,
             trace_id: s.trace_id.clone(),
             routed: None,
+            cache: None,
         };
         drop(s);
         Ok(resp)

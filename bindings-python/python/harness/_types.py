@@ -401,6 +401,18 @@ class HedgeConfig(TypedDict, total=False):
 ValidateMode = Literal["off", "enforce", "warn"]
 
 
+class HttpCacheConfig(TypedDict, total=False):
+    """`services.<s>.cache` (and `services.<s>.endpoints.<e>.cache`, which replaces it for that endpoint).
+
+    ``http``: RFC 9111, as a private cache, for GET and HEAD answers.
+    ``coalesce``: Identical in-flight GET and HEAD requests (same method, path, query, headers and principal) share one downstream call.
+    ``per_credential``: Answers to requests that carry credentials may be stored, each keyed by the credential's identity (a digest, never the secret); off: such answers are never stored.
+    """
+    http: bool
+    coalesce: bool
+    per_credential: bool
+
+
 class EndpointConfig(TypedDict, total=False):
     """`services.<name>.endpoints.<"METHOD /template" or "/template">`.
 
@@ -408,12 +420,14 @@ class EndpointConfig(TypedDict, total=False):
     ``breaker_counts``: A `SchemaError` counts as a downstream failure for the breaker.
     ``breaker``: This endpoint's own breaker settings (instead of the service's).
     ``hedge``: This endpoint's own hedging (instead of the service's).
+    ``cache``: This endpoint's own caching and coalescing (instead of the service's).
     """
     response_schema: Any
     validate: "ValidateMode"
     breaker_counts: bool
     breaker: Optional["BreakerConfig"]
     hedge: Optional["HedgeConfig"]
+    cache: Optional["HttpCacheConfig"]
 
 
 class OpenApiConfig(TypedDict, total=False):
@@ -434,6 +448,7 @@ class ServiceConfig(TypedDict, total=False):
     ``hedge``: Hedged reads: a second attempt when the first is slower than the endpoint's p95 (off by default).
     ``endpoints``: Per endpoint (`GET /orders/{id}`, `/orders/{id}`, or an `operationId` of `openapi`): response validation, breaker, hedging.
     ``openapi``: The service's OpenAPI document: endpoints labelled by `operationId`, answers checked against each operation's response schemas, declared-idempotent operations resent.
+    ``cache``: HTTP caching (RFC 9111) and coalescing of GET and HEAD requests (off by default).
     """
     base_url: str
     timeouts: "TimeoutConfig"
@@ -448,6 +463,7 @@ class ServiceConfig(TypedDict, total=False):
     hedge: Optional["HedgeConfig"]
     endpoints: Dict[str, "EndpointConfig"]
     openapi: Optional["OpenApiConfig"]
+    cache: Optional["HttpCacheConfig"]
 
 
 RouteKind = Literal["chat", "embeddings"]
@@ -561,6 +577,51 @@ class FallbackConfig(TypedDict, total=False):
     static: Any
 
 
+CacheScope = Literal["principal", "route"]
+"""Who may share an answer."""
+
+
+class ExactCacheConfig(TypedDict, total=False):
+    """`routes.<r>.cache.exact`: the same normalised request gets the stored answer.
+
+    ``version``: Part of every key: a new version never gets an answer stored under an old one.
+    ``any_temperature``: Cache requests whatever their sampling; off: only `temperature: 0` or a `seed`.
+    """
+    ttl_ms: int
+    version: str
+    any_temperature: bool
+    scope: "CacheScope"
+
+
+EmbedText = Literal["last_message", "conversation"]
+"""What the semantic cache embeds."""
+
+
+class SemanticCacheConfig(TypedDict, total=False):
+    """`routes.<r>.cache.semantic`: a close enough earlier prompt gets its answer.
+
+    ``embeddings_route``: The route (`kind: embeddings`) that embeds prompts.
+    ``threshold``: Least cosine similarity served (0..1].
+    """
+    embeddings_route: str
+    threshold: float
+    ttl_ms: int
+    scope: "CacheScope"
+    embed: "EmbedText"
+    version: str
+    any_temperature: bool
+
+
+class RouteCacheConfig(TypedDict, total=False):
+    """`routes.<r>.cache`.
+
+    ``coalesce``: Identical in-flight chats share one provider call.
+    """
+    coalesce: bool
+    exact: Optional["ExactCacheConfig"]
+    semantic: Optional["SemanticCacheConfig"]
+
+
 class RouteConfig(TypedDict, total=False):
     """``ttft_ms``: Streaming only: the first content chunk must come within this long of the request.
     ``request_ms``: The total deadline across every provider (default: the largest `timeouts.request_ms` among the providers' services).
@@ -576,6 +637,7 @@ class RouteConfig(TypedDict, total=False):
     ``on_error``: A non-retryable provider error code (e.g. `context_length_exceeded`) sent to another provider.
     ``rate_limit``: A limit on the route's requests, before any provider's own.
     ``hedge``: Hedged requests: a second attempt on another provider when the first is slow (not streams).
+    ``cache``: Coalescing of identical chats in flight, and the exact and semantic answer caches.
     """
     kind: "RouteKind"
     strategy: "Strategy"
@@ -599,6 +661,7 @@ class RouteConfig(TypedDict, total=False):
     fallback: "FallbackConfig"
     rate_limit: Optional["RateLimitConfig"]
     hedge: Optional["HedgeConfig"]
+    cache: "RouteCacheConfig"
 
 
 class AuditSink(TypedDict, total=False):
@@ -730,6 +793,30 @@ class InterceptorsConfig(TypedDict, total=False):
     levels: Dict[str, "Level"]
 
 
+class SharedCacheConfig(TypedDict, total=False):
+    """`cache.shared`: the fleet's store.
+
+    ``key_prefix``: Every key and the pub/sub channel start with this.
+    """
+    redis_url: str
+    key_prefix: str
+
+
+class CacheConfig(TypedDict, total=False):
+    """`cache:` at the top: how big the stores may grow, and the fleet's shared store.
+
+    ``max_bytes``: All HTTP-cache entries and exact answers together, in bytes (least recently used out first).
+    ``max_entry_bytes``: A larger answer is never stored.
+    ``semantic_max_entries``: The semantic index: most entries, and most bytes (vectors and answers).
+    ``shared``: HTTP-cache entries and answers live in Redis too, shared by every instance.
+    """
+    max_bytes: int
+    max_entry_bytes: int
+    semantic_max_entries: int
+    semantic_max_bytes: int
+    shared: Optional["SharedCacheConfig"]
+
+
 class Config(TypedDict, total=False):
     """``routes``: Routes: a name business code calls, served by a choice of providers.
     ``prices``: Prices by model name (a provider's `model`), for providers without their own `price`.
@@ -738,6 +825,7 @@ class Config(TypedDict, total=False):
     ``mock``: Answers from rules instead of the network (off unless enabled or `HARNESS_MOCK=1`).
     ``faults``: Injected latency, statuses, resets and cut bodies (off unless enabled or `HARNESS_FAULTS=1`).
     ``interceptors``: Host interceptors: the time each may take, and levels by name.
+    ``cache``: The caches' sizes and the fleet's shared cache (what is cached is set per service and route).
     """
     client: "ClientConfig"
     log: "LogConfig"
@@ -750,6 +838,7 @@ class Config(TypedDict, total=False):
     mock: "MockConfig"
     faults: "FaultsConfig"
     interceptors: "InterceptorsConfig"
+    cache: "CacheConfig"
 
 
 class ProviderError(TypedDict):
@@ -804,6 +893,9 @@ class RequestRecord(TypedDict):
     ``fallback``: `cache` or `static` when no provider answered.
     ``schema_violation``: `validate: warn`: where and how the 2xx body did not match its schema.
     ``fault``: The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`).
+    ``cache``: What a cache did: `hit`, `revalidated`, `stale`, `exact`, `semantic`, `coalesced`, `miss`.
+    ``cache_similarity``: `semantic`: how close the stored prompt was (cosine similarity).
+    ``cache_saved_cost``: A cached chat answer: the provider cost it saved.
     """
     ts_ms: int
     client: str
@@ -828,6 +920,9 @@ class RequestRecord(TypedDict):
     fallback: Optional[Literal["cache", "static"]]
     schema_violation: Optional[str]
     fault: Optional[str]
+    cache: Optional[Literal["hit", "revalidated", "stale", "exact", "semantic", "coalesced", "miss"]]
+    cache_similarity: Optional[float]
+    cache_saved_cost: Optional[float]
 
 
 class AuditRecord(TypedDict):
@@ -863,6 +958,9 @@ class RequestFinishedEvent(TypedDict):
     ``fallback``: `cache` or `static` when no provider answered.
     ``schema_violation``: `validate: warn`: where and how the 2xx body did not match its schema.
     ``fault``: The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`).
+    ``cache``: What a cache did: `hit`, `revalidated`, `stale`, `exact`, `semantic`, `coalesced`, `miss`.
+    ``cache_similarity``: `semantic`: how close the stored prompt was (cosine similarity).
+    ``cache_saved_cost``: A cached chat answer: the provider cost it saved.
     """
     type: Literal["request_finished"]
     ts_ms: int
@@ -888,6 +986,9 @@ class RequestFinishedEvent(TypedDict):
     fallback: Optional[Literal["cache", "static"]]
     schema_violation: Optional[str]
     fault: Optional[str]
+    cache: Optional[Literal["hit", "revalidated", "stale", "exact", "semantic", "coalesced", "miss"]]
+    cache_similarity: Optional[float]
+    cache_saved_cost: Optional[float]
 
 
 class RetryScheduledEvent(TypedDict):
@@ -1039,12 +1140,25 @@ class Usage(NamedTuple):
         return cls(prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"], total_tokens=d["total_tokens"], cached_tokens=d["cached_tokens"], reasoning_tokens=d["reasoning_tokens"])
 
 
+class CacheStamp(TypedDict):
+    """How an answer came to be, when a cache had a part in it.
+
+    ``outcome``: `hit` (a fresh stored answer), `revalidated` (stored, confirmed by a 304), `stale` (stored, served past its freshness within `stale-while-revalidate` or `stale-if-error`), `exact` or `semantic` (a chat answer), `coalesced` (another caller's identical call, shared), `miss` (fetched, and stored when allowed).
+    ``similarity``: `semantic`: the cosine similarity of the stored prompt.
+    ``saved_cost``: A cached chat answer: what the provider call it replaced would have cost.
+    """
+    outcome: Literal["hit", "revalidated", "stale", "exact", "semantic", "coalesced", "miss"]
+    similarity: Optional[float]
+    saved_cost: Optional[float]
+
+
 class ChatResponse(NamedTuple):
     """A chat answer, the same shape from every provider.
 
     ``content``: The assistant's text.
     ``tool_calls``: The tools the model asked to call (finish reason `tool_calls`), in the provider's order.
     ``fallback``: `cache` or `static` when no provider answered (see `Routed::fallback`).
+    ``cache``: Set when a cache had a part in the answer: `exact` or `semantic` (with the similarity and the cost saved), or `coalesced` (an identical call's answer, shared).
     ``raw``: The provider's whole answer, as bytes.
     """
 
@@ -1061,12 +1175,13 @@ class ChatResponse(NamedTuple):
     attempts_by_provider: List[Tuple[str, int]]
     trace_id: str
     elapsed_ms: float
+    cache: Optional["CacheStamp"]
     raw: bytes = b""
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "ChatResponse":
         """Builds one from the dict that crossed from the core."""
-        return cls(content=d["content"], tool_calls=d["tool_calls"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), route=d["route"], provider=d["provider"], model=d["model"], cost=d["cost"], fallback=d["fallback"], attempts=d["attempts"], attempts_by_provider=[(x[0], x[1],) for x in d["attempts_by_provider"]], trace_id=d["trace_id"], elapsed_ms=d["elapsed_ms"], raw=d.get("raw", b""))
+        return cls(content=d["content"], tool_calls=d["tool_calls"], finish_reason=d["finish_reason"], usage=None if d["usage"] is None else Usage._from(d["usage"]), route=d["route"], provider=d["provider"], model=d["model"], cost=d["cost"], fallback=d["fallback"], attempts=d["attempts"], attempts_by_provider=[(x[0], x[1],) for x in d["attempts_by_provider"]], trace_id=d["trace_id"], elapsed_ms=d["elapsed_ms"], cache=d["cache"], raw=d.get("raw", b""))
 
     @property
     def stale(self) -> bool:
@@ -1074,7 +1189,7 @@ class ChatResponse(NamedTuple):
         return self.fallback == "cache"
 
     def __repr__(self) -> str:
-        return f"ChatResponse(content=<{len(self.content)} chars>, tool_calls={self.tool_calls!r}, finish_reason={self.finish_reason!r}, usage={self.usage!r}, route={self.route!r}, provider={self.provider!r}, model={self.model!r}, cost={self.cost!r}, fallback={self.fallback!r}, attempts={self.attempts!r}, attempts_by_provider={self.attempts_by_provider!r}, trace_id={self.trace_id!r}, elapsed_ms={self.elapsed_ms!r})"
+        return f"ChatResponse(content=<{len(self.content)} chars>, tool_calls={self.tool_calls!r}, finish_reason={self.finish_reason!r}, usage={self.usage!r}, route={self.route!r}, provider={self.provider!r}, model={self.model!r}, cost={self.cost!r}, fallback={self.fallback!r}, attempts={self.attempts!r}, attempts_by_provider={self.attempts_by_provider!r}, trace_id={self.trace_id!r}, elapsed_ms={self.elapsed_ms!r}, cache={self.cache!r})"
 
 
 ChatChunkKind = Literal["delta", "tool_call", "restart", "done"]
@@ -1493,6 +1608,7 @@ __all__ = [
     "HedgeConfig",
     "EndpointConfig",
     "ValidateMode",
+    "HttpCacheConfig",
     "OpenApiConfig",
     "RouteConfig",
     "RouteKind",
@@ -1510,6 +1626,11 @@ __all__ = [
     "RangeMode",
     "OnError",
     "FallbackConfig",
+    "RouteCacheConfig",
+    "ExactCacheConfig",
+    "CacheScope",
+    "SemanticCacheConfig",
+    "EmbedText",
     "AuditConfig",
     "AuditSink",
     "MetricsConfig",
@@ -1522,6 +1643,8 @@ __all__ = [
     "FaultKind",
     "InterceptorsConfig",
     "Level",
+    "CacheConfig",
+    "SharedCacheConfig",
     "ErrorView",
     "ProviderError",
     "Event",
@@ -1543,6 +1666,7 @@ __all__ = [
     "ChatResponse",
     "ToolCall",
     "Usage",
+    "CacheStamp",
     "ChatChunk",
     "ChatChunkKind",
     "ToolCallDelta",

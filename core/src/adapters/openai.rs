@@ -140,14 +140,28 @@ impl ChatRequest {
                 return Err(HarnessError::config(format!("params.{k}: set by Harness (use chat or chat_stream)")));
             }
         }
+        if let Some(c) = self.params.get(CACHE_PARAM).filter(|c| !c.is_boolean()) {
+            return Err(HarnessError::config(format!("params.cache: expected true or false (false: the route's answer caches are skipped), got {c}")));
+        }
         let mut body = Map::new();
         body.insert("messages".into(), self.messages.clone());
         for (k, v) in &self.params {
-            body.insert(k.clone(), v.clone());
+            // Harness's own switch, never sent to a provider.
+            if k != CACHE_PARAM {
+                body.insert(k.clone(), v.clone());
+            }
         }
         Ok(Value::Object(body))
     }
+
+    /// `params.cache: false`: the caller bypasses the route's answer caches for this call.
+    pub fn bypasses_cache(&self) -> bool {
+        self.params.get(CACHE_PARAM) == Some(&Value::Bool(false))
+    }
 }
+
+/// The chat parameter that turns the route's answer caches off for one call.
+pub const CACHE_PARAM: &str = "cache";
 
 /// A chat answer, the same shape from every provider.
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
@@ -170,6 +184,9 @@ pub struct ChatResponse {
     pub attempts_by_provider: Vec<(String, u32)>,
     pub trace_id: String,
     pub elapsed_ms: f64,
+    /// Set when a cache had a part in the answer: `exact` or `semantic` (with the
+    /// similarity and the cost saved), or `coalesced` (an identical call's answer, shared).
+    pub cache: Option<crate::cache::stamp::CacheStamp>,
     /// The provider's whole answer (not part of the view: bindings hand it over as bytes).
     #[serde(skip)]
     pub raw: Bytes,

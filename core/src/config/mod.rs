@@ -39,6 +39,8 @@ pub struct Config {
     pub faults: crate::transport::faults::FaultsConfig,
     /// Host interceptors: the time each may take, and levels by name.
     pub interceptors: crate::interceptors::InterceptorsConfig,
+    /// The caches' sizes and the fleet's shared cache (what is cached is set per service and route).
+    pub cache: crate::cache::CacheConfig,
 }
 
 /// `metrics:` (the text is always available from the client's `metrics()`).
@@ -101,6 +103,8 @@ pub struct ServiceConfig {
     /// The service's OpenAPI document: endpoints labelled by `operationId`, answers checked
     /// against each operation's response schemas, declared-idempotent operations resent.
     pub openapi: Option<crate::validation::OpenApiConfig>,
+    /// HTTP caching (RFC 9111) and coalescing of GET and HEAD requests (off by default).
+    pub cache: Option<crate::cache::HttpCacheConfig>,
 }
 
 impl fmt::Debug for ServiceConfig {
@@ -119,6 +123,7 @@ impl fmt::Debug for ServiceConfig {
             .field("hedge", &self.hedge)
             .field("endpoints", &self.endpoints.keys().collect::<Vec<_>>())
             .field("openapi", &self.openapi)
+            .field("cache", &self.cache)
             .field("rate_limit", &self.rate_limit.as_ref().map(|r| (r.rps, r.burst, r.shared.as_ref().map(|s| redact_url(&s.redis_url).into_owned()))))
             .finish()
     }
@@ -324,6 +329,12 @@ impl Config {
         self.otel.validate()?;
         self.faults.validate(|s| self.services.contains_key(s))?;
         self.interceptors.validate()?;
+        self.cache.validate()?;
+        for (name, r) in &self.routes {
+            let embeddings = |n: &str| self.routes.get(n).is_some_and(|e| e.kind == crate::routing::config::RouteKind::Embeddings);
+            let chat = r.kind == crate::routing::config::RouteKind::Chat && r.adapter == crate::routing::config::AdapterKind::OpenaiCompatible;
+            r.cache.validate(&format!("routes.{name}.cache"), chat, &embeddings)?;
+        }
         for name in self.mock.services.keys() {
             if !self.services.contains_key(name) {
                 return Err(bad(format!("mock.services.{name}"), "unknown service"));

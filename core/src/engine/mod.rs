@@ -80,6 +80,8 @@ pub(crate) struct Engine {
     pub pid: u32,
     reloading: Mutex<()>,
     pub(crate) watcher: Mutex<Option<watch::Watcher>>,
+    /// Every cache of this client (kept across reloads, resized by them).
+    pub caches: crate::cache::Caches,
 }
 
 impl Engine {
@@ -98,6 +100,7 @@ impl Engine {
         let registry = Registry::new(metrics.clone(), events.clone(), budgets);
         let providers = Providers::default();
         let mocks = Arc::new(HostMocks::default());
+        let caches = crate::cache::Caches::new(&config.config().cache);
         let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref(), &providers, &mocks)?;
         let rng = match options.jitter_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
@@ -124,6 +127,7 @@ impl Engine {
             pid: std::process::id(),
             reloading: Mutex::new(()),
             watcher: Mutex::new(None),
+            caches,
         };
         engine.announce();
         Ok(engine)
@@ -158,6 +162,7 @@ impl Engine {
                         p.health.end_cooling();
                     }
                 }
+                self.caches.configure(&snapshot.config.cache);
                 self.snapshot.store(Arc::new(snapshot));
                 self.metrics.config_reloads.get_or_create(&ReloadLabels { result: "applied".into() }).inc();
                 self.events.emit(Event::ConfigReloaded { version: version.clone(), source: source.to_string() });

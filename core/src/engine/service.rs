@@ -50,6 +50,8 @@ pub(crate) struct ServiceRuntime {
     pub breaker: Arc<crate::breaker::BreakerConfig>,
     /// Endpoints with their own hedging.
     pub endpoint_hedges: Vec<(String, crate::hedge::HedgeConfig)>,
+    /// Endpoints with their own caching.
+    pub endpoint_caches: Vec<(String, crate::cache::HttpCacheConfig)>,
 }
 
 impl ServiceRuntime {
@@ -67,6 +69,14 @@ impl ServiceRuntime {
             return self.config.hedge.as_ref();
         }
         self.endpoint_hedges.iter().find(|(k, _)| crate::endpoint::key_matches(k, method, endpoint)).map(|(_, h)| h).or(self.config.hedge.as_ref())
+    }
+
+    /// The caching for (`method`, `endpoint`): the endpoint's own, else the service's.
+    pub fn cache_for(&self, method: &str, endpoint: &str) -> Option<&crate::cache::HttpCacheConfig> {
+        if self.endpoint_caches.is_empty() {
+            return self.config.cache.as_ref();
+        }
+        self.endpoint_caches.iter().find(|(k, _)| crate::endpoint::key_matches(k, method, endpoint)).map(|(_, c)| c).or(self.config.cache.as_ref())
     }
 
     /// The response schema for (`method`, `endpoint`), if one applies.

@@ -204,6 +204,7 @@ impl Snapshot {
                     endpoint_breakers: svc.endpoints.iter().filter_map(|(k, e)| Some((k.clone(), Arc::new(e.breaker.clone()?)))).collect(),
                     breaker: Arc::new(svc.breaker.clone()),
                     endpoint_hedges: svc.endpoints.iter().filter_map(|(k, e)| Some((k.clone(), e.hedge.clone()?))).collect(),
+                    endpoint_caches: svc.endpoints.iter().filter_map(|(k, e)| Some((k.clone(), e.cache.clone()?))).collect(),
                 }),
             );
         }

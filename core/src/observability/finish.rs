@@ -50,6 +50,8 @@ pub(crate) struct Finished<'a> {
     pub secrets: &'a dyn Fn() -> Secrets,
     /// The answer's body, for an audit record that includes bodies.
     pub response: Option<&'a bytes::Bytes>,
+    /// What a cache did for the request (`hit`, `miss`, `coalesced`, ...), when one had a part.
+    pub cache: Option<&'a crate::cache::stamp::CacheStamp>,
 }
 
 /// Records one finished request.
@@ -63,6 +65,12 @@ pub(crate) fn finish(engine: &Engine, f: &Finished<'_>) {
         m.errors
             .get_or_create(&ErrorLabels { service: service.as_ref().into(), endpoint: endpoint.as_ref().into(), method: method.as_ref().into(), kind: e.name().into() })
             .inc();
+    }
+    if let Some(c) = f.cache {
+        m.cache.get_or_create(&super::metrics::CacheLabels { service: service.as_ref().into(), endpoint: endpoint.as_ref().into(), outcome: c.outcome.into() }).inc();
+        if let Some(saved) = c.saved_cost {
+            m.cache_saved.get_or_create(&super::metrics::ServiceLabels { service: service.as_ref().into() }).inc_by(saved);
+        }
     }
     if let Some(masker) = &f.snapshot.audit_masker {
         audit(engine, masker, f);
@@ -101,6 +109,9 @@ pub(crate) fn finish(engine: &Engine, f: &Finished<'_>) {
         fallback: route.and_then(|r| r.fallback),
         schema_violation: f.schema_violation.clone(),
         fault: f.fault,
+        cache: f.cache.map(|c| c.outcome),
+        cache_similarity: f.cache.and_then(|c| c.similarity),
+        cache_saved_cost: f.cache.and_then(|c| c.saved_cost),
     };
     tracing::info!(
         target: "harness.request",

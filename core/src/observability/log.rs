@@ -55,6 +55,16 @@ pub struct RequestRecord {
     /// The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<&'static str>,
+    /// What a cache did: `hit`, `revalidated`, `stale`, `exact`, `semantic`, `coalesced`, `miss`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["hit", "revalidated", "stale", "exact", "semantic", "coalesced", "miss", null]))]
+    pub cache: Option<&'static str>,
+    /// `semantic`: how close the stored prompt was (cosine similarity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_similarity: Option<f32>,
+    /// A cached chat answer: the provider cost it saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_saved_cost: Option<f64>,
 }
 
 impl RequestRecord {

@@ -120,6 +120,15 @@ pub struct FailoverLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// The service, or the route.
+    pub service: Label,
+    pub endpoint: Label,
+    /// `hit`, `revalidated`, `stale`, `exact`, `semantic`, `coalesced`, `miss`, `stored`, `bypass`.
+    pub outcome: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FallbackLabels {
     pub route: Label,
     /// `cache` or `static`.
@@ -198,6 +207,9 @@ pub struct Metrics {
     pub failed_cost: Family<CostLabels, CostCounter>,
     pub failovers: Family<FailoverLabels, Counter>,
     pub fallbacks: Family<FallbackLabels, Counter>,
+    pub cache: Family<CacheLabels, Counter>,
+    /// Provider cost a cached chat answer saved, by route.
+    pub cache_saved: Family<ServiceLabels, CostCounter>,
     pub schema_violations: Family<SchemaLabels, Counter>,
     pub faults_injected: Family<FaultLabels, Counter>,
     pub token_refreshes: Family<OutcomeLabels, Counter>,
@@ -256,6 +268,8 @@ impl Metrics {
         let failed_cost = r.add("failed_attempt_cost", "Cost reported by attempts that did not become the answer", Default::default());
         let failovers = r.add("route_failovers", "Moves from one provider to another within a request", Default::default());
         let fallbacks = r.add("route_fallbacks", "Requests served a degraded answer (cache or static)", Default::default());
+        let cache = r.add("cache", "Cache outcomes: hit, revalidated, stale, exact, semantic, coalesced, miss, stored, bypass", Default::default());
+        let cache_saved = r.add("cache_saved_cost", "Provider cost saved by cached chat answers", Default::default());
         let token_refreshes = r.add("token_refreshes", "Credential refreshes by outcome", Default::default());
         let budget_exhausted = r.add("retry_budget_exhausted", "Retries refused because the retry budget was spent", Default::default());
         let breaker_state = r.add("breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open", Default::default());
@@ -297,6 +311,8 @@ impl Metrics {
             failed_cost,
             failovers,
             fallbacks,
+            cache,
+            cache_saved,
             requests,
             errors,
             latency,

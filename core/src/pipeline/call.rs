@@ -72,6 +72,8 @@ pub(crate) struct Call {
     /// Header values interceptors named secret: scrubbed like credentials (a hedge adds
     /// its own while the call is shared).
     pub extra_secrets: parking_lot::Mutex<Vec<String>>,
+    /// What a cache did for this call (for the record and the answer).
+    pub cache: Option<crate::cache::stamp::CacheStamp>,
 }
 
 /// A fresh `Idempotency-Key` (128 random bits, as hex) for an operation that declares one.
@@ -296,6 +298,7 @@ impl Call {
             declared_safe,
             intercepted: false,
             extra_secrets: Default::default(),
+            cache: None,
         })
     }
 
@@ -383,6 +386,7 @@ impl Call {
                 server: server_of(svc),
                 secrets: &|| self.secrets(self.lanes.current),
                 response,
+                cache: self.cache.as_ref(),
             },
         );
     }
@@ -393,6 +397,9 @@ impl Call {
             Ok(mut r) => {
                 r.elapsed_ms = self.started.elapsed().as_secs_f64() * 1000.0;
                 r.trace_id = self.trace.trace_id.to_string();
+                if let Some(c) = &self.cache {
+                    r.cache = Some(Box::new(c.clone()));
+                }
                 self.observe(engine, Some(r.status), None, false, Some(&r.body));
                 Ok(r)
             }

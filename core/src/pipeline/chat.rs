@@ -32,7 +32,7 @@ use super::outcome::{Mode, Reached};
 use super::route::{attempt_metric, bill_failed, settle};
 use crate::adapters::host::HostChat;
 use crate::adapters::{openai, Adapter, EventFault, EventRead, EventReader, Parsed};
-use crate::adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse, ToolCall, ToolCallDelta, Usage};
+use crate::adapters::{ChatChunk, ChatChunkKind, ChatResponse, ToolCall, ToolCallDelta, Usage};
 use crate::breaker::{Outcome, Permit};
 use crate::bulkhead::BulkheadPermit;
 use crate::engine::Engine;
@@ -68,13 +68,13 @@ pub(crate) fn answer(call: &mut Call, route: &str, resp: Response) -> Result<Cha
         attempts_by_provider: routed.attempts_by_provider,
         trace_id: resp.trace_id,
         elapsed_ms: resp.elapsed_ms,
+        cache: None,
         raw: resp.body,
     })
 }
 
 /// Opens a streamed chat answer: returns once a provider has answered with a head.
-pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -> Result<ChatStream, HarnessError> {
-    let mut call = Call::start_chat(engine, route, &chat, true)?;
+pub(crate) async fn chat_stream(engine: &Arc<Engine>, mut call: Call, route: &str, recording: Option<Recording>) -> Result<ChatStream, HarnessError> {
     let rt = call.plan.clone();
     // The first chunk is due `ttft_ms` after each provider's request is sent, head included.
     call.route.as_mut().expect("a routed call").ttft = Some(Duration::from_millis(rt.config.ttft_ms));
@@ -98,7 +98,26 @@ pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatReq
         return Err(live.fail(e));
     }
     let trace_id = live.call.trace.trace_id.to_string();
-    Ok(ChatStream { route: route.to_string(), trace_id, live: Some(Box::new(live)) })
+    Ok(ChatStream { route: route.to_string(), trace_id, live: Some(Box::new(live)), replay: VecDeque::new(), recording })
+}
+
+/// A streamed answer being kept for the exact cache: stored only when it reaches `done`.
+pub(crate) struct Recording {
+    pub key: crate::cache::store::Key,
+    pub ttl: Duration,
+    pub owner: Arc<str>,
+    pub chunks: Vec<ChatChunk>,
+}
+
+impl ChatStream {
+    /// A stored answer, replayed as a stream (its `done` carries no cost: none was spent).
+    pub(crate) fn replay(route: &str, trace_id: String, chunks: Vec<ChatChunk>) -> ChatStream {
+        let mut replay: VecDeque<ChatChunk> = chunks.into();
+        if let Some(done) = replay.back_mut() {
+            done.cost = None;
+        }
+        ChatStream { route: route.to_string(), trace_id, live: None, replay, recording: None }
+    }
 }
 
 /// A stream's event reader: a native format's, or a host adapter's (awaited).
@@ -155,6 +174,9 @@ pub struct ChatStream {
     pub route: String,
     pub trace_id: String,
     live: Option<Box<Live>>,
+    /// A cached answer's chunks, replayed (no provider is called).
+    replay: VecDeque<ChatChunk>,
+    recording: Option<Recording>,
 }
 
 impl std::fmt::Debug for ChatStream {
@@ -167,11 +189,24 @@ impl ChatStream {
     /// The next chunk; `Ok(None)` after `done`, and after an error or `cancel` (a shared
     /// `ChatStreamHandle` says `CancelledError` instead once cancelled).
     pub async fn next(&mut self) -> Result<Option<ChatChunk>, HarnessError> {
-        let Some(live) = self.live.as_mut() else { return Ok(None) };
+        let Some(live) = self.live.as_mut() else { return Ok(self.replay.pop_front()) };
         match live.next().await {
             Ok(Some(c)) => {
+                if let Some(rec) = self.recording.as_mut() {
+                    // A restart voids what came before it: only the final answer is kept.
+                    match c.kind {
+                        ChatChunkKind::Restart => rec.chunks.clear(),
+                        _ => rec.chunks.push(c.clone()),
+                    }
+                }
                 if c.kind == ChatChunkKind::Done {
                     let live = self.live.take().expect("live");
+                    if let Some(rec) = self.recording.take() {
+                        let degraded = live.call.route.as_ref().is_some_and(|rc| rc.fallback.is_some());
+                        if let (false, Some(a)) = (degraded, crate::cache::answers::Answer::from_chunks(&self.route, rec.chunks)) {
+                            live.engine.caches.answers.put(rec.key, &rec.owner, Arc::new(a), rec.ttl);
+                        }
+                    }
                     live.finish_ok();
                 }
                 Ok(Some(c))
@@ -202,7 +237,7 @@ impl ChatStream {
     }
 
     pub fn is_done(&self) -> bool {
-        self.live.is_none()
+        self.live.is_none() && self.replay.is_empty()
     }
 }
 

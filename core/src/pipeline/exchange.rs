@@ -173,7 +173,7 @@ async fn exchange_inner(engine: &Engine, call: &Call, lane: Lane<'_>, racer: Rac
         }
     }
     breaker.record(Outcome::Success);
-    Once::Reached(Reached::Buffered(Response { status, headers, body, elapsed_ms: 0.0, attempts: call.attempts, trace_id: String::new(), routed: None }))
+    Once::Reached(Reached::Buffered(Response { status, headers, body, elapsed_ms: 0.0, attempts: call.attempts, trace_id: String::new(), routed: None, cache: None }))
 }
 
 /// An error status: its page (at most 64 KiB), classified; a refused credential reported

@@ -15,6 +15,8 @@
 
 mod attempt;
 mod attempts;
+mod buffered;
+mod cached;
 mod call;
 pub(crate) mod chat;
 mod classify;
@@ -34,28 +36,19 @@ use crate::engine::Engine;
 use crate::error::HarnessError;
 use crate::request::Request;
 use crate::response::Response;
+use buffered::buffered;
 use call::Call;
 use outcome::{Mode, Reached};
 use stream::StreamResponse;
 
-/// Runs one request and reads its whole body.
-pub(crate) async fn execute(engine: &Engine, req: Request) -> Result<Response, HarnessError> {
+/// Runs one request and reads its whole body (a cacheable GET or HEAD through the caches).
+pub(crate) async fn execute(engine: &Arc<Engine>, req: Request) -> Result<Response, HarnessError> {
     let mut call = Call::start(engine, req, false)?;
+    if let Some(rule) = cached::http_rule(&call) {
+        return cached::http_call(engine, call, rule).await;
+    }
     let result = buffered(engine, &mut call).await;
     call.finish(engine, result)
-}
-
-/// The buffered answer of a call (a route's with its usage and cost, or a degraded one).
-async fn buffered(engine: &Engine, call: &mut Call) -> Result<Response, HarnessError> {
-    let reached = match attempts::run(engine, call, Mode::Buffered).await {
-        Ok(Reached::Buffered(resp)) => Ok(resp),
-        Ok(Reached::Stream(_)) => unreachable!("a buffered call never reaches a stream"),
-        Err(e) => Err(e),
-    };
-    if call.route.is_none() {
-        return reached;
-    }
-    route::answer(engine, call, reached)
 }
 
 /// Runs one request up to its response head; the body is the caller's to pull.
@@ -72,15 +65,39 @@ pub(crate) async fn stream(engine: &Arc<Engine>, req: Request) -> Result<StreamR
     }
 }
 
-/// One chat answer through its route (failover, degradation and cost included).
-pub(crate) async fn chat(engine: &Engine, route: &str, chat: ChatRequest) -> Result<ChatResponse, HarnessError> {
+/// One chat answer through its route (its answer caches, failover, degradation and cost included).
+pub(crate) async fn chat(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -> Result<ChatResponse, HarnessError> {
     let mut call = Call::start_chat(engine, route, &chat, false)?;
-    let result = buffered(engine, &mut call).await;
-    let resp = call.finish(engine, result)?;
-    chat::answer(&mut call, route, resp)
+    let caching = cached::ChatCaching::of(&call, route, &chat);
+    if caching.is_off() {
+        let result = buffered(engine, &mut call).await;
+        let resp = call.finish(engine, result)?;
+        return chat::answer(&mut call, route, resp);
+    }
+    if let Some((key, _)) = &caching.exact {
+        if let Some(hit) = cached::chat_hit(engine, &mut call, key) {
+            return Ok(cached::answer_from(&call, &hit));
+        }
+    }
+    let owner = call.plan.name.clone();
+    let answer = cached::chat_call(engine, call, route, &caching).await?;
+    cached::chat_store(engine, &owner, caching.exact, &answer);
+    Ok(answer)
 }
 
-pub(crate) use chat::chat_stream;
+/// A streamed chat answer: a stored one replayed, else a provider's (kept for the exact
+/// cache once complete, when the route has one and the request is cacheable).
+pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -> Result<chat::ChatStream, HarnessError> {
+    let mut call = Call::start_chat(engine, route, &chat, true)?;
+    let mut recording = None;
+    if let Some((key, ttl)) = cached::ChatCaching::of(&call, route, &chat).exact {
+        if let Some(hit) = cached::chat_hit(engine, &mut call, &key) {
+            return Ok(chat::ChatStream::replay(route, call.trace.trace_id.to_string(), hit.replay()));
+        }
+        recording = Some(chat::Recording { key, ttl, owner: call.plan.name.clone(), chunks: Vec::new() });
+    }
+    chat::chat_stream(engine, call, route, recording).await
+}
 
 /// One batch of an embeddings call: its vectors and the routed answer.
 async fn embed_batch(engine: &Engine, route: &str, req: &EmbedRequest, inputs: &[String]) -> Result<(Embedded, Response), HarnessError> {

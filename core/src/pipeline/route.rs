@@ -274,6 +274,7 @@ fn degrade(engine: &Engine, call: &mut Call, e: HarnessError, key: Option<u128>)
             attempts: 0,
             trace_id: String::new(),
             routed: Some(Box::new(Routed { route: rt.name.to_string(), fallback: Some("static"), attempts_by_provider: attempts_by_provider(call), ..Default::default() })),
+            cache: None,
         };
         Some((resp, "static"))
     });

@@ -141,6 +141,8 @@ pub struct RouteConfig {
     pub rate_limit: Option<crate::ratelimit::RateLimitConfig>,
     /// Hedged requests: a second attempt on another provider when the first is slow (not streams).
     pub hedge: Option<crate::hedge::HedgeConfig>,
+    /// Coalescing of identical chats in flight, and the exact and semantic answer caches.
+    pub cache: crate::cache::RouteCacheConfig,
 }
 
 impl Default for RouteConfig {
@@ -168,6 +170,7 @@ impl Default for RouteConfig {
             fallback: FallbackConfig::default(),
             rate_limit: None,
             hedge: None,
+            cache: Default::default(),
         }
     }
 }

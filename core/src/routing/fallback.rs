@@ -90,7 +90,7 @@ mod tests {
     use super::*;
 
     fn resp(body: &'static str) -> Response {
-        Response { status: 200, headers: vec![], body: body.into(), elapsed_ms: 0.0, attempts: 1, trace_id: String::new(), routed: None }
+        Response { status: 200, headers: vec![], body: body.into(), elapsed_ms: 0.0, attempts: 1, trace_id: String::new(), routed: None, cache: None }
     }
 
     #[tokio::test(start_paused = true)]

@@ -42,6 +42,8 @@ pub struct EndpointConfig {
     pub breaker: Option<crate::breaker::BreakerConfig>,
     /// This endpoint's own hedging (instead of the service's).
     pub hedge: Option<crate::hedge::HedgeConfig>,
+    /// This endpoint's own caching and coalescing (instead of the service's).
+    pub cache: Option<crate::cache::HttpCacheConfig>,
 }
 
 /// Which answers a compiled schema is for.

@@ -42,6 +42,8 @@ data class Config(
     @SerialName("faults") val faults: FaultsConfig? = null,
     /** Host interceptors: the time each may take, and levels by name. */
     @SerialName("interceptors") val interceptors: InterceptorsConfig? = null,
+    /** The caches' sizes and the fleet's shared cache (what is cached is set per service and route). */
+    @SerialName("cache") val cache: CacheConfig? = null,
 )
 
 @Serializable
@@ -87,6 +89,8 @@ data class ServiceConfig(
      * against each operation's response schemas, declared-idempotent operations resent.
      */
     @SerialName("openapi") val openapi: OpenApiConfig? = null,
+    /** HTTP caching (RFC 9111) and coalescing of GET and HEAD requests (off by default). */
+    @SerialName("cache") val cache: HttpCacheConfig? = null,
 )
 
 @Serializable
@@ -538,6 +542,8 @@ data class EndpointConfig(
     @SerialName("breaker") val breaker: BreakerConfig? = null,
     /** This endpoint's own hedging (instead of the service's). */
     @SerialName("hedge") val hedge: HedgeConfig? = null,
+    /** This endpoint's own caching and coalescing (instead of the service's). */
+    @SerialName("cache") val cache: HttpCacheConfig? = null,
 )
 
 @Serializable
@@ -551,6 +557,23 @@ enum class ValidateMode(val value: String) {
 
     override fun toString(): String = value
 }
+
+/** `services.<s>.cache` (and `services.<s>.endpoints.<e>.cache`, which replaces it for that endpoint). */
+@Serializable
+data class HttpCacheConfig(
+    /** RFC 9111, as a private cache, for GET and HEAD answers. */
+    @SerialName("http") val http: Boolean? = null,
+    /**
+     * Identical in-flight GET and HEAD requests (same method, path, query, headers and
+     * principal) share one downstream call.
+     */
+    @SerialName("coalesce") val coalesce: Boolean? = null,
+    /**
+     * Answers to requests that carry credentials may be stored, each keyed by the
+     * credential's identity (a digest, never the secret); off: such answers are never stored.
+     */
+    @SerialName("per_credential") val perCredential: Boolean? = null,
+)
 
 /** `services.<name>.openapi`: the service's OpenAPI 3.0/3.1 document (or just its path). */
 @Serializable
@@ -616,6 +639,8 @@ data class RouteConfig(
     @SerialName("rate_limit") val rateLimit: RateLimitConfig? = null,
     /** Hedged requests: a second attempt on another provider when the first is slow (not streams). */
     @SerialName("hedge") val hedge: HedgeConfig? = null,
+    /** Coalescing of identical chats in flight, and the exact and semantic answer caches. */
+    @SerialName("cache") val cache: RouteCacheConfig? = null,
 )
 
 /** What a route's providers are called for. */
@@ -804,6 +829,64 @@ data class FallbackConfig(
     @SerialName("static") val static: JsonElement? = null,
 )
 
+/** `routes.<r>.cache`. */
+@Serializable
+data class RouteCacheConfig(
+    /** Identical in-flight chats share one provider call. */
+    @SerialName("coalesce") val coalesce: Boolean? = null,
+    @SerialName("exact") val exact: ExactCacheConfig? = null,
+    @SerialName("semantic") val semantic: SemanticCacheConfig? = null,
+)
+
+/** `routes.<r>.cache.exact`: the same normalised request gets the stored answer. */
+@Serializable
+data class ExactCacheConfig(
+    @SerialName("ttl_ms") val ttlMs: Long? = null,
+    /** Part of every key: a new version never gets an answer stored under an old one. */
+    @SerialName("version") val version: String? = null,
+    /** Cache requests whatever their sampling; off: only `temperature: 0` or a `seed`. */
+    @SerialName("any_temperature") val anyTemperature: Boolean? = null,
+    @SerialName("scope") val scope: CacheScope? = null,
+)
+
+/** Who may share an answer. */
+@Serializable
+enum class CacheScope(val value: String) {
+    /** Only requests of the same principal (tenant or user). */
+    @SerialName("principal") PRINCIPAL("principal"),
+    /** Every caller of the route. */
+    @SerialName("route") ROUTE("route"),
+    ;
+
+    override fun toString(): String = value
+}
+
+/** `routes.<r>.cache.semantic`: a close enough earlier prompt gets its answer. */
+@Serializable
+data class SemanticCacheConfig(
+    /** The route (`kind: embeddings`) that embeds prompts. */
+    @SerialName("embeddings_route") val embeddingsRoute: String? = null,
+    /** Least cosine similarity served (0..1]. */
+    @SerialName("threshold") val threshold: Double? = null,
+    @SerialName("ttl_ms") val ttlMs: Long? = null,
+    @SerialName("scope") val scope: CacheScope? = null,
+    @SerialName("embed") val embed: EmbedText? = null,
+    @SerialName("version") val version: String? = null,
+    @SerialName("any_temperature") val anyTemperature: Boolean? = null,
+)
+
+/** What the semantic cache embeds. */
+@Serializable
+enum class EmbedText(val value: String) {
+    /** The last user message. */
+    @SerialName("last_message") LAST_MESSAGE("last_message"),
+    /** Every message of the conversation, in order. */
+    @SerialName("conversation") CONVERSATION("conversation"),
+    ;
+
+    override fun toString(): String = value
+}
+
 @Serializable
 data class AuditConfig(
     @SerialName("enabled") val enabled: Boolean? = null,
@@ -940,6 +1023,28 @@ enum class Level(val value: String) {
     override fun toString(): String = value
 }
 
+/** `cache:` at the top: how big the stores may grow, and the fleet's shared store. */
+@Serializable
+data class CacheConfig(
+    /** All HTTP-cache entries and exact answers together, in bytes (least recently used out first). */
+    @SerialName("max_bytes") val maxBytes: Long? = null,
+    /** A larger answer is never stored. */
+    @SerialName("max_entry_bytes") val maxEntryBytes: Long? = null,
+    /** The semantic index: most entries, and most bytes (vectors and answers). */
+    @SerialName("semantic_max_entries") val semanticMaxEntries: Long? = null,
+    @SerialName("semantic_max_bytes") val semanticMaxBytes: Long? = null,
+    /** HTTP-cache entries and answers live in Redis too, shared by every instance. */
+    @SerialName("shared") val shared: SharedCacheConfig? = null,
+)
+
+/** `cache.shared`: the fleet's store. */
+@Serializable
+data class SharedCacheConfig(
+    @SerialName("redis_url") val redisUrl: String? = null,
+    /** Every key and the pub/sub channel start with this. */
+    @SerialName("key_prefix") val keyPrefix: String? = null,
+)
+
 /**
  * An error as every binding shows it: the kind (the exception class), the message, the
  * context, and `text`, the message with its context but without the kind name (what a
@@ -1040,6 +1145,12 @@ sealed interface HarnessEvent {
         @SerialName("schema_violation") val schemaViolation: String? = null,
         /** The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`). */
         @SerialName("fault") val fault: String? = null,
+        /** What a cache did: `hit`, `revalidated`, `stale`, `exact`, `semantic`, `coalesced`, `miss`. */
+        @SerialName("cache") val cache: String? = null,
+        /** `semantic`: how close the stored prompt was (cosine similarity). */
+        @SerialName("cache_similarity") val cacheSimilarity: Double? = null,
+        /** A cached chat answer: the provider cost it saved. */
+        @SerialName("cache_saved_cost") val cacheSavedCost: Double? = null,
     ) : HarnessEvent {
         override val type: String get() = "request_finished"
     }
@@ -1253,6 +1364,12 @@ data class RequestRecord(
     @SerialName("schema_violation") val schemaViolation: String? = null,
     /** The fault injected into the last faulted attempt (`latency`, `status`, `reset`, `stream_cut`). */
     @SerialName("fault") val fault: String? = null,
+    /** What a cache did: `hit`, `revalidated`, `stale`, `exact`, `semantic`, `coalesced`, `miss`. */
+    @SerialName("cache") val cache: String? = null,
+    /** `semantic`: how close the stored prompt was (cosine similarity). */
+    @SerialName("cache_similarity") val cacheSimilarity: Double? = null,
+    /** A cached chat answer: the provider cost it saved. */
+    @SerialName("cache_saved_cost") val cacheSavedCost: Double? = null,
 )
 
 /** One request, as the audit log keeps it. */
@@ -1299,12 +1416,17 @@ data class ChatResponse(
     @SerialName("attempts_by_provider") val attemptsByProvider: List<@Serializable(with = StringIntSerializer::class) Pair<String, Int>>,
     @SerialName("trace_id") val traceId: String,
     @SerialName("elapsed_ms") val elapsedMs: Double,
+    /**
+     * Set when a cache had a part in the answer: `exact` or `semantic` (with the
+     * similarity and the cost saved), or `coalesced` (an identical call's answer, shared).
+     */
+    @SerialName("cache") val cache: CacheStamp? = null,
     /** The provider's whole answer (JSON), for fields Harness does not normalise. */
     @Transient val raw: ByteArray = ByteArray(0),
 ) {
     /** A cached answer, served because no provider could answer now. */
     val stale: Boolean get() = fallback == "cache"
-    override fun toString(): String = "ChatResponse(content=${content.length} chars, toolCalls=$toolCalls, finishReason=$finishReason, usage=$usage, route=$route, provider=$provider, model=$model, cost=$cost, fallback=$fallback, attempts=$attempts, attemptsByProvider=$attemptsByProvider, traceId=$traceId, elapsedMs=$elapsedMs)"
+    override fun toString(): String = "ChatResponse(content=${content.length} chars, toolCalls=$toolCalls, finishReason=$finishReason, usage=$usage, route=$route, provider=$provider, model=$model, cost=$cost, fallback=$fallback, attempts=$attempts, attemptsByProvider=$attemptsByProvider, traceId=$traceId, elapsedMs=$elapsedMs, cache=$cache)"
 }
 
 /** A tool the model asks to call. */
@@ -1335,6 +1457,22 @@ data class Usage(
      * `completion_tokens_details.reasoning_tokens`, Gemini's `thoughtsTokenCount`); 0 when not reported.
      */
     @SerialName("reasoning_tokens") val reasoningTokens: Long,
+)
+
+/** How an answer came to be, when a cache had a part in it. */
+@Serializable
+data class CacheStamp(
+    /**
+     * `hit` (a fresh stored answer), `revalidated` (stored, confirmed by a 304), `stale`
+     * (stored, served past its freshness within `stale-while-revalidate` or
+     * `stale-if-error`), `exact` or `semantic` (a chat answer), `coalesced` (another
+     * caller's identical call, shared), `miss` (fetched, and stored when allowed).
+     */
+    @SerialName("outcome") val outcome: String,
+    /** `semantic`: the cosine similarity of the stored prompt. */
+    @SerialName("similarity") val similarity: Double? = null,
+    /** A cached chat answer: what the provider call it replaced would have cost. */
+    @SerialName("saved_cost") val savedCost: Double? = null,
 )
 
 /** One piece of a streamed chat answer. */

@@ -1,0 +1,143 @@
+//! Caching and coalescing as a caller sees them, beyond what the vectors express: 200
+//! identical GETs with 50 of them cancelled, `cache_clear`, the metrics and the record.
+//! The RFC 9111 rules themselves are the shared vectors (`cache_*`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness_core::{Client, Event, EventSink, Operation, Request, RequestRecord};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+async fn upstream() -> harness_upstream::Upstream {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    harness_upstream::start().await.unwrap()
+}
+
+async fn script(u: &harness_upstream::Upstream, name: &str, steps: Value) {
+    let body = json!({ "steps": steps }).to_string();
+    let r = reqwest::Client::new().put(format!("{}/__admin/script/{name}", u.url())).body(body).send().await.unwrap();
+    assert!(r.status().is_success());
+}
+
+async fn requests(u: &harness_upstream::Upstream, name: &str) -> u64 {
+    let text = reqwest::get(format!("{}/__admin/stats/{name}", u.url())).await.unwrap().text().await.unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["requests"].as_u64().unwrap()
+}
+
+#[derive(Default)]
+struct Capture(Mutex<Vec<RequestRecord>>);
+
+impl EventSink for Capture {
+    fn on_event(&self, event: &Event) -> Result<(), String> {
+        if let Event::RequestFinished(record) = event {
+            self.0.lock().push(record.clone());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_identical_gets_make_one_call_and_cancelling_fifty_changes_nothing_for_the_rest() {
+    let u = upstream().await;
+    script(&u, "burst", json!([{ "delay_ms": 400, "body": "the answer" }])).await;
+    let client = Client::from_value(json!({
+        "log": {"enabled": false},
+        "services": {"svc": {"base_url": u.url(), "cache": {"coalesce": true}, "bulkhead": {"max_concurrency": 1000}}}
+    }))
+    .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let task = Operation::Request(client.clone(), Request::new("svc", "GET", "/s/burst/item")).start().spawn().unwrap();
+        // Every fourth caller gives up after 100 ms, the first (the leader) among them.
+        let cancel = i % 4 == 0;
+        tasks.push(tokio::spawn(async move {
+            if cancel {
+                match tokio::time::timeout(Duration::from_millis(100), task).await {
+                    Err(_) => None,
+                    Ok(_) => Some(Err("a cancelled caller was answered within 100 ms".to_string())),
+                }
+            } else {
+                Some(match task.await {
+                    Ok(Ok(harness_core::op::Outcome::Response(r))) if &r.body[..] == b"the answer" => Ok(()),
+                    Ok(Ok(_)) => Err("not the shared answer".to_string()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(format!("{e:?}")),
+                })
+            }
+        }));
+    }
+    let mut answered = 0;
+    let mut cancelled = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Some(Ok(())) => answered += 1,
+            Some(Err(e)) => panic!("a caller failed: {e}"),
+            None => cancelled += 1,
+        }
+    }
+    assert_eq!((answered, cancelled), (150, 50));
+    assert_eq!(requests(&u, "burst").await, 1, "one downstream call for 200 callers");
+    assert_eq!(client.bulkhead_in_use("svc").unwrap(), 0);
+    let metrics = client.metrics_text();
+    assert!(metrics.contains("outcome=\"coalesced\""), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_every_caller_cancels_the_shared_call_is_dropped() {
+    let u = upstream().await;
+    script(&u, "gone", json!([{ "delay_ms": 2000 }])).await;
+    let client = Client::from_value(json!({
+        "log": {"enabled": false},
+        "services": {"svc": {"base_url": u.url(), "cache": {"coalesce": true}}}
+    }))
+    .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let task = Operation::Request(client.clone(), Request::new("svc", "GET", "/s/gone/x")).start().spawn().unwrap();
+        tasks.push(tokio::spawn(async move { tokio::time::timeout(Duration::from_millis(100), task).await.is_err() }));
+    }
+    for t in tasks {
+        assert!(t.await.unwrap(), "cancelled");
+    }
+    // The permit goes with the dropped call (asynchronously).
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    while client.bulkhead_in_use("svc").unwrap() != 0 && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(client.bulkhead_in_use("svc").unwrap(), 0);
+    // A new caller starts a new call rather than joining the abandoned one.
+    script(&u, "gone", json!([{ "body": "fresh" }])).await;
+    let r = client.request(Request::new("svc", "GET", "/s/gone/x")).await.unwrap();
+    assert_eq!(&r.body[..], b"fresh");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hit_is_recorded_counted_and_cleared_by_name() {
+    let u = upstream().await;
+    script(&u, "clear", json!([{ "headers": {"cache-control": "max-age=60"}, "body": "v1" }, { "headers": {"cache-control": "max-age=60"}, "body": "v2" }])).await;
+    let capture = Arc::new(Capture::default());
+    let client = Client::from_value(json!({
+        "log": {"enabled": false},
+        "services": {"svc": {"base_url": u.url(), "cache": {"http": true}}, "other": {"base_url": u.url()}}
+    }))
+    .unwrap();
+    client.add_listener(capture.clone());
+    let first = client.request(Request::new("svc", "GET", "/s/clear/a")).await.unwrap();
+    let hit = client.request(Request::new("svc", "GET", "/s/clear/a")).await.unwrap();
+    assert_eq!((&first.body[..], first.from_cache(), first.attempts), (&b"v1"[..], false, 1));
+    assert_eq!((&hit.body[..], hit.from_cache(), hit.attempts), (&b"v1"[..], true, 0));
+    assert!(hit.header("age").is_some(), "a stored answer says its age");
+    assert_eq!(client.cache_clear(Some("other")).unwrap(), 0, "another service's entries stay");
+    assert_eq!(client.cache_clear(Some("svc")).unwrap(), 1);
+    let after = client.request(Request::new("svc", "GET", "/s/clear/a")).await.unwrap();
+    assert_eq!((&after.body[..], after.from_cache()), (&b"v2"[..], false));
+    let e = client.cache_clear(Some("nope")).unwrap_err();
+    assert!(e.message.contains("nope"), "{e}");
+    client.flush();
+    let outcomes: Vec<Option<&str>> = capture.0.lock().iter().map(|r| r.cache).collect();
+    assert_eq!(outcomes, vec![Some("miss"), Some("hit"), Some("miss")]);
+    let metrics = client.metrics_text();
+    assert!(metrics.contains("harness_cache_total{service=\"svc\""), "{metrics}");
+    assert!(metrics.contains("outcome=\"hit\"} 1"), "{metrics}");
+}
