@@ -465,6 +465,11 @@ class ChatResponse {
     this.traceId = r.traceId
     /** Wall time of the whole call, in milliseconds. */
     this.elapsedMs = r.elapsedMs
+    /**
+     * What a cache did: `{ outcome, similarity, savedCost }` with outcome `exact` (a stored
+     * answer, no provider called) or `coalesced` (an identical chat's answer, shared); else null.
+     */
+    this.cache = r.cache ?? null
     /** The provider's whole answer, as received. */
     this.raw = raw
   }
