@@ -6,6 +6,7 @@
 import { EventEmitter } from 'node:events'
 import type {
   BreakerInfo,
+  CacheStamp,
   ChatChunk,
   ClientViews,
   ChatResponse as ChatResponseView,
@@ -171,6 +172,12 @@ export declare class Response {
   readonly cost: number | null
   /** Token counts the provider reported (`openai-compatible` routes). */
   readonly usage: Usage | null
+  /** What a cache did for this answer (`hit`, `revalidated`, `stale`, `coalesced`, `miss`, `bypass`...), or null when no cache had a part in it. */
+  readonly cache: CacheStamp | null
+  /** True when served from a store, not fetched for this call (`cache.outcome` `hit`, `revalidated` or `stale`). */
+  readonly fromCache: boolean
+  /** True for a stored answer the origin confirmed with a 304 (the caller sees the stored 200). */
+  readonly revalidated: boolean
   /** The body decoded as UTF-8. */
   text(): string
   /** The body parsed as JSON. */
@@ -245,6 +252,8 @@ export interface ChatOptions {
 export interface ChatResponse extends Readonly<ChatResponseView> {
   /** True for a cached answer served because no provider could answer now. */
   readonly stale: boolean
+  /** True for an answer served from the route's exact or semantic answer cache (no provider was called for it). */
+  readonly fromCache: boolean
   /** The provider's whole answer, as received. */
   readonly raw: Buffer
 }
@@ -586,6 +595,12 @@ export declare class Client extends EventEmitter {
   mock(service: string, method: string, path: string, response?: MockResponse): void
   /** Removes the mocks set with `mock()` on `service` (or on every service): it reaches the network again. */
   clearMocks(service?: string): void
+  /**
+   * Drops the stored answers of `name`, a service or a route (its HTTP cache entries, or its exact
+   * chat answers), or of every service and route when left out; returns how many were dropped.
+   * @throws ConfigError for an unknown name.
+   */
+  cacheClear(name?: string): number
   /** Refuses new requests and stops watching; requests in flight finish. Queued events are delivered before it returns. */
   close(): void
   /** Whether `close()` was called. */

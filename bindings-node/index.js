@@ -188,16 +188,31 @@ class ResponseHead {
   }
 }
 
+// The cache outcomes that mean "served from a store" (the core's `CacheStamp::from_cache`).
+const FROM_CACHE = new Set(['hit', 'revalidated', 'stale', 'exact', 'semantic'])
+
 /** A buffered response. */
 class Response extends ResponseHead {
-  constructor(status, rawHeaders, body, elapsedMs, attempts, traceId, routed) {
+  constructor(status, rawHeaders, body, elapsedMs, attempts, traceId, routed, cache) {
     super(status, rawHeaders, attempts, traceId)
     /** The response body. */
     this.body = body
     /** Wall time of the whole call (all attempts), in milliseconds. */
     this.elapsedMs = elapsedMs
+    /** What a cache did for this answer (`{ outcome, similarity, savedCost }`), or null when no cache had a part in it. */
+    this.cache = cache ?? null
     // What routing did (the core's `Routed` view), when the request named a route; read through the getters.
     this._routed = routed
+  }
+
+  /** True when served from a store, not fetched for this call (`cache.outcome` `hit`, `revalidated` or `stale`). */
+  get fromCache() {
+    return this.cache !== null && FROM_CACHE.has(this.cache.outcome)
+  }
+
+  /** True for a stored answer the origin confirmed with a 304 (the caller sees the stored 200). */
+  get revalidated() {
+    return this.cache !== null && this.cache.outcome === 'revalidated'
   }
 
   /** The route the request named, or null. */
@@ -470,6 +485,8 @@ class ChatResponse {
      * answer, no provider called) or `coalesced` (an identical chat's answer, shared); else null.
      */
     this.cache = r.cache ?? null
+    /** True for an answer served from the route's exact or semantic answer cache (no provider was called for it). */
+    this.fromCache = this.cache !== null && FROM_CACHE.has(this.cache.outcome)
     /** The provider's whole answer, as received. */
     this.raw = raw
   }
@@ -908,6 +925,8 @@ const EMBED = LAYOUT.embed
 const BODY_LARGE = LAYOUT.bodyLarge
 const BODY_STREAM = LAYOUT.bodyStream
 const BODY_NONE = LAYOUT.bodyNone
+const VIEW_ROUTED = LAYOUT.viewRouted
+const VIEW_CACHE = LAYOUT.viewCache
 const NO_VIEWS = Object.freeze([])
 
 function flush() {
@@ -959,9 +978,12 @@ function drain() {
         else stream.cancel()
       } else {
         const b = takeBody(bodyLen)
-        const routed = meta[i + 7] === 1 ? views[nView++] : undefined
+        // Which views follow, as bits: the routing record, then the cache stamp.
+        const has = meta[i + 7]
+        const routed = has & VIEW_ROUTED ? views[nView++] : undefined
+        const cache = has & VIEW_CACHE ? views[nView++] : undefined
         if (call !== undefined) {
-          call.succeed(new Response(status, text.slice(at, headersEnd), b, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd), routed))
+          call.succeed(new Response(status, text.slice(at, headersEnd), b, meta[i + 2], meta[i + 3], text.slice(headersEnd, traceEnd), routed, cache))
         }
       }
       at = traceEnd
@@ -1684,6 +1706,17 @@ class Client extends EventEmitter {
   clearMocks(service) {
     const error = this._native.clearMocks(optString(service, 'service', 'clearMocks') ?? null)
     if (error) throw nativeError(error)
+  }
+
+  /**
+   * Drops the stored answers of `name`, a service or a route (its HTTP cache entries, or its exact
+   * chat answers), or of every service and route when left out; returns how many were dropped.
+   * The next call fetches again.
+   * @throws ConfigError for an unknown name.
+   */
+  cacheClear(name) {
+    const r = this._native.cacheClear(optString(name, 'name', 'cacheClear') ?? null)
+    return unwrap(r, typeof r === 'number')
   }
 
   /** Delivers this client's queued log records and events now (listeners run before it returns). */

@@ -162,6 +162,12 @@ impl NativeClient {
         Ok(self.client.clear_mocks(service.as_deref())?)
     }
 
+    /// Drops the stored answers of `name`, a service or a route (every one's when None); how
+    /// many were dropped. An unknown name is a `ConfigError`.
+    pub fn cache_clear(&self, name: Option<String>) -> Result<u64, NativeError> {
+        Ok(self.client.cache_clear(name.as_deref())? as u64)
+    }
+
     /// Refuses new requests and flushes this client's records and events. (Not `close`:
     /// UniFFI objects already have a Kotlin `close()` that frees the handle; the facade
     /// leaves freeing to the GC cleaner.)

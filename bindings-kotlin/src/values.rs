@@ -24,6 +24,8 @@ pub struct NativeResponse {
     pub trace_id: String,
     /// Set when the request named a route: who answered, and how.
     pub routed: Option<String>,
+    /// Set when a cache had a part in the answer: the core's `CacheStamp` JSON.
+    pub cache: Option<String>,
 }
 
 /// An opened stream's head, and the handle its chunks are read with (`request_path`).
@@ -129,6 +131,7 @@ impl From<Response> for NativeResponse {
             attempts: r.attempts,
             trace_id: r.trace_id,
             routed: r.routed.map(|r| harness_core::view::to_json(&*r).to_string()),
+            cache: r.cache.map(|c| harness_core::view::to_json(&*c).to_string()),
         }
     }
 }

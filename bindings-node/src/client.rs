@@ -296,6 +296,13 @@ impl NativeClient {
         self.inner.clear_mocks(service.as_deref()).err().map(error)
     }
 
+    /// Drops the stored answers of `name`, a service or a route (every one's when None); how
+    /// many were dropped. An unknown name is a `ConfigError`.
+    #[napi]
+    pub fn cache_clear(&self, name: Option<String>) -> Fallible<u32> {
+        fallible(self.inner.cache_clear(name.as_deref()).map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
+    }
+
     /// Refuses new requests, stops watching, and flushes this client's log records and events.
     #[napi]
     pub fn close(&self) {

@@ -22,9 +22,13 @@ use crate::convert::{text_of, utf16_len, write_view};
 
 /// Numbers per row of `CompletionBatch::meta`: id, status (> 0: an HTTP status; else the row's
 /// kind, see below), elapsed ms, attempts, UTF-16 lengths of the header text and the trace id in
-/// `text`, the body (a length in `bodies`, or `BODY_*`), and 1 when the next of `views` is the
-/// row's (a routed response's record; every other kind has its view or has none).
+/// `text`, the body (a length in `bodies`, or `BODY_*`), and for a response the views of `views`
+/// that are the row's, as bits (`VIEW_*`, in that order); every other kind has its view or has none.
 const FIELDS: usize = 8;
+/// A response's last column: the next view is its routing record (`Routed`).
+const VIEW_ROUTED: u8 = 1;
+/// A response's last column: the next view (after the routing record, if any) is its `CacheStamp`.
+const VIEW_CACHE: u8 = 2;
 /// Bodies and chunks up to this size share the batch's `bodies` buffer; bigger ones cross on their own.
 const SMALL_BODY: usize = 4096;
 /// Kinds of rows that are not a response or an opened stream (the status column).
@@ -69,6 +73,8 @@ pub struct CompletionLayout {
     pub body_large: i32,
     pub body_stream: i32,
     pub body_none: i32,
+    pub view_routed: u32,
+    pub view_cache: u32,
 }
 
 #[napi]
@@ -88,6 +94,8 @@ pub fn completion_layout() -> CompletionLayout {
         body_large: BODY_LARGE as i32,
         body_stream: BODY_STREAM as i32,
         body_none: BODY_NONE as i32,
+        view_routed: u32::from(VIEW_ROUTED),
+        view_cache: u32::from(VIEW_CACHE),
     }
 }
 
@@ -186,18 +194,21 @@ impl Rows {
         }
     }
 
-    /// The plain request's row: the hot path, no view unless the request named a route.
+    /// The plain request's row: the hot path, no view unless the request named a route or a
+    /// cache had a part in the answer.
     fn response(&mut self, id: f64, r: Response) {
         let (headers_len, trace_len) = self.head(&r.headers, &r.trace_id);
         let body = self.body(r.body);
-        let routed = match r.routed {
-            Some(rt) => {
-                self.view(&*rt);
-                1.0
-            }
-            None => 0.0,
-        };
-        self.meta.extend_from_slice(&[id, f64::from(r.status), r.elapsed_ms, f64::from(r.attempts), headers_len, trace_len, body, routed]);
+        let mut views = 0;
+        if let Some(rt) = r.routed {
+            self.view(&*rt);
+            views |= VIEW_ROUTED;
+        }
+        if let Some(c) = r.cache {
+            self.view(&*c);
+            views |= VIEW_CACHE;
+        }
+        self.meta.extend_from_slice(&[id, f64::from(r.status), r.elapsed_ms, f64::from(r.attempts), headers_len, trace_len, body, f64::from(views)]);
     }
 
     fn row(&mut self, id: f64, kind: f64, body: f64) {

@@ -127,6 +127,43 @@ test('the response object', async () => {
   }
 })
 
+test('a cached answer says so (fromCache, no attempt) until cacheClear drops it', async () => {
+  await script('node-cache-clear', [{ headers: { 'cache-control': 'max-age=60' }, body: 'v1' }, { body: 'v2' }])
+  const client = new Client(config({ cache: { http: true } }))
+  try {
+    const first = await client.get('svc', '/s/node-cache-clear/r')
+    assert.equal(first.fromCache, false)
+    assert.equal(first.revalidated, false)
+    assert.equal(first.cache.outcome, 'miss')
+    const hit = await client.get('svc', '/s/node-cache-clear/r')
+    assert.equal(hit.fromCache, true)
+    assert.equal(hit.revalidated, false)
+    assert.deepEqual(hit.cache, { outcome: 'hit', similarity: null, savedCost: null })
+    assert.equal(hit.attempts, 0)
+    assert.equal(hit.text(), 'v1')
+    assert.equal(client.cacheClear('svc'), 1)
+    const after = await client.get('svc', '/s/node-cache-clear/r')
+    assert.equal(after.fromCache, false)
+    assert.equal(after.attempts, 1)
+    assert.equal(after.text(), 'v2')
+    assert.throws(() => client.cacheClear('nope'), (e) => e instanceof ConfigError && e.message.includes('unknown service or route `nope`'))
+    assert.equal(typeof client.cacheClear(), 'number')
+    const log = await upstream.admin('GET', '/__admin/log/node-cache-clear')
+    assert.equal(log.requests.length, 2)
+    // A call no cache touched carries no stamp.
+    const plain = new Client(config())
+    try {
+      const r = await plain.get('svc', '/s/node-cache-clear/r')
+      assert.equal(r.cache, null)
+      assert.equal(r.fromCache, false)
+    } finally {
+      plain.close()
+    }
+  } finally {
+    client.close()
+  }
+})
+
 test('error classes and their fields', async () => {
   await script('errs', [{ status: 409, json: { code: 'ORDER_EXISTS', message: 'order already exists' } }])
   const client = new Client(config({ retry: { max_retries: 0 } }))

@@ -216,6 +216,14 @@ function checkRouted(ex, where, response, error, desc) {
   if ('error_provider' in ex) assert.equal(error && error.provider, ex.error_provider, `${where}: error provider (${desc})`)
 }
 
+// `from_cache` and `cache` (the stamp's outcome, or null) on a Response or a ChatResponse.
+function checkCache(ex, where, response, desc) {
+  if (!('from_cache' in ex) && !('cache' in ex)) return
+  assert.ok(response, `${where}: expected from_cache/cache, got ${desc}`)
+  if ('from_cache' in ex) assert.equal(response.fromCache, ex.from_cache, `${where}: fromCache (cache ${JSON.stringify(response.cache)})`)
+  if ('cache' in ex) assert.equal(response.cache === null ? null : response.cache.outcome, ex.cache, `${where}: cache.outcome`)
+}
+
 // A streamed call: the body read chunk by chunk (to its end, or `readChunks` chunks and then a
 // break out of the loop), folded into one object so the same checks apply.
 async function readStream(client, opts, readChunks) {
@@ -310,6 +318,7 @@ function check(client, scenario, call, i, results) {
     if ('min_ms' in ex) assert.ok(ms >= ex.min_ms, `${where}: took ${ms.toFixed(1)} ms < min ${ex.min_ms} (${desc})`)
     if ('max_ms' in ex) assert.ok(ms <= ex.max_ms, `${where}: took ${ms.toFixed(1)} ms > max ${ex.max_ms} (${desc})`)
     checkRouted(ex, where, response, error, desc)
+    if (!call.stream) checkCache(ex, where, response, desc)
   } else {
     const counts = {}
     for (const r of results) {

@@ -2,6 +2,7 @@
 // the events are the generated types (./types.d.ts), reached through the package's own names.
 import {
   BreakerInfo,
+  CacheStamp,
   ChatResponse,
   Client,
   Config,
@@ -53,6 +54,15 @@ export async function views(): Promise<void> {
   const pairs: [string, number][] = r.attemptsByProvider
   const raw: Buffer = r.raw
   const stale: boolean = r.stale
+  // What a cache did: on a chat answer and on a plain response, and clearing it.
+  const chatCached: boolean = r.fromCache
+  const chatStamp: CacheStamp | null = r.cache
+  const plain = await client.get('llm', '/v1/models')
+  const stamp: CacheStamp | null = plain.cache
+  const outcome: string | undefined = stamp?.outcome
+  const cached: [boolean, boolean] = [plain.fromCache, plain.revalidated]
+  const cleared: number = client.cacheClear('llm') + client.cacheClear()
+  void [chatCached, chatStamp, outcome, cached, cleared]
 
   client.on('event', (e: HarnessEvent) => {
     if (e.type === 'provider_failover') {
@@ -73,5 +83,7 @@ export async function views(): Promise<void> {
   // @ts-expect-error config keys are snake_case, as in the YAML
   const camel: ServiceConfig = { baseUrl: 'http://127.0.0.1:9' }
   void [bad, camel]
+  // @ts-expect-error cacheClear takes a service or route name
+  client.cacheClear(1)
   client.close()
 }

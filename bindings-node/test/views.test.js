@@ -52,10 +52,11 @@ test('every view has exactly the keys types.d.ts declares, camelCased', async ()
   try {
     const r = await client.chat('chat', { messages: [{ role: 'user', content: 'hi' }] })
     assert.ok(r instanceof ChatResponse)
-    const { stale, raw, ...view } = r
+    const { stale, raw, fromCache, ...view } = r
     sameKeys(view, 'ChatResponse')
     sameKeys(r.usage, 'Usage')
     assert.equal(stale, false)
+    assert.equal(fromCache, false)
     assert.ok(Buffer.isBuffer(raw) && raw.length > 0)
     assert.deepEqual(r.attemptsByProvider, [['a', 1]])
 

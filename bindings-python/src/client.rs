@@ -325,6 +325,14 @@ impl NativeClient {
         py.detach(|| self.inner.clear_mocks(service.as_deref())).map_err(|e| to_py(py, e))
     }
 
+    /// Drops the stored answers of `name`, a service or a route (every one's when `None`);
+    /// how many were dropped. An unknown name is a `ConfigError`.
+    #[pyo3(signature = (name=None))]
+    fn cache_clear(&self, py: Python<'_>, name: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+        let name = name.filter(|s| !s.is_none()).map(|s| convert::string("name", s)).transpose()?;
+        py.detach(|| self.inner.cache_clear(name.as_deref())).map_err(|e| to_py(py, e))
+    }
+
     /// The Prometheus text exposition of this client's metrics.
     fn metrics(&self) -> String {
         self.inner.metrics_text()

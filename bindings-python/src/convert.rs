@@ -586,7 +586,8 @@ pub fn outcome<'py>(py: Python<'py>, outcome: Result<Outcome, HarnessError>) -> 
 }
 
 /// A finished response: `(status, [(name, value)], content, elapsed_ms, attempts, trace_id,
-/// routed)`, `routed` a dict for a request that named a route, else `None`.
+/// routed, cache)`, `routed` a dict for a request that named a route and `cache` the core's
+/// `CacheStamp` dict when a cache had a part in the answer, each else `None`.
 pub struct Reply(pub Response);
 
 impl<'py> IntoPyObject<'py> for Reply {
@@ -601,7 +602,8 @@ impl<'py> IntoPyObject<'py> for Reply {
             headers.append((k.as_str(), v.as_str()))?;
         }
         let routed = r.routed.map(|b| view(py, &*b)).transpose()?;
-        (r.status, headers, content(py, r.body)?, r.elapsed_ms, r.attempts, r.trace_id, routed).into_pyobject(py)
+        let cache = r.cache.map(|b| view(py, &*b)).transpose()?;
+        (r.status, headers, content(py, r.body)?, r.elapsed_ms, r.attempts, r.trace_id, routed, cache).into_pyobject(py)
     }
 }
 

@@ -199,6 +199,20 @@ def check_routed(exp, res, he, fail):
         fail(f"expected the error's provider {exp['error_provider']!r}, got {getattr(he, 'provider', None)!r} ({he!r})")
 
 
+def check_cache(exp, res, err, fail):
+    """`from_cache` and `cache` (the stamp's outcome, or None) on a Response or a ChatResponse."""
+    if "from_cache" not in exp and "cache" not in exp:
+        return
+    if res is None:
+        fail(f"expected from_cache/cache, the call failed: {err!r}")
+        return
+    if "from_cache" in exp and res.from_cache is not exp["from_cache"]:
+        fail(f"expected from_cache {exp['from_cache']}, got {res.from_cache} (cache {res.cache})")
+    got = None if res.cache is None else res.cache["outcome"]
+    if "cache" in exp and got != exp["cache"]:
+        fail(f"expected cache {exp['cache']!r}, got {got!r}")
+
+
 def routing_state_call(client, name, i, call, errors):
     """`{"routing_state": route, "expect": {"providers": {id: {field: value, "last_error_contains": text}}}}`."""
     state = client.routing_state(call["routing_state"])
@@ -292,6 +306,8 @@ def check_result(name, i, call, o, errors):
     if "trace_id" in exp and (res is None or res.trace_id != exp["trace_id"]):
         fail(f"expected trace id {exp['trace_id']}, got {getattr(res, 'trace_id', None)}")
     check_routed(exp, res, he, fail)
+    if not call.get("stream"):
+        check_cache(exp, res, err, fail)
     if "attempts" in exp:
         got = getattr(res, "attempts", None) if res is not None else getattr(he, "attempts", None)
         if got != exp["attempts"]:

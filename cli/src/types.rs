@@ -30,6 +30,7 @@ pub fn files(schema: &serde_json::Value) -> Result<Vec<(PathBuf, String)>, Strin
         ..Default::default()
     };
     let stale = "A cached answer, served because no provider could answer now.";
+    let from_cache = "Served from a store (the route's exact or semantic answer cache), not by a provider call for this one.";
     let (py_errors, ts_errors, kt_errors) = error_options();
     let ts = Options { camel: views, errors: ts_errors, ..base.clone() };
     let py = Options {
@@ -40,7 +41,10 @@ pub fn files(schema: &serde_json::Value) -> Result<Vec<(PathBuf, String)>, Strin
         )]),
         python_members: BTreeMap::from([(
             "ChatResponse".to_string(),
-            vec![format!("@property\ndef stale(self) -> bool:\n    \"\"\"{stale}\"\"\"\n    return self.fallback == \"cache\"")],
+            vec![
+                format!("@property\ndef stale(self) -> bool:\n    \"\"\"{stale}\"\"\"\n    return self.fallback == \"cache\""),
+                format!("@property\ndef from_cache(self) -> bool:\n    \"\"\"{from_cache}\"\"\"\n    return self.cache is not None and self.cache[\"outcome\"] in (\"hit\", \"revalidated\", \"stale\", \"exact\", \"semantic\")"),
+            ],
         )]),
         errors: py_errors,
         ..base.clone()
@@ -51,7 +55,15 @@ pub fn files(schema: &serde_json::Value) -> Result<Vec<(PathBuf, String)>, Strin
             vec![("raw".to_string(), "ByteArray".to_string(), "ByteArray(0)".to_string(), "The provider's whole answer (JSON), for fields Harness does not normalise.".to_string())],
         )]),
         kotlin_members: BTreeMap::from([
-            ("ChatResponse".to_string(), vec![format!("/** {stale} */"), "val stale: Boolean get() = fallback == \"cache\"".to_string()]),
+            (
+                "ChatResponse".to_string(),
+                vec![
+                    format!("/** {stale} */"),
+                    "val stale: Boolean get() = fallback == \"cache\"".to_string(),
+                    format!("/** {from_cache} */"),
+                    "val fromCache: Boolean get() = servedFromCache(cache?.outcome)".to_string(),
+                ],
+            ),
             (
                 "Event".to_string(),
                 vec![

@@ -224,12 +224,41 @@ async fn check(name: &str, i: usize, call: &Value, client: &Client, outcome: &Ou
             fail(format!("took {ms:.1} ms, expected at most {max}"));
         }
     }
+    if !is_stream(call) {
+        let answer = result.as_ref().ok().map(|r| (r.from_cache(), r.cache.as_ref().map(|c| c.outcome)));
+        check_cache(exp, answer, err, &mut fail);
+    }
     let view = match result {
         Ok(r) => r.routed.as_deref().map(|rt| ChatView::from_routed(rt, r)),
         Err(_) => None,
     };
     check_routed(name, i, exp, view.as_ref(), err, errors);
     check_state(name, i, call, client, errors).await;
+}
+
+fn is_stream(call: &Value) -> bool {
+    call.get("stream").and_then(Value::as_bool) == Some(true)
+}
+
+/// `from_cache` and `cache` (the stamp's outcome, or null): what a cache did for a plain call
+/// or a chat, given as (from_cache, outcome) when the call answered. Streams are not checked.
+fn check_cache(exp: &Value, answer: Option<(bool, Option<&str>)>, err: Option<&HarnessError>, fail: &mut dyn FnMut(String)) {
+    if exp.get("from_cache").is_none() && exp.get("cache").is_none() {
+        return;
+    }
+    let Some((from_cache, outcome)) = answer else {
+        return fail(format!("expected from_cache/cache, the call failed: {:?}", err.map(|e| e.to_string())));
+    };
+    if let Some(want) = exp.get("from_cache").and_then(Value::as_bool) {
+        if from_cache != want {
+            fail(format!("expected from_cache {want}, got {from_cache} (cache {outcome:?})"));
+        }
+    }
+    if let Some(want) = exp.get("cache") {
+        if want.as_str() != outcome {
+            fail(format!("expected cache {want}, got {outcome:?}"));
+        }
+    }
 }
 
 /// What a routed call answered, whichever API made it.
@@ -245,6 +274,7 @@ struct ChatView {
     attempts_by_provider: Vec<(String, u32)>,
     chunk_kinds: Vec<String>,
     tool_calls: Vec<harness_core::ToolCall>,
+    cache: Option<harness_core::cache::stamp::CacheStamp>,
 }
 
 impl ChatView {
@@ -272,6 +302,7 @@ impl ChatView {
             attempts_by_provider: c.attempts_by_provider.clone(),
             chunk_kinds: Vec::new(),
             tool_calls: c.tool_calls.clone(),
+            cache: c.cache.clone(),
         }
     }
 }
@@ -429,6 +460,10 @@ async fn check_chat(name: &str, i: usize, call: &Value, client: &Client, errors:
         if ms > max {
             fail(format!("took {ms:.1} ms, expected at most {max}"));
         }
+    }
+    if !is_stream(call) {
+        let answer = result.as_ref().ok().map(|v| (v.cache.as_ref().is_some_and(|c| c.from_cache()), v.cache.as_ref().map(|c| c.outcome)));
+        check_cache(exp, answer, err, &mut fail);
     }
     check_routed(name, i, exp, result.as_ref().ok(), err, errors);
 }

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterator, List
 
 from . import _native, _otel
 from ._version import __version__ as _package_version
-from ._types import ChatChunk as ChatChunk, ChatResponse as ChatResponse, ClientViews as ClientViews, Level as _Level, Usage as Usage
+from ._types import CacheStamp as CacheStamp, ChatChunk as ChatChunk, ChatResponse as ChatResponse, ClientViews as ClientViews, Level as _Level, Usage as Usage
 
 if getattr(_native, "__version__", None) != _package_version:
     # A native library from another build (a partial upgrade, a copied .so): its types and
@@ -136,6 +136,10 @@ class Headers(Mapping[str, str]):
         return f"Headers({list(self._index())!r})"
 
 
+# The cache outcomes that mean "served from a store" (the core's `CacheStamp::from_cache`).
+_FROM_CACHE = frozenset(("hit", "revalidated", "stale", "exact", "semantic"))
+
+
 def _usage(u: Optional[Dict[str, int]]) -> Optional[Usage]:
     return None if u is None else Usage._from(u)
 
@@ -145,7 +149,9 @@ class Response:
 
     A request that named a route (``routes:`` in the config) also says who answered and how:
     ``route``, ``provider``, ``model``, ``attempts_by_provider``, ``fallback``, ``stale``,
-    ``usage`` and ``cost``; all ``None`` for a plain service.
+    ``usage`` and ``cost``; all ``None`` for a plain service. When a cache had a part in the
+    answer (README "Caching and coalescing"), ``cache`` says what it did, and ``from_cache`` and
+    ``revalidated`` sum it up.
     """
 
     # A dict of slots documents each attribute (help(), inspect.getdoc).
@@ -158,6 +164,7 @@ class Response:
         "_raw_headers": "",
         "_headers": "",
         "_routed": "",
+        "cache": "What a cache did for this answer (``CacheStamp``: ``outcome``, ``similarity``, ``saved_cost``), or ``None`` when no cache had a part in it.",
     }
 
     status: int
@@ -165,6 +172,7 @@ class Response:
     elapsed_ms: float
     attempts: int
     trace_id: str
+    cache: Optional[CacheStamp]
 
     def __init__(
         self,
@@ -175,6 +183,7 @@ class Response:
         attempts: int,
         trace_id: str,
         routed: Optional[Dict[str, Any]] = None,
+        cache: Optional[CacheStamp] = None,
     ) -> None:
         self.status = status
         self._raw_headers = headers
@@ -184,6 +193,7 @@ class Response:
         self.attempts = attempts
         self.trace_id = trace_id
         self._routed = routed
+        self.cache = cache
 
     @property
     def headers(self) -> Headers:
@@ -237,6 +247,18 @@ class Response:
         return cast(Optional[float], self._route_field("cost"))
 
     @property
+    def from_cache(self) -> bool:
+        """Served from a store, not fetched for this call: a fresh stored answer (``hit``, which
+        makes no attempt), one the origin confirmed with a 304 (``revalidated``) or one served
+        past its freshness (``stale``)."""
+        return self.cache is not None and self.cache["outcome"] in _FROM_CACHE
+
+    @property
+    def revalidated(self) -> bool:
+        """A stored answer the origin confirmed with a 304 (the caller sees the stored 200)."""
+        return self.cache is not None and self.cache["outcome"] == "revalidated"
+
+    @property
     def text(self) -> str:
         """The body decoded with the charset of ``content-type`` (UTF-8 by default)."""
         charset = "utf-8"
@@ -256,7 +278,8 @@ class Response:
 
     def __repr__(self) -> str:
         routed = "" if self._routed is None else f" provider={self.provider}"
-        return f"<Response [{self.status}]{routed} attempts={self.attempts} trace_id={self.trace_id}>"
+        cache = "" if self.cache is None else f" cache={self.cache['outcome']}"
+        return f"<Response [{self.status}]{routed}{cache} attempts={self.attempts} trace_id={self.trace_id}>"
 
 
 class _Lines:
@@ -872,6 +895,12 @@ class _Base(ClientViews):
         """Removes the mocks set by ``mock`` for ``service`` (every service when ``None``): its
         requests reach the network again, unless mock mode is on in the config."""
         self._native.clear_mocks(service)
+
+    def cache_clear(self, name: Optional[str] = None) -> int:
+        """Drops the stored answers of ``name``, a service or a route (its HTTP cache entries, or
+        its exact chat answers), or of every service and route when ``None``; returns how many
+        were dropped. The next call fetches again. ``ConfigError`` for an unknown name."""
+        return self._native.cache_clear(name)
 
     def flush(self) -> None:
         """Delivers this client's queued log records, events and audit records now (otherwise

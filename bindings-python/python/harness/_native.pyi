@@ -11,10 +11,11 @@ def shut_down() -> None:
     """At interpreter exit: waits for listener calls in progress and skips later ones."""
 
 _Pairs = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], None]
-_Reply = Tuple[int, List[Tuple[str, str]], bytes, float, int, str, Optional[Dict[str, Any]]]
-"""(status, headers, content, elapsed_ms, attempts, trace_id, routed): ``routed`` has ``route``,
+_Reply = Tuple[int, List[Tuple[str, str]], bytes, float, int, str, Optional[Dict[str, Any]], Optional[Dict[str, Any]]]
+"""(status, headers, content, elapsed_ms, attempts, trace_id, routed, cache): ``routed`` has ``route``,
 ``provider``, ``model``, ``attempts_by_provider``, ``fallback``, ``usage`` (a 3-tuple or None) and
-``cost`` for a request that named a route."""
+``cost`` for a request that named a route; ``cache`` has ``outcome``, ``similarity`` and
+``saved_cost`` when a cache had a part in the answer."""
 """(kind, content, provider, model, finish_reason, usage, cost, reason)"""
 
 class Client:
@@ -116,6 +117,8 @@ class Client:
         """Answers ``service``'s matching requests from this rule (latest first)."""
     def clear_mocks(self, service: Optional[str] = None) -> None:
         """Removes the mocks set by ``mock`` for ``service`` (every service when ``None``)."""
+    def cache_clear(self, name: Optional[str] = None) -> int:
+        """Drops the stored answers of a service or route (every one's when ``None``); how many."""
     def metrics(self) -> str:
         """The Prometheus text exposition of this client's metrics."""
     def breaker_state(self, service: str, method: str, path: str, endpoint: Optional[str] = None) -> str:

@@ -1188,6 +1188,11 @@ class ChatResponse(NamedTuple):
         """A cached answer, served because no provider could answer now."""
         return self.fallback == "cache"
 
+    @property
+    def from_cache(self) -> bool:
+        """Served from a store (the route's exact or semantic answer cache), not by a provider call for this one."""
+        return self.cache is not None and self.cache["outcome"] in ("hit", "revalidated", "stale", "exact", "semantic")
+
     def __repr__(self) -> str:
         return f"ChatResponse(content=<{len(self.content)} chars>, tool_calls={self.tool_calls!r}, finish_reason={self.finish_reason!r}, usage={self.usage!r}, route={self.route!r}, provider={self.provider!r}, model={self.model!r}, cost={self.cost!r}, fallback={self.fallback!r}, attempts={self.attempts!r}, attempts_by_provider={self.attempts_by_provider!r}, trace_id={self.trace_id!r}, elapsed_ms={self.elapsed_ms!r}, cache={self.cache!r})"
 

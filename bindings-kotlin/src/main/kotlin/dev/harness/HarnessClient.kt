@@ -550,6 +550,17 @@ class HarnessClient private constructor(private val native: NativeClient) : Auto
     }
 
     /**
+     * Drops the stored answers of [name], a service or a route (its HTTP cache entries, or its
+     * exact chat answers), or of every service and route when null; returns how many were
+     * dropped. The next call fetches again. A [HarnessException.Config] for an unknown name.
+     */
+    @JvmOverloads
+    fun cacheClear(name: String? = null): Int {
+        requireUnicode("name" to name)
+        return call { native.cacheClear(name).toInt() }
+    }
+
+    /**
      * Refuses new requests (they fail with [HarnessException.Other]); requests in flight
      * finish. Stops watching the config file and delivers this client's queued log records
      * and events.

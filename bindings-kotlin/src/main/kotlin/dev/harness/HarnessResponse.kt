@@ -8,6 +8,8 @@ import java.nio.charset.Charset
  * A request that named a route (`request("chat", "POST", "/v1/chat/completions", ...)`) also
  * says who answered and how: [route], [provider], [model], [attemptsByProvider], [fallback]
  * ([stale]), [usage] and [cost]; all null (or empty) when the request was not routed.
+ * When a cache had a part in the answer (README "Caching and coalescing"), [cache] says what it
+ * did, and [fromCache] and [revalidated] sum it up.
  */
 data class HarnessResponse @JvmOverloads constructor(
     val status: Int,
@@ -33,12 +35,24 @@ data class HarnessResponse @JvmOverloads constructor(
     val usage: Usage? = null,
     /** From the answering provider's configured prices and [usage]. */
     val cost: Double? = null,
+    /** What a cache did for this answer (`hit`, `revalidated`, `stale`, `coalesced`, `miss`, `bypass`...), or null when no cache had a part in it. */
+    val cache: CacheStamp? = null,
 ) {
     constructor(status: Int, headers: Map<String, List<String>>, body: ByteArray, elapsedMs: Double, attempts: Int, traceId: String) :
         this(status, HarnessHeaders(headers), body, elapsedMs, attempts, traceId)
 
     /** A cached answer, served because no provider of the route could answer now. */
     val stale: Boolean get() = fallback == "cache"
+
+    /**
+     * Served from a store, not fetched for this call: a fresh stored answer (`hit`, which makes
+     * no attempt), one the origin confirmed with a 304 (`revalidated`) or one served past its
+     * freshness (`stale`).
+     */
+    val fromCache: Boolean get() = servedFromCache(cache?.outcome)
+
+    /** A stored answer the origin confirmed with a 304 (the caller sees the stored 200). */
+    val revalidated: Boolean get() = cache?.outcome == "revalidated"
 
     /** The body decoded as text (UTF-8 unless told). */
     @JvmOverloads
@@ -55,14 +69,19 @@ data class HarnessResponse @JvmOverloads constructor(
             body.contentEquals(other.body) && elapsedMs == other.elapsedMs &&
             attempts == other.attempts && traceId == other.traceId && route == other.route &&
             provider == other.provider && model == other.model && attemptsByProvider == other.attemptsByProvider &&
-            fallback == other.fallback && usage == other.usage && cost == other.cost
+            fallback == other.fallback && usage == other.usage && cost == other.cost && cache == other.cache
 
     override fun hashCode(): Int = ((status * 31 + headers.hashCode()) * 31 + body.contentHashCode()) * 31 + traceId.hashCode()
 
     override fun toString(): String =
         "HarnessResponse(status=$status, body=${body.size} bytes, elapsedMs=$elapsedMs, attempts=$attempts, traceId=$traceId" +
-            (if (route == null) ")" else ", route=$route, provider=$provider, model=$model, fallback=$fallback, cost=$cost)")
+            (if (route == null) "" else ", route=$route, provider=$provider, model=$model, fallback=$fallback, cost=$cost") +
+            (if (cache == null) ")" else ", cache=${cache.outcome})")
 }
+
+/** The cache outcomes that mean "served from a store" (the core's `CacheStamp::from_cache`). */
+internal fun servedFromCache(outcome: String?): Boolean =
+    outcome == "hit" || outcome == "revalidated" || outcome == "stale" || outcome == "exact" || outcome == "semantic"
 
 /**
  * Response headers: a read-only map from lower-case name to every value received for it, in

@@ -345,6 +345,7 @@ internal fun NativeResponse.toResponse(): HarnessResponse {
         fallback = r?.fallback,
         usage = r?.usage,
         cost = r?.cost,
+        cache = cache?.let { ViewJson.decode<CacheStamp>(it) },
     )
 }
 

@@ -1426,6 +1426,8 @@ data class ChatResponse(
 ) {
     /** A cached answer, served because no provider could answer now. */
     val stale: Boolean get() = fallback == "cache"
+    /** Served from a store (the route's exact or semantic answer cache), not by a provider call for this one. */
+    val fromCache: Boolean get() = servedFromCache(cache?.outcome)
     override fun toString(): String = "ChatResponse(content=${content.length} chars, toolCalls=$toolCalls, finishReason=$finishReason, usage=$usage, route=$route, provider=$provider, model=$model, cost=$cost, fallback=$fallback, attempts=$attempts, attemptsByProvider=$attemptsByProvider, traceId=$traceId, elapsedMs=$elapsedMs, cache=$cache)"
 }
 

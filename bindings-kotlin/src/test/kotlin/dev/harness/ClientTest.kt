@@ -46,6 +46,39 @@ class ClientTest {
     }
 
     @Test
+    fun `a cached answer is fromCache with no attempt until cacheClear drops it`() = runBlocking<Unit> {
+        TestUpstream.putScript("kt_cache_clear", listOf(mapOf("headers" to mapOf("cache-control" to "max-age=60"), "body" to "v1"), mapOf("body" to "v2")))
+        HarnessClient(config("cache" to mapOf("http" to true))).use { h ->
+            val first = h.get("svc", "/s/kt_cache_clear/r")
+            assertFalse(first.fromCache)
+            assertFalse(first.revalidated)
+            assertEquals("miss", first.cache?.outcome)
+            val hit = h.get("svc", "/s/kt_cache_clear/r")
+            assertTrue(hit.fromCache)
+            assertFalse(hit.revalidated)
+            assertEquals(CacheStamp("hit"), hit.cache)
+            assertEquals(0, hit.attempts)
+            assertEquals("v1", hit.text())
+            assertTrue(hit.toString().contains("cache=hit"), hit.toString())
+            assertEquals(1, h.cacheClear("svc"))
+            val after = h.get("svc", "/s/kt_cache_clear/r")
+            assertFalse(after.fromCache)
+            assertEquals(1, after.attempts)
+            assertEquals("v2", after.text())
+            val e = assertThrows<HarnessException.Config> { h.cacheClear("nope") }
+            assertTrue(e.message!!.contains("unknown service or route `nope`"), e.message)
+            assertTrue(h.cacheClear() >= 0)
+        }
+        assertEquals(2, TestUpstream.log("kt_cache_clear").getJSONArray("requests").length())
+        // A call no cache touched carries no stamp.
+        HarnessClient(config()).use { h ->
+            val r = h.get("svc", "/s/kt_cache_clear/r")
+            assertEquals(null, r.cache)
+            assertFalse(r.fromCache)
+        }
+    }
+
+    @Test
     fun `every shortcut sends its method`() = runBlocking<Unit> {
         TestUpstream.putScript("kt_methods", listOf(mapOf("status" to 200)))
         HarnessClient(config()).use { h ->

@@ -388,7 +388,17 @@ class VectorsTest {
         exp.double("min_ms")?.let { if (o.ms < it) fail("took ${"%.1f".format(o.ms)} ms, expected at least $it") }
         exp.double("max_ms")?.let { if (o.ms > it) fail("took ${"%.1f".format(o.ms)} ms, expected at most $it") }
         checkRouted(exp, o, ::fail)
+        if (call["stream"] != true) checkCache(exp, o, ::fail)
         checkState(i, name, call, client, errors)
+    }
+
+    /** `from_cache` and `cache` (the stamp's outcome, or null) on a response or a chat answer. */
+    private fun checkCache(exp: Map<String, Any?>, o: Outcome, fail: (String) -> Unit) {
+        if (!exp.containsKey("from_cache") && !exp.containsKey("cache")) return
+        val (fromCache, stamp) = o.response?.let { it.fromCache to it.cache } ?: o.chat?.let { it.fromCache to it.cache }
+            ?: return fail("expected from_cache/cache, got ${o.errorKind}: ${o.error?.message}")
+        if (exp.containsKey("from_cache") && fromCache != exp["from_cache"]) fail("expected from_cache ${exp["from_cache"]}, got $fromCache (cache $stamp)")
+        if (exp.containsKey("cache") && stamp?.outcome != exp["cache"]) fail("expected cache ${exp["cache"]}, got ${stamp?.outcome}")
     }
 
     /**
