@@ -1449,9 +1449,10 @@ export interface CacheStamp {
    * `hit` (a fresh stored answer), `revalidated` (stored, confirmed by a 304), `stale`
    * (stored, served past its freshness within `stale-while-revalidate` or
    * `stale-if-error`), `exact` or `semantic` (a chat answer), `coalesced` (another
-   * caller's identical call, shared), `miss` (fetched, and stored when allowed).
+   * caller's identical call, shared), `miss` (fetched, and stored when allowed), `bypass`
+   * (not cached: the request carries credentials and the service is not `per_credential`).
    */
-  outcome: 'hit' | 'revalidated' | 'stale' | 'exact' | 'semantic' | 'coalesced' | 'miss'
+  outcome: 'hit' | 'revalidated' | 'stale' | 'exact' | 'semantic' | 'coalesced' | 'miss' | 'bypass'
   /** `semantic`: the cosine similarity of the stored prompt. */
   similarity: number | null
   /** A cached chat answer: what the provider call it replaced would have cost. */

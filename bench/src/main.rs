@@ -239,8 +239,12 @@ fn main() {
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).expect("write BENCH_JSON");
     }
     if std::env::var("BENCH_OVERHEAD").map(|v| v != "0").unwrap_or(true) {
-        overhead(&handle, &plain, &url, total);
-        adaptive_cost(&handle, &url, total);
+        // BENCH_CACHE_ONLY=1: only the cache-hit table (with BENCH_CONCURRENCY= and BENCH_HUGE=0).
+        if std::env::var("BENCH_CACHE_ONLY").map(|v| v != "1").unwrap_or(true) {
+            overhead(&handle, &plain, &url, total);
+            adaptive_cost(&handle, &url, total);
+        }
+        cache_hit(&handle, &plain, &url, total);
     }
     if let Some(child) = child.as_mut() {
         drop(child.stdin.take());
@@ -308,6 +312,47 @@ fn overhead(handle: &tokio::runtime::Handle, http: &reqwest::Client, url: &str, 
             (us / base_us - 1.0) * 100.0
         );
     }
+}
+
+/// A cache hit against the loopback call it replaces, at c=64: the same 1 KB JSON answer
+/// (`Cache-Control: max-age=3600`) through a client without caching and one with
+/// `cache: {http: true}` (primed once), interleaved over at least 5 rounds, log off in both.
+fn cache_hit(handle: &tokio::runtime::Handle, http: &reqwest::Client, url: &str, total: usize) {
+    let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(5);
+    let body = json!({"id": 4242, "items": (0..16).map(|i| json!({"sku": format!("SKU-{i:05}"), "qty": i + 1, "price": 9.99, "tags": ["a", "b"]})).collect::<Vec<_>>()});
+    let step = json!({"steps": [{"json": body, "headers": {"cache-control": "max-age=3600"}}]}).to_string();
+    handle.block_on(async { http.put(format!("{url}/__admin/script/cachehit")).body(step).send().await.unwrap() });
+    let make = |cache: serde_json::Value| {
+        let mut svc = json!({"base_url": url, "retry": {"max_retries": 1}, "bulkhead": {"max_concurrency": 256}});
+        if !cache.is_null() {
+            svc["cache"] = cache;
+        }
+        Client::from_value(json!({"client": {"name": "bench"}, "log": {"enabled": false}, "services": {"bench": svc}})).unwrap()
+    };
+    let clients = [("loopback call", make(serde_json::Value::Null)), ("cache hit", make(json!({"http": true})))];
+    handle.block_on(async { clients[1].1.request(Request::new("bench", "GET", "/s/cachehit/1")).await.unwrap() });
+    let mut rows: Vec<Vec<Row>> = vec![Vec::new(); clients.len()];
+    for _ in 0..rounds {
+        for (i, (_, c)) in clients.iter().enumerate() {
+            let c = c.clone();
+            rows[i].push(handle.block_on(measure(64, total, move || {
+                let c = c.clone();
+                async move { c.request(Request::new("bench", "GET", "/s/cachehit/1")).await.map(|r| r.body.len() >= 500).unwrap_or(false) }
+            })));
+        }
+    }
+    println!("\nA cache hit vs the loopback call it replaces: c=64, {total} requests per cell, median of {rounds} interleaved rounds (log off)\n");
+    println!("| client | req/s (min-max) | p50 µs | p99 µs | CPU ms / 1k req |");
+    println!("|---|---:|---:|---:|---:|");
+    for (i, (name, _)) in clients.iter().enumerate() {
+        let r = &rows[i];
+        let (lo, hi) = r.iter().fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x.rps), hi.max(x.rps)));
+        println!("| {name} | {:.0} ({lo:.0}-{hi:.0}) | {:.1} | {:.1} | {:.1} |", median(r, |x| x.rps), median(r, |x| x.p50_us), median(r, |x| x.p99_us), median(r, |x| x.cpu_ms_per_1k));
+    }
+    let ratios: Vec<f64> = rows[1].iter().zip(&rows[0]).map(|(h, l)| h.rps / l.rps).collect();
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    println!("| cache hit / loopback call | {:.2}x ({:.2}-{:.2}) | | | |", sorted[sorted.len() / 2], sorted[0], sorted[sorted.len() - 1]);
 }
 
 /// What the adaptive options cost at c=64, in two tables, each interleaved over at least 5

@@ -141,3 +141,60 @@ async fn a_hit_is_recorded_counted_and_cleared_by_name() {
     assert!(metrics.contains("harness_cache_total{service=\"svc\""), "{metrics}");
     assert!(metrics.contains("outcome=\"hit\"} 1"), "{metrics}");
 }
+
+async fn provider(u: &harness_upstream::Upstream, name: &str, spec: Value) {
+    let r = reqwest::Client::new().post(format!("{}/__admin/provider/{name}", u.url())).body(spec.to_string()).send().await.unwrap();
+    assert!(r.status().is_success());
+}
+
+async fn provider_requests(u: &harness_upstream::Upstream, name: &str) -> u64 {
+    let text = reqwest::get(format!("{}/__admin/provider-log/{name}", u.url())).await.unwrap().text().await.unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["count"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_semantic_cache_keeps_tenants_apart_and_says_how_close_the_hit_was() {
+    let u = upstream().await;
+    provider(&u, "sem-chat", json!({"content": "Paris.", "prompt_tokens": 1000, "completion_tokens": 1000})).await;
+    provider(&u, "sem-emb", json!({"embedding": "words", "dimensions": 256})).await;
+    let capture = Arc::new(Capture::default());
+    let client = Client::from_value(json!({
+        "log": {"enabled": false},
+        "services": {"chat": {"base_url": format!("{}/llm/sem-chat", u.url())}, "emb": {"base_url": format!("{}/llm/sem-emb", u.url())}},
+        "routes": {
+            "answers": {"adapter": "openai-compatible", "providers": [{"id": "main", "service": "chat", "model": "m", "weight": 1, "price": {"input_per_1k": 0.01, "output_per_1k": 0.02}}],
+                        "cache": {"semantic": {"embeddings_route": "embed", "threshold": 0.9}}},
+            "embed": {"kind": "embeddings", "adapter": "openai-compatible", "providers": [{"id": "e", "service": "emb", "model": "e", "weight": 1}]}
+        }
+    }))
+    .unwrap();
+    client.add_listener(capture.clone());
+    let ask = |text: &str, tenant: &str| {
+        let mut c = harness_core::ChatRequest::new(json!([{"role": "user", "content": text}]));
+        c.params.insert("temperature".into(), json!(0));
+        c.principal = Some(tenant.to_string());
+        c
+    };
+    let first = client.chat("answers", ask("What is the capital of France?", "t1")).await.unwrap();
+    assert!(first.cache.is_none() && first.cost.is_some());
+    let hit = client.chat("answers", ask("what is the capital city of France", "t1")).await.unwrap();
+    let stamp = hit.cache.clone().expect("a semantic hit");
+    assert_eq!((stamp.outcome, hit.content.as_str(), hit.attempts, hit.cost), ("semantic", "Paris.", 0, None));
+    let similarity = stamp.similarity.unwrap();
+    assert!((0.9..=1.0).contains(&similarity), "{similarity}");
+    assert_eq!(stamp.saved_cost, first.cost, "the hit saved what the first answer cost");
+    let other = client.chat("answers", ask("What is the capital of France?", "t2")).await.unwrap();
+    assert!(other.cache.is_none(), "another tenant's identical prompt is not served the first tenant's answer");
+    assert_eq!(provider_requests(&u, "sem-chat").await, 2);
+    client.flush();
+    let records: Vec<RequestRecord> = capture.0.lock().iter().filter(|r| r.route.as_deref() == Some("answers")).cloned().collect();
+    let hit_record = records.iter().find(|r| r.cache == Some("semantic")).expect("the hit's record");
+    assert_eq!(hit_record.cache_similarity, Some(similarity));
+    assert_eq!(hit_record.cache_saved_cost, first.cost);
+    let metrics = client.metrics_text();
+    assert!(metrics.contains("outcome=\"semantic\"} 1"), "{metrics}");
+    assert!(metrics.contains("harness_cache_saved_cost_total{service=\"answers\"}"), "{metrics}");
+    assert_eq!(client.cache_clear(Some("answers")).unwrap() > 0, true);
+    let after = client.chat("answers", ask("what is the capital city of France", "t1")).await.unwrap();
+    assert!(after.cache.is_none(), "cleared");
+}

@@ -41,6 +41,8 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
         .route("/admin/breakers", get(admin_breakers))
         .route("/admin/breakers/{action}", post(admin_breaker_set))
         .route("/admin/credentials", get(admin_credentials))
+        .route("/admin/cache/clear", post(admin_cache_clear_all))
+        .route("/admin/cache/clear/{name}", post(admin_cache_clear))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such endpoint") })
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(axum::middleware::from_fn_with_state(gw.clone(), bounded_body))
@@ -863,6 +865,20 @@ async fn admin_reload(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Result<
     };
     let version = gw.reload(loaded)?;
     Ok(Json(json!({"ok": true, "config_version": version})).into_response())
+}
+
+/// Drops every cached answer (HTTP cache, exact and semantic answers) of every service and route.
+async fn admin_cache_clear_all(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let cleared = gw.client.cache_clear(None)?;
+    Ok(Json(json!({"ok": true, "cleared": cleared})).into_response())
+}
+
+/// Drops one service's or route's cached answers; an unknown name is a 400 naming it.
+async fn admin_cache_clear(State(gw): Gw, headers: HeaderMap, Path(name): Path<String>) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let cleared = gw.client.cache_clear(Some(&name))?;
+    Ok(Json(json!({"ok": true, "cleared": cleared})).into_response())
 }
 
 /// A direct call to one provider, bypassing routing and weights (the first step when adding a

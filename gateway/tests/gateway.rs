@@ -1207,3 +1207,38 @@ async fn embeddings_in_the_openai_shape_as_floats_or_base64_with_callers_costs_a
     assert!(status >= 500 && v["error"]["trace_id"].as_str().is_some_and(|t| t.len() == 32), "{status} {v}");
     g.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_clears_a_routes_cached_answers() {
+    let w = World::new().await;
+    w.provider("g9-a", json!({"content": "cached answer"})).await;
+    let mut config = w.config("g9", json!({}));
+    config["routes"]["chat"]["cache"] = json!({"exact": {"ttl_ms": 60000}});
+    let g = w.gateway(config).await;
+    let ask = || json!({"model": "chat", "temperature": 0, "messages": [{"role": "user", "content": "hi"}]});
+    for _ in 0..2 {
+        let (status, _, v) = post(&w.http, &g, Some(ANN), "/v1/chat/completions", ask()).await;
+        assert_eq!((status, v["choices"][0]["message"]["content"].as_str()), (200, Some("cached answer")), "{v}");
+    }
+    assert_eq!(w.provider_count("g9-a").await, 1, "the repeat was answered from the exact cache");
+    let clear = |path: &'static str, key: Option<&'static str>| {
+        let mut r = w.http.post(url(&g, path));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            (resp.status().as_u16(), serde_json::from_slice::<Value>(&resp.bytes().await.unwrap()).unwrap_or(Value::Null))
+        }
+    };
+    assert_eq!(clear("/admin/cache/clear/chat", Some(ANN)).await.0, 401, "an API key is not the admin key");
+    let (s, v) = clear("/admin/cache/clear/nope", Some(ADMIN)).await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("nope"), "{v}");
+    let (s, v) = clear("/admin/cache/clear/chat", Some(ADMIN)).await;
+    assert_eq!((s, v["cleared"].as_u64()), (200, Some(1)), "{v}");
+    post(&w.http, &g, Some(ANN), "/v1/chat/completions", ask()).await;
+    assert_eq!(w.provider_count("g9-a").await, 2, "cleared: the provider answers again");
+    assert_eq!(clear("/admin/cache/clear", Some(ADMIN)).await.0, 200);
+    g.shutdown().await;
+}

@@ -1143,11 +1143,11 @@ class Usage(NamedTuple):
 class CacheStamp(TypedDict):
     """How an answer came to be, when a cache had a part in it.
 
-    ``outcome``: `hit` (a fresh stored answer), `revalidated` (stored, confirmed by a 304), `stale` (stored, served past its freshness within `stale-while-revalidate` or `stale-if-error`), `exact` or `semantic` (a chat answer), `coalesced` (another caller's identical call, shared), `miss` (fetched, and stored when allowed).
+    ``outcome``: `hit` (a fresh stored answer), `revalidated` (stored, confirmed by a 304), `stale` (stored, served past its freshness within `stale-while-revalidate` or `stale-if-error`), `exact` or `semantic` (a chat answer), `coalesced` (another caller's identical call, shared), `miss` (fetched, and stored when allowed), `bypass` (not cached: the request carries credentials and the service is not `per_credential`).
     ``similarity``: `semantic`: the cosine similarity of the stored prompt.
     ``saved_cost``: A cached chat answer: what the provider call it replaced would have cost.
     """
-    outcome: Literal["hit", "revalidated", "stale", "exact", "semantic", "coalesced", "miss"]
+    outcome: Literal["hit", "revalidated", "stale", "exact", "semantic", "coalesced", "miss", "bypass"]
     similarity: Optional[float]
     saved_cost: Optional[float]
 

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::config::CacheScope;
+use super::config::{CacheScope, EmbedText};
 use super::store::{key, Key, Weigh};
 use crate::adapters::{ChatChunk, ChatChunkKind, ChatRequest, ChatResponse};
 
@@ -73,6 +73,54 @@ pub fn chat_key(kind: &str, route: &str, version: &str, scope: CacheScope, princ
     };
     let scope_tag: &[u8] = if scope == CacheScope::Route { b"route" } else { b"principal" };
     key(&[b"chat", kind.as_bytes(), route.as_bytes(), version.as_bytes(), scope_tag, who.as_bytes(), &normalised(chat)])
+}
+
+/// The text a semantic lookup embeds: the last user message, or the whole conversation
+/// (`role: text` per message); `None` when there is no text to embed.
+pub fn embed_text(chat: &ChatRequest, what: EmbedText) -> Option<String> {
+    let list = chat.messages.as_array()?;
+    let text_of = |m: &Value| -> String {
+        match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            // Content parts: their text, in order.
+            Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n"),
+            _ => String::new(),
+        }
+    };
+    let text = match what {
+        EmbedText::LastMessage => list.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("user")).map(text_of)?,
+        EmbedText::Conversation => list
+            .iter()
+            .map(|m| format!("{}: {}", m.get("role").and_then(Value::as_str).unwrap_or(""), text_of(m)))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    (!text.trim().is_empty()).then_some(text)
+}
+
+/// The semantic scope of a chat: the route as named (its model pin), the cache version,
+/// the system prompt, the tools, tool choice and response format, every other parameter
+/// but the prompt, and the principal unless the scope is route-wide. Two prompts are only
+/// ever compared within one scope.
+pub fn semantic_scope(route: &str, version: &str, scope: CacheScope, principal: Option<&str>, chat: &ChatRequest) -> u64 {
+    let mut system = Vec::new();
+    if let Some(list) = chat.messages.as_array() {
+        for m in list.iter().filter(|m| m.get("role").and_then(Value::as_str) == Some("system")) {
+            canonical(m, &mut system);
+        }
+    }
+    let mut params = chat.params.clone();
+    for k in NOT_PART_OF_THE_ANSWER {
+        params.remove(k);
+    }
+    let mut rest = Vec::new();
+    canonical(&Value::Object(params), &mut rest);
+    let who = match scope {
+        CacheScope::Principal => principal.unwrap_or(""),
+        CacheScope::Route => "",
+    };
+    let k = key(&[b"semantic-scope", route.as_bytes(), version.as_bytes(), &system, &rest, who.as_bytes()]);
+    u64::from_le_bytes(k[..8].try_into().expect("8 bytes"))
 }
 
 /// A stored chat answer: the answer, and its chunks when it was streamed.

@@ -182,8 +182,6 @@ impl RouteCacheConfig {
                     crate::redact::escape_control(&s.embeddings_route)
                 )));
             }
-            // Refused rather than ignored: a route must never look like it caches what it does not.
-            return Err(HarnessError::config(format!("{path}.semantic: the semantic answer cache is not available in this version (exact and coalesce are)")));
         }
         Ok(())
     }

@@ -10,6 +10,7 @@
 pub mod answers;
 pub mod config;
 pub mod http;
+pub mod semantic;
 pub mod stamp;
 pub mod store;
 
@@ -74,6 +75,8 @@ pub struct Caches {
     pub answers: Store<answers::Answer>,
     pub flights: Flights<crate::response::Response>,
     pub chat_flights: Flights<crate::adapters::ChatResponse>,
+    /// Prompts' embeddings, each pointing at its answer in `answers`.
+    pub semantic: semantic::SemanticIndex,
 }
 
 impl Caches {
@@ -83,6 +86,7 @@ impl Caches {
             answers: Store::new(config.max_bytes as usize, config.max_entry_bytes as usize),
             flights: Flights::default(),
             chat_flights: Flights::default(),
+            semantic: semantic::SemanticIndex::new(config.semantic_max_entries as usize, config.semantic_max_bytes as usize),
         }
     }
 
@@ -93,7 +97,11 @@ impl Caches {
 
     /// Drops what is stored for one service or route (everything when `None`); how many entries went.
     pub fn clear(&self, name: Option<&str>) -> usize {
-        self.http.clear(name) + self.answers.clear(name)
+        let semantic = match name {
+            Some(n) => self.semantic.clear_route(n),
+            None => self.semantic.clear(),
+        };
+        self.http.clear(name) + self.answers.clear(name) + semantic
     }
 }
 

@@ -6,8 +6,9 @@ pub struct CacheStamp {
     /// `hit` (a fresh stored answer), `revalidated` (stored, confirmed by a 304), `stale`
     /// (stored, served past its freshness within `stale-while-revalidate` or
     /// `stale-if-error`), `exact` or `semantic` (a chat answer), `coalesced` (another
-    /// caller's identical call, shared), `miss` (fetched, and stored when allowed).
-    #[schemars(extend("enum" = ["hit", "revalidated", "stale", "exact", "semantic", "coalesced", "miss"]))]
+    /// caller's identical call, shared), `miss` (fetched, and stored when allowed), `bypass`
+    /// (not cached: the request carries credentials and the service is not `per_credential`).
+    #[schemars(extend("enum" = ["hit", "revalidated", "stale", "exact", "semantic", "coalesced", "miss", "bypass"]))]
     pub outcome: &'static str,
     /// `semantic`: the cosine similarity of the stored prompt.
     pub similarity: Option<f32>,

@@ -245,6 +245,19 @@ pub(crate) struct ChatCaching {
     /// The exact cache's key and time to live (a cacheable request on a route with `exact`).
     pub exact: Option<(Key, Duration)>,
     pub coalesce: Option<Key>,
+    pub semantic: Option<SemanticPlan>,
+}
+
+/// A semantic lookup for one chat: what to embed, where, and the scope it may match in.
+pub(crate) struct SemanticPlan {
+    pub embeddings_route: String,
+    pub text: String,
+    /// The route, model pin, version, system prompt, tools and (unless route-wide) principal.
+    pub scope: u64,
+    pub threshold: f32,
+    pub ttl: Duration,
+    /// Where this chat's answer is stored when it is fetched.
+    pub answer_key: Key,
 }
 
 impl ChatCaching {
@@ -258,11 +271,56 @@ impl ChatCaching {
             .filter(|e| !bypass && answers::deterministic(chat, e.any_temperature))
             .map(|e| (answers::chat_key("exact", route, &e.version, e.scope, principal, chat), Duration::from_millis(e.ttl_ms)));
         let coalesce = cfg.coalesce.then(|| answers::chat_key("flight", route, "", crate::cache::CacheScope::Principal, principal, chat));
-        ChatCaching { exact, coalesce }
+        let semantic = cfg.semantic.as_ref().filter(|s| !bypass && answers::deterministic(chat, s.any_temperature)).and_then(|s| {
+            let text = answers::embed_text(chat, s.embed)?;
+            Some(SemanticPlan {
+                embeddings_route: s.embeddings_route.clone(),
+                scope: answers::semantic_scope(route, &s.version, s.scope, principal, chat),
+                threshold: s.threshold,
+                ttl: Duration::from_millis(s.ttl_ms),
+                answer_key: answers::chat_key("semantic", route, &s.version, s.scope, principal, chat),
+                text,
+            })
+        });
+        ChatCaching { exact, coalesce, semantic }
     }
 
     pub fn is_off(&self) -> bool {
-        self.exact.is_none() && self.coalesce.is_none()
+        self.exact.is_none() && self.coalesce.is_none() && self.semantic.is_none()
+    }
+}
+
+/// The answer stored for the nearest earlier prompt of this scope, when close enough;
+/// recorded as served (`semantic`, with the similarity and the cost saved).
+pub(crate) fn semantic_hit(engine: &Engine, call: &mut Call, plan: &SemanticPlan, vector: &[f32]) -> Option<Answer> {
+    let hit = engine.caches.semantic.lookup(&call.plan.name, plan.scope, vector, plan.threshold)?;
+    let key: Key = hit.answer.as_ref().try_into().ok()?;
+    let answer = engine.caches.answers.get(&key)?;
+    call.cache = Some(CacheStamp { outcome: "semantic", similarity: Some(hit.similarity), saved_cost: answer.response.cost });
+    let resp = Response {
+        status: 200,
+        headers: Vec::new(),
+        body: answer.response.raw.clone(),
+        elapsed_ms: 0.0,
+        attempts: 0,
+        trace_id: String::new(),
+        routed: Some(Box::new(Routed { route: call.plan.name.to_string(), provider: answer.response.provider.clone(), model: answer.response.model.clone(), ..Default::default() })),
+        cache: None,
+    };
+    let _ = call.finish(engine, Ok(resp));
+    Some((*answer).clone())
+}
+
+/// Stores a provider's successful answer for later prompts close to this one.
+pub(crate) fn semantic_store(engine: &Engine, route: &Arc<str>, plan: &SemanticPlan, vector: &[f32], answer: &ChatResponse) {
+    if answer.fallback.is_some() || answer.cache.is_some() {
+        return;
+    }
+    let mut stored = answer.clone();
+    stored.cache = None;
+    if engine.caches.answers.put(plan.answer_key, route, Arc::new(Answer { response: stored, chunks: None }), plan.ttl) {
+        let expires = tokio::time::Instant::now() + plan.ttl;
+        engine.caches.semantic.insert(route, plan.scope, vector, bytes::Bytes::copy_from_slice(&plan.answer_key), expires);
     }
 }
 

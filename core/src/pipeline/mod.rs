@@ -79,9 +79,24 @@ pub(crate) async fn chat(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -
             return Ok(cached::answer_from(&call, &hit));
         }
     }
+    // The prompt's embedding: a failed embeddings call skips the semantic cache, never the chat.
+    let mut vector = None;
+    if let Some(plan) = &caching.semantic {
+        let req = EmbedRequest { inputs: vec![plan.text.clone()], principal: chat.principal.clone(), ..Default::default() };
+        if let Ok(mut e) = embed(engine, &plan.embeddings_route, req).await {
+            e.data.truncate(e.dimensions as usize);
+            if let Some(hit) = cached::semantic_hit(engine, &mut call, plan, &e.data) {
+                return Ok(cached::answer_from(&call, &hit));
+            }
+            vector = Some(e.data);
+        }
+    }
     let owner = call.plan.name.clone();
     let answer = cached::chat_call(engine, call, route, &caching).await?;
     cached::chat_store(engine, &owner, caching.exact, &answer);
+    if let (Some(plan), Some(v)) = (&caching.semantic, vector) {
+        cached::semantic_store(engine, &owner, plan, &v, &answer);
+    }
     Ok(answer)
 }
 

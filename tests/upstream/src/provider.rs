@@ -97,6 +97,10 @@ pub struct ProviderSpec {
     pub blocked: bool,
     /// The embeddings' dimension when the request does not ask for one.
     pub dimensions: usize,
+    /// `words`: each lower-cased word (letters and digits) adds 1 to element `hash(word) % d`
+    /// (FNV-1a), so texts sharing most words point the same way (the semantic cache's tests);
+    /// default: the length-only vectors above.
+    pub embedding: Option<String>,
     /// An embeddings request with more inputs than this is refused with 400.
     pub max_batch: Option<usize>,
     pub stream: StreamSpec,
@@ -162,6 +166,7 @@ impl Default for ProviderSpec {
             accept_prefill: true,
             blocked: false,
             dimensions: 4,
+            embedding: None,
             max_batch: None,
             stream: StreamSpec::default(),
             only_model: None,
@@ -427,7 +432,8 @@ fn plan(p: &mut Provider, n: u64, spec: &ProviderSpec, name: &str, call: &Call) 
         });
     }
     if call.op == Op::Embed {
-        let vectors: Vec<Vec<f32>> = call.inputs.iter().map(|(t, d)| embed(t, d.unwrap_or(spec.dimensions))).collect();
+        let words = spec.embedding.as_deref() == Some("words");
+        let vectors: Vec<Vec<f32>> = call.inputs.iter().map(|(t, d)| if words { embed_words(t, d.unwrap_or(spec.dimensions)) } else { embed(t, d.unwrap_or(spec.dimensions)) }).collect();
         let tokens = call.inputs.iter().map(|(t, _)| (t.chars().count() as u64).div_ceil(4).max(1)).sum();
         return Plan::Embed(Embeddings { model: call.model.clone(), vectors, tokens: spec.prompt_tokens.unwrap_or(tokens) });
     }
@@ -469,6 +475,20 @@ fn plan(p: &mut Provider, n: u64, spec: &ProviderSpec, name: &str, call: &Call) 
         finish,
         tools: if call.format == Format::InHouse { Vec::new() } else { spec.tool_calls.clone() },
     })
+}
+
+/// A bag of words hashed into `dimensions` buckets (see `ProviderSpec::embedding`).
+fn embed_words(text: &str, dimensions: usize) -> Vec<f32> {
+    let mut v = vec![0f32; dimensions.max(1)];
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let mut h: u64 = 0xcbf29ce484222325;
+        for b in word.to_lowercase().bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
+        }
+        let at = (h % v.len() as u64) as usize;
+        v[at] += 1.0;
+    }
+    v
 }
 
 /// The deterministic embedding of `text` (see the module's doc).

@@ -1468,7 +1468,8 @@ data class CacheStamp(
      * `hit` (a fresh stored answer), `revalidated` (stored, confirmed by a 304), `stale`
      * (stored, served past its freshness within `stale-while-revalidate` or
      * `stale-if-error`), `exact` or `semantic` (a chat answer), `coalesced` (another
-     * caller's identical call, shared), `miss` (fetched, and stored when allowed).
+     * caller's identical call, shared), `miss` (fetched, and stored when allowed), `bypass`
+     * (not cached: the request carries credentials and the service is not `per_credential`).
      */
     @SerialName("outcome") val outcome: String,
     /** `semantic`: the cosine similarity of the stored prompt. */
