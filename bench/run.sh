@@ -22,6 +22,7 @@ if [ "${BENCH_SUMMARY_ONLY:-0}" != 1 ]; then
   echo
   # Shared state: local and Redis rate-limit checks (starts redis-server if installed).
   target/x86_64-unknown-linux-gnu/release/harness-state-bench 2>/dev/null
+  echo; target/x86_64-unknown-linux-gnu/release/harness-semantic-bench 2>/dev/null
   echo; target/x86_64-unknown-linux-gnu/release/harness-gateway-bench 2>/dev/null
 fi
 

@@ -132,6 +132,12 @@ impl Client {
         Ok(self.engine.caches.clear(name))
     }
 
+    /// How much this client's caches hold (entries and bytes), and with `cache.shared`
+    /// whether it hears the fleet's announcements now.
+    pub fn cache_sizes(&self) -> crate::cache::CacheSizes {
+        self.engine.caches.sizes()
+    }
+
     /// Per provider of `route`: configured and effective weight, health, breaker state,
     /// in-flight count, cooling and last error.
     pub fn routing_state(&self, route: &str) -> Result<RouteState, HarnessError> {

@@ -192,7 +192,7 @@ pub struct ChatResponse {
     pub raw: Bytes,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChatChunkKind {
     /// More of the answer.
@@ -217,7 +217,7 @@ impl ChatChunkKind {
 }
 
 /// One piece of a streamed chat answer.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ChatChunk {
     pub kind: ChatChunkKind,
     /// `delta`: the new text.

@@ -122,7 +122,7 @@ pub struct RouteDefaults<'a> {
 }
 
 /// A tool the model asks to call.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ToolCall {
     pub id: String,
     /// The function's name.
@@ -133,7 +133,7 @@ pub struct ToolCall {
 }
 
 /// One streamed piece of a tool call: the first names it, the rest add to its arguments.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ToolCallDelta {
     /// Which tool call of the answer (0, 1, ...).
     pub index: u32,

@@ -137,7 +137,61 @@ impl Weigh for Answer {
     }
 }
 
+/// A stored answer as the fleet's store keeps it (JSON; the provider's answer in base64).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct AnswerWire {
+    content: String,
+    tool_calls: Vec<crate::adapters::ToolCall>,
+    finish_reason: Option<String>,
+    usage: Option<crate::adapters::Usage>,
+    route: String,
+    provider: Option<String>,
+    model: Option<String>,
+    cost: Option<f64>,
+    raw: String,
+    chunks: Option<Vec<ChatChunk>>,
+}
+
 impl Answer {
+    /// The answer as the fleet's store keeps it.
+    pub fn to_wire(&self) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        let r = &self.response;
+        let w = AnswerWire {
+            content: r.content.clone(),
+            tool_calls: r.tool_calls.clone(),
+            finish_reason: r.finish_reason.clone(),
+            usage: r.usage,
+            route: r.route.clone(),
+            provider: r.provider.clone(),
+            model: r.model.clone(),
+            cost: r.cost,
+            raw: base64::engine::general_purpose::STANDARD.encode(&r.raw),
+            chunks: self.chunks.clone(),
+        };
+        serde_json::to_vec(&w).ok()
+    }
+
+    /// An answer read back from the fleet's store; `None` when malformed.
+    pub fn from_wire(bytes: &[u8]) -> Option<Answer> {
+        use base64::Engine as _;
+        let w: AnswerWire = serde_json::from_slice(bytes).ok()?;
+        let raw = base64::engine::general_purpose::STANDARD.decode(w.raw.as_bytes()).ok()?;
+        let response = ChatResponse {
+            content: w.content,
+            tool_calls: w.tool_calls,
+            finish_reason: w.finish_reason,
+            usage: w.usage,
+            route: w.route,
+            provider: w.provider,
+            model: w.model,
+            cost: w.cost,
+            raw: raw.into(),
+            ..Default::default()
+        };
+        Some(Answer { response, chunks: w.chunks })
+    }
+
     /// The answer as a stream: its recorded chunks, or one delta per piece of content and
     /// tool call followed by `done`.
     pub fn replay(&self) -> Vec<ChatChunk> {
@@ -216,6 +270,9 @@ mod tests {
         assert_eq!(a.response.content, "Hello");
         assert_eq!(a.replay().len(), 3);
         assert!(Answer::from_chunks("r", vec![d("cut")]).is_none(), "a stream that never finished is not an answer");
+        let back = Answer::from_wire(&a.to_wire().unwrap()).unwrap();
+        assert_eq!((back.response.content.as_str(), back.replay().len()), ("Hello", 3), "a stored stream survives the fleet's wire form");
+        assert!(Answer::from_wire(b"{}").is_none());
         let buffered = Answer { response: a.response.clone(), chunks: None };
         let r = buffered.replay();
         assert_eq!((r[0].content.as_str(), r.last().unwrap().kind), ("Hello", ChatChunkKind::Done));

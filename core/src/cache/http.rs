@@ -59,10 +59,13 @@ pub enum Lookup {
     Miss,
 }
 
-/// The request as the policy sees it: method, path and query, the caller's headers.
+/// The request as the policy sees it: method, path and query, the caller's headers but
+/// its credentials (the policy is stored, in Redis too when shared; a credentialed answer
+/// is kept apart by the credential's digest in its key instead).
 pub fn request_parts(method: &Method, path_and_query: &str, headers: &[(String, String)]) -> http::request::Parts {
     let mut parts = http::Request::builder().method(method.clone()).uri(uri_of(path_and_query)).body(()).expect("a method and a URI").into_parts().0;
-    parts.headers = header_map(headers);
+    let plain: Vec<(String, String)> = headers.iter().filter(|(k, _)| !crate::redact::is_sensitive_name(k)).cloned().collect();
+    parts.headers = header_map(&plain);
     parts
 }
 
@@ -209,7 +212,67 @@ fn no_cache_requested(req: &http::request::Parts) -> bool {
     has_directive(&req.headers, "no-cache") || has_directive(&req.headers, "max-age")
 }
 
+/// One stored answer as the fleet's store keeps it (JSON; the body in base64).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct EntryWire {
+    policy: CachePolicy,
+    status: u16,
+    body: String,
+    fresh_until: SystemTime,
+    stale_if_error: Option<Duration>,
+    stale_while_revalidate: Option<Duration>,
+    strict: bool,
+    headers: Vec<(String, String)>,
+}
+
 impl Variants {
+    /// The variants as the fleet's store keeps them.
+    pub fn to_wire(&self) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        let list: Vec<EntryWire> = self
+            .0
+            .iter()
+            .map(|e| EntryWire {
+                policy: e.policy.clone(),
+                status: e.status,
+                body: base64::engine::general_purpose::STANDARD.encode(&e.body),
+                fresh_until: e.fresh_until,
+                stale_if_error: e.stale_if_error,
+                stale_while_revalidate: e.stale_while_revalidate,
+                strict: e.strict,
+                headers: e.headers.clone(),
+            })
+            .collect();
+        serde_json::to_vec(&list).ok()
+    }
+
+    /// Variants read back from the fleet's store; `None` when malformed.
+    pub fn from_wire(bytes: &[u8]) -> Option<Variants> {
+        use base64::Engine as _;
+        let list: Vec<EntryWire> = serde_json::from_slice(bytes).ok()?;
+        if list.is_empty() || list.len() > MAX_VARIANTS {
+            return None;
+        }
+        let mut out = Vec::with_capacity(list.len());
+        for w in list {
+            let body = base64::engine::general_purpose::STANDARD.decode(w.body.as_bytes()).ok()?;
+            let header_bytes = w.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+            out.push(Arc::new(HttpEntry {
+                policy: w.policy,
+                status: w.status,
+                body: Bytes::from(body),
+                fresh_until: w.fresh_until,
+                stale_if_error: w.stale_if_error,
+                stale_while_revalidate: w.stale_while_revalidate,
+                strict: w.strict,
+                headers: w.headers,
+                header_bytes,
+                refreshing: Default::default(),
+            }));
+        }
+        Some(Variants(out))
+    }
+
     /// The best a stored variant can do for `req`: fresh, else one to revalidate.
     pub fn lookup(&self, req: &http::request::Parts, now: SystemTime) -> Lookup {
         let mut stale = None;
@@ -288,6 +351,29 @@ mod tests {
         assert!(entry.refreshed(&de, 304, &answer(&[("etag", "\"other\"")]), later).is_none());
         let (fresh, _) = entry.refreshed(&de, 304, &answer(&[("etag", "\"e\""), ("cache-control", "max-age=10")]), later).unwrap();
         assert_eq!(&fresh.body[..], b"de");
+    }
+
+    #[test]
+    fn a_stored_policy_never_holds_the_callers_credentials() {
+        let now = SystemTime::now();
+        let req = request_parts(&Method::GET, "/a", &[("authorization".into(), "Bearer s3cret".into()), ("accept".into(), "text/plain".into())]);
+        let e = storable(&req, 200, &answer(&[("cache-control", "max-age=10")]), Bytes::new(), now).unwrap();
+        let wire = String::from_utf8(Variants(vec![Arc::new(e)]).to_wire().unwrap()).unwrap();
+        assert!(!wire.contains("s3cret") && wire.contains("text/plain"), "{wire}");
+    }
+
+    #[test]
+    fn variants_round_trip_through_the_fleets_wire_form() {
+        let now = SystemTime::now();
+        let h = answer(&[("cache-control", "max-age=10, stale-if-error=30"), ("etag", "\"e\"")]);
+        let v = Variants::default().with(&get(&[]), storable(&get(&[]), 200, &h, Bytes::from_static(b"\x00body"), now).unwrap(), now);
+        let back = Variants::from_wire(&v.to_wire().unwrap()).unwrap();
+        match back.lookup(&get(&[]), now + Duration::from_secs(5)) {
+            Lookup::Fresh { entry, .. } => assert_eq!((&entry.body[..], entry.status), (&b"\x00body"[..], 200)),
+            _ => panic!("fresh after the round trip"),
+        }
+        assert!(back.0[0].serves_on_error(now + Duration::from_secs(20)));
+        assert!(Variants::from_wire(b"[]").is_none() && Variants::from_wire(b"{").is_none());
     }
 
     #[test]

@@ -11,18 +11,22 @@ pub mod answers;
 pub mod config;
 pub mod http;
 pub mod semantic;
+pub mod shared;
 pub mod stamp;
 pub mod store;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::{FutureExt, Shared, WeakShared};
 use parking_lot::Mutex;
 
 use crate::error::HarnessError;
-pub use config::{CacheConfig, CacheScope, HttpCacheConfig, RouteCacheConfig};
+pub use config::{CacheConfig, CacheScope, HttpCacheConfig, RouteCacheConfig, SharedCacheConfig};
+use shared::{Kind, SemanticWire, SharedCache};
 pub use stamp::CacheStamp;
 use store::{Key, Store};
 
@@ -71,22 +75,65 @@ impl<T: Clone + Send + Sync + 'static> Flights<T> {
 
 /// Every cache of one client; kept across reloads (a reload resizes the stores).
 pub struct Caches {
-    pub http: Store<http::Variants>,
-    pub answers: Store<answers::Answer>,
+    pub http: Arc<Store<http::Variants>>,
+    pub answers: Arc<Store<answers::Answer>>,
     pub flights: Flights<crate::response::Response>,
     pub chat_flights: Flights<crate::adapters::ChatResponse>,
     /// Prompts' embeddings, each pointing at its answer in `answers`.
-    pub semantic: semantic::SemanticIndex,
+    pub semantic: Arc<semantic::SemanticIndex>,
+    /// The fleet's store (`cache.shared`), when configured.
+    shared: arc_swap::ArcSwapOption<SharedCache>,
+}
+
+/// How much a client's caches hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CacheSizes {
+    pub http_entries: usize,
+    pub answers: usize,
+    pub semantic_entries: usize,
+    /// Local bytes, every store together.
+    pub bytes: usize,
+    /// With `cache.shared`: whether this instance hears the fleet now (subscribed to its
+    /// channel, its semantic index filled from Redis since).
+    pub shared_listening: Option<bool>,
+}
+
+/// Applies what other instances announce to this client's stores.
+struct Local {
+    http: Arc<Store<http::Variants>>,
+    answers: Arc<Store<answers::Answer>>,
+    semantic: Arc<semantic::SemanticIndex>,
+}
+
+impl shared::Apply for Local {
+    fn semantic(&self, entry: &SemanticWire, vector: &[f32], ttl: Duration) {
+        let Some(k) = entry.answer_key() else { return };
+        let expires = tokio::time::Instant::now() + ttl;
+        self.semantic.insert(&entry.r, entry.s, vector, bytes::Bytes::copy_from_slice(&k), expires);
+    }
+
+    fn clear(&self, name: Option<&str>) {
+        clear_local(&self.http, &self.answers, &self.semantic, name);
+    }
+}
+
+fn clear_local(http: &Store<http::Variants>, answers: &Store<answers::Answer>, semantic: &semantic::SemanticIndex, name: Option<&str>) -> usize {
+    let s = match name {
+        Some(n) => semantic.clear_route(n),
+        None => semantic.clear(),
+    };
+    http.clear(name) + answers.clear(name) + s
 }
 
 impl Caches {
     pub fn new(config: &CacheConfig) -> Caches {
         Caches {
-            http: Store::new(config.max_bytes as usize, config.max_entry_bytes as usize),
-            answers: Store::new(config.max_bytes as usize, config.max_entry_bytes as usize),
+            http: Arc::new(Store::new(config.max_bytes as usize, config.max_entry_bytes as usize)),
+            answers: Arc::new(Store::new(config.max_bytes as usize, config.max_entry_bytes as usize)),
             flights: Flights::default(),
             chat_flights: Flights::default(),
-            semantic: semantic::SemanticIndex::new(config.semantic_max_entries as usize, config.semantic_max_bytes as usize),
+            semantic: Arc::new(semantic::SemanticIndex::new(config.semantic_max_entries as usize, config.semantic_max_bytes as usize)),
+            shared: arc_swap::ArcSwapOption::empty(),
         }
     }
 
@@ -95,13 +142,107 @@ impl Caches {
         self.answers.resize(config.max_bytes as usize, config.max_entry_bytes as usize);
     }
 
-    /// Drops what is stored for one service or route (everything when `None`); how many entries went.
-    pub fn clear(&self, name: Option<&str>) -> usize {
-        let semantic = match name {
-            Some(n) => self.semantic.clear_route(n),
-            None => self.semantic.clear(),
+    /// Shares the stores through Redis as `config` says (a changed `cache.shared` starts
+    /// over; `None` stops sharing). `connect` gives the connection for a URL;
+    /// `on_outage(name, why)` hears of the first failure of each outage.
+    pub fn share(
+        &self,
+        config: &CacheConfig,
+        connect: impl FnOnce(&str) -> Result<Arc<crate::state::redis::RedisConn>, crate::error::HarnessError>,
+        on_outage: Arc<dyn Fn(&str, String) + Send + Sync>,
+    ) -> Result<(), crate::error::HarnessError> {
+        let Some(want) = &config.shared else {
+            self.shared.store(None);
+            return Ok(());
         };
-        self.http.clear(name) + self.answers.clear(name) + semantic
+        if self.shared.load().as_ref().is_some_and(|s| s.config() == want) {
+            return Ok(());
+        }
+        let conn = connect(&want.redis_url)?;
+        let local = Arc::new(Local { http: self.http.clone(), answers: self.answers.clone(), semantic: self.semantic.clone() });
+        self.shared.store(Some(SharedCache::start(conn, want, config.max_entry_bytes as usize, local, on_outage)));
+        Ok(())
+    }
+
+    pub fn shared(&self) -> Option<Arc<SharedCache>> {
+        self.shared.load_full()
+    }
+
+    /// How much is stored here now.
+    pub fn sizes(&self) -> CacheSizes {
+        CacheSizes {
+            http_entries: self.http.len(),
+            answers: self.answers.len(),
+            semantic_entries: self.semantic.len(),
+            bytes: self.http.bytes() + self.answers.bytes() + self.semantic.bytes(),
+            shared_listening: self.shared().map(|s| s.listening()),
+        }
+    }
+
+    /// Drops what is stored for one service or route (everything when `None`) here and,
+    /// when shared, in Redis and on every instance (behind the caller); how many entries
+    /// went here.
+    pub fn clear(&self, name: Option<&str>) -> usize {
+        if let (Some(shared), Ok(rt)) = (self.shared(), crate::runtime::handle()) {
+            let name = name.map(str::to_string);
+            rt.spawn(async move { shared.clear(name.as_deref()).await });
+        }
+        clear_local(&self.http, &self.answers, &self.semantic, name)
+    }
+
+    /// The HTTP variants stored under `k`: here, else in the fleet's store (then kept here too).
+    pub async fn http_get(&self, owner: &Arc<str>, k: &Key) -> Option<Arc<http::Variants>> {
+        if let Some(v) = self.http.get(k) {
+            return Some(v);
+        }
+        let (bytes, ttl) = self.shared()?.get(Kind::Http, owner, k).await?;
+        let vars = Arc::new(http::Variants::from_wire(&bytes)?);
+        self.http.put(*k, owner, vars.clone(), ttl);
+        Some(vars)
+    }
+
+    /// Stores HTTP variants here and in the fleet's store.
+    pub fn http_put(&self, owner: &Arc<str>, k: Key, vars: Arc<http::Variants>, ttl: Duration) {
+        if self.http.put(k, owner, vars.clone(), ttl) {
+            if let (Some(shared), Some(bytes)) = (self.shared(), vars.to_wire()) {
+                shared.put(Kind::Http, owner, &k, bytes, ttl);
+            }
+        }
+    }
+
+    /// The answer stored under `k`: here, else in the fleet's store (then kept here too).
+    pub async fn answer_get(&self, owner: &Arc<str>, k: &Key) -> Option<Arc<answers::Answer>> {
+        if let Some(a) = self.answers.get(k) {
+            return Some(a);
+        }
+        let (bytes, ttl) = self.shared()?.get(Kind::Answer, owner, k).await?;
+        let answer = Arc::new(answers::Answer::from_wire(&bytes)?);
+        self.answers.put(*k, owner, answer.clone(), ttl);
+        Some(answer)
+    }
+
+    /// Stores an answer here and in the fleet's store.
+    pub fn answer_put(&self, owner: &Arc<str>, k: Key, answer: Arc<answers::Answer>, ttl: Duration) -> bool {
+        if !self.answers.put(k, owner, answer.clone(), ttl) {
+            return false;
+        }
+        if let (Some(shared), Some(bytes)) = (self.shared(), answer.to_wire()) {
+            shared.put(Kind::Answer, owner, &k, bytes, ttl);
+        }
+        true
+    }
+
+    /// A prompt's vector pointing at its answer, here and (announced to every instance) in
+    /// the fleet's store.
+    pub fn semantic_put(&self, owner: &Arc<str>, scope: u64, vector: &[f32], k: Key, answer: Arc<answers::Answer>, ttl: Duration) {
+        if !self.answers.put(k, owner, answer.clone(), ttl) {
+            return;
+        }
+        let expires = tokio::time::Instant::now() + ttl;
+        self.semantic.insert(owner, scope, vector, bytes::Bytes::copy_from_slice(&k), expires);
+        if let (Some(shared), Some(bytes)) = (self.shared(), answer.to_wire()) {
+            shared.put_semantic(owner, &SemanticWire::new(owner, scope, &k, vector), &k, bytes, ttl);
+        }
     }
 }
 

@@ -84,6 +84,16 @@ pub(crate) struct Engine {
     pub caches: crate::cache::Caches,
 }
 
+/// `cache.shared`: the caches shared through the fleet's Redis (an outage is one
+/// `shared_state_unavailable` event naming the service or route that met it).
+fn share_caches(caches: &crate::cache::Caches, config: &crate::cache::CacheConfig, registry: &Registry, events: &Arc<EventHub>) -> Result<(), HarnessError> {
+    let events = events.clone();
+    let on_outage = Arc::new(move |name: &str, why: String| {
+        events.emit(Event::SharedStateUnavailable { service: name.to_string(), what: "cache", error: why });
+    });
+    caches.share(config, |url| registry.redis(url, "cache.shared.redis_url"), on_outage)
+}
+
 impl Engine {
     pub fn new(config: Validated, options: EngineOptions) -> Result<Engine, HarnessError> {
         let metrics = Arc::new(Metrics::new());
@@ -101,6 +111,7 @@ impl Engine {
         let providers = Providers::default();
         let mocks = Arc::new(HostMocks::default());
         let caches = crate::cache::Caches::new(&config.config().cache);
+        share_caches(&caches, &config.config().cache, &registry, &events)?;
         let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref(), &providers, &mocks)?;
         let rng = match options.jitter_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
@@ -163,6 +174,9 @@ impl Engine {
                     }
                 }
                 self.caches.configure(&snapshot.config.cache);
+                if let Err(e) = share_caches(&self.caches, &snapshot.config.cache, &self.registry, &self.events) {
+                    eprintln!("{{\"event\":\"harness.cache_shared_failed\",\"error\":{:?}}}", e.message);
+                }
                 self.snapshot.store(Arc::new(snapshot));
                 self.metrics.config_reloads.get_or_create(&ReloadLabels { result: "applied".into() }).inc();
                 self.events.emit(Event::ConfigReloaded { version: version.clone(), source: source.to_string() });

@@ -78,7 +78,7 @@ pub(crate) async fn http_call(engine: &Arc<Engine>, mut call: Call, rule: HttpCa
     let mut stale = None;
     let mut conditional = false;
     if use_http {
-        if let Some(vars) = engine.caches.http.get(&http_key) {
+        if let Some(vars) = engine.caches.http_get(&call.plan.name, &http_key).await {
             match vars.lookup(&parts, now) {
                 Lookup::Fresh { entry, headers } => return served(engine, call, &entry, headers, "hit"),
                 Lookup::Stale { entry, validators, serve_while_revalidating } => {
@@ -198,7 +198,7 @@ impl Fetch {
                     Some((fresh, headers)) => {
                         let vars = engine.caches.http.get(&self.key).unwrap_or_default().with(&self.parts, fresh, now);
                         let keep = vars.0[0].keep_for(now, KEEP_FOR_REVALIDATION);
-                        engine.caches.http.put(self.key, &owner, Arc::new(vars), keep);
+                        engine.caches.http_put(&owner, self.key, Arc::new(vars), keep);
                         call.cache = Some(CacheStamp::of("revalidated"));
                         Ok(Response { status: entry.status, headers, body: entry.body.clone(), ..resp })
                     }
@@ -210,7 +210,7 @@ impl Fetch {
                     if let Some(entry) = rfc::storable(&self.parts, resp.status, &resp.headers, resp.body.clone(), now) {
                         let keep = entry.keep_for(now, KEEP_FOR_REVALIDATION);
                         let vars = engine.caches.http.get(&self.key).unwrap_or_default().with(&self.parts, entry, now);
-                        engine.caches.http.put(self.key, &owner, Arc::new(vars), keep);
+                        engine.caches.http_put(&owner, self.key, Arc::new(vars), keep);
                     }
                 }
                 if call.cache.is_none() {
@@ -292,10 +292,10 @@ impl ChatCaching {
 
 /// The answer stored for the nearest earlier prompt of this scope, when close enough;
 /// recorded as served (`semantic`, with the similarity and the cost saved).
-pub(crate) fn semantic_hit(engine: &Engine, call: &mut Call, plan: &SemanticPlan, vector: &[f32]) -> Option<Answer> {
+pub(crate) async fn semantic_hit(engine: &Engine, call: &mut Call, plan: &SemanticPlan, vector: &[f32]) -> Option<Answer> {
     let hit = engine.caches.semantic.lookup(&call.plan.name, plan.scope, vector, plan.threshold)?;
     let key: Key = hit.answer.as_ref().try_into().ok()?;
-    let answer = engine.caches.answers.get(&key)?;
+    let answer = engine.caches.answer_get(&call.plan.name, &key).await?;
     call.cache = Some(CacheStamp { outcome: "semantic", similarity: Some(hit.similarity), saved_cost: answer.response.cost });
     let resp = Response {
         status: 200,
@@ -318,15 +318,12 @@ pub(crate) fn semantic_store(engine: &Engine, route: &Arc<str>, plan: &SemanticP
     }
     let mut stored = answer.clone();
     stored.cache = None;
-    if engine.caches.answers.put(plan.answer_key, route, Arc::new(Answer { response: stored, chunks: None }), plan.ttl) {
-        let expires = tokio::time::Instant::now() + plan.ttl;
-        engine.caches.semantic.insert(route, plan.scope, vector, bytes::Bytes::copy_from_slice(&plan.answer_key), expires);
-    }
+    engine.caches.semantic_put(route, plan.scope, vector, plan.answer_key, Arc::new(Answer { response: stored, chunks: None }), plan.ttl);
 }
 
 /// A stored answer for this chat, recorded as served (no provider is called).
-pub(crate) fn chat_hit(engine: &Engine, call: &mut Call, key: &Key) -> Option<Answer> {
-    let answer = engine.caches.answers.get(key)?;
+pub(crate) async fn chat_hit(engine: &Engine, call: &mut Call, key: &Key) -> Option<Answer> {
+    let answer = engine.caches.answer_get(&call.plan.name, key).await?;
     call.cache = Some(CacheStamp { outcome: "exact", similarity: None, saved_cost: answer.response.cost });
     let resp = Response {
         status: 200,
@@ -363,7 +360,7 @@ pub(crate) fn chat_store(engine: &Engine, route: &Arc<str>, exact: Option<(Key, 
     }
     let mut stored = answer.clone();
     stored.cache = None;
-    engine.caches.answers.put(k, route, Arc::new(Answer { response: stored, chunks: None }), ttl);
+    engine.caches.answer_put(route, k, Arc::new(Answer { response: stored, chunks: None }), ttl);
 }
 
 /// A chat through the route, shared with identical chats in flight when `coalesce` is on.

@@ -204,7 +204,7 @@ impl ChatStream {
                     if let Some(rec) = self.recording.take() {
                         let degraded = live.call.route.as_ref().is_some_and(|rc| rc.fallback.is_some());
                         if let (false, Some(a)) = (degraded, crate::cache::answers::Answer::from_chunks(&self.route, rec.chunks)) {
-                            live.engine.caches.answers.put(rec.key, &rec.owner, Arc::new(a), rec.ttl);
+                            live.engine.caches.answer_put(&rec.owner, rec.key, Arc::new(a), rec.ttl);
                         }
                     }
                     live.finish_ok();

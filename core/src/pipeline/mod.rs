@@ -75,7 +75,7 @@ pub(crate) async fn chat(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -
         return chat::answer(&mut call, route, resp);
     }
     if let Some((key, _)) = &caching.exact {
-        if let Some(hit) = cached::chat_hit(engine, &mut call, key) {
+        if let Some(hit) = cached::chat_hit(engine, &mut call, key).await {
             return Ok(cached::answer_from(&call, &hit));
         }
     }
@@ -85,7 +85,7 @@ pub(crate) async fn chat(engine: &Arc<Engine>, route: &str, chat: ChatRequest) -
         let req = EmbedRequest { inputs: vec![plan.text.clone()], principal: chat.principal.clone(), ..Default::default() };
         if let Ok(mut e) = embed(engine, &plan.embeddings_route, req).await {
             e.data.truncate(e.dimensions as usize);
-            if let Some(hit) = cached::semantic_hit(engine, &mut call, plan, &e.data) {
+            if let Some(hit) = cached::semantic_hit(engine, &mut call, plan, &e.data).await {
                 return Ok(cached::answer_from(&call, &hit));
             }
             vector = Some(e.data);
@@ -106,7 +106,7 @@ pub(crate) async fn chat_stream(engine: &Arc<Engine>, route: &str, chat: ChatReq
     let mut call = Call::start_chat(engine, route, &chat, true)?;
     let mut recording = None;
     if let Some((key, ttl)) = cached::ChatCaching::of(&call, route, &chat).exact {
-        if let Some(hit) = cached::chat_hit(engine, &mut call, &key) {
+        if let Some(hit) = cached::chat_hit(engine, &mut call, &key).await {
             return Ok(chat::ChatStream::replay(route, call.trace.trace_id.to_string(), hit.replay()));
         }
         recording = Some(chat::Recording { key, ttl, owner: call.plan.name.clone(), chunks: Vec::new() });

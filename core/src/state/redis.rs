@@ -102,6 +102,11 @@ impl RedisConn {
         }
     }
 
+    /// The client, for connections of another kind (pub/sub).
+    pub fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
     /// Whether the last call failed (an outage is in progress).
     pub fn is_down(&self) -> bool {
         self.in_outage.load(Ordering::Acquire)
