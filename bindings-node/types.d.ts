@@ -28,6 +28,11 @@ export interface Config {
   interceptors?: InterceptorsConfig
   /** The caches' sizes and the fleet's shared cache (what is cached is set per service and route). */
   cache?: CacheConfig
+  /**
+   * The fleet's config in Redis: this file is then the bootstrap, and the version pushed
+   * for this instance replaces the rest of it (README "Running a fleet").
+   */
+  config_source?: ConfigSourceConfig | null
 }
 
 export interface ClientConfig {
@@ -1130,6 +1135,31 @@ export interface SharedCacheConfig {
    * Default: `"harness:cache:"`.
    */
   key_prefix?: string
+}
+
+/** `config_source:` in the bootstrap config. */
+export interface ConfigSourceConfig {
+  /** Default: `""`. */
+  redis_url?: string
+  /**
+   * The config's name in Redis (many fleets may share one Redis).
+   * Default: `""`.
+   */
+  name?: string
+  /**
+   * How often an instance asks Redis, besides hearing the channel.
+   * Default: `5000`.
+   */
+  poll_ms?: number
+  /**
+   * How often an instance writes its heartbeat (it expires after three missed ones).
+   * Default: `5000`.
+   */
+  heartbeat_ms?: number
+  /** The last version applied is kept here; an instance starts from it (Redis down at start). */
+  cache_file?: string | null
+  /** This instance's stable id (the canary share is chosen by it); default hostname-pid. */
+  instance_id?: string | null
 }
 
 /**

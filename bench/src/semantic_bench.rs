@@ -3,7 +3,7 @@
 //! half unrelated) from one thread and from 64 concurrent tasks on the core's runtime.
 //! Prints one table. RSS growth is the process's VmRSS across the fill (one process per row);
 //! `bytes()` is the index's own estimate, both scaled to 100k entries.
-//! Env: BENCH_SEMANTIC_ENTRIES (default 100000), BENCH_SEMANTIC_DIMS (default "384,1536").
+//! Env: BENCH_SEMANTIC_ENTRIES (default 100000), BENCH_SEMANTIC_DIMS (default "384"; comma-separated for more rows).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -147,7 +147,7 @@ fn run(index: &SemanticIndex, js: impl Iterator<Item = usize>, n: usize, prompts
 fn main() {
     let n: usize = std::env::var("BENCH_SEMANTIC_ENTRIES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let dims: Vec<usize> = std::env::var("BENCH_SEMANTIC_DIMS")
-        .unwrap_or_else(|_| "384,1536".into())
+        .unwrap_or_else(|_| "384".into())
         .split(',')
         .filter_map(|d| d.trim().parse().ok())
         .collect();

@@ -1,10 +1,12 @@
 //! `harness`: `demo` drives traffic through injected failures against the embedded
 //! test upstream and narrates what the pipeline did; `chaos` drives a config's own faults
 //! against it and prints a summary; `check-config FILE` validates a config; `types` and
-//! `codegen` write generated host files.
+//! `codegen` write generated host files; `config` pushes, promotes and rolls back the
+//! fleet's config in Redis.
 
 mod chaos;
 mod codegen;
+mod fleet;
 mod types;
 
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 use harness_core::{Client, Config, Event, EventSink, Request};
 use serde_json::json;
 
-const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR] | harness types [--check] [--schema] | harness codegen --spec FILE --lang python|typescript|kotlin --out DIR [--service NAME] [--package NAME] [--check]";
+const USAGE: &str = "usage: harness demo | harness check-config FILE | harness chaos --config FILE [--requests N] [--concurrency C] [--seed S] | harness serve --config FILE [--listen ADDR] | harness types [--check] [--schema] | harness codegen --spec FILE --lang python|typescript|kotlin --out DIR [--service NAME] [--package NAME] [--check] | harness config push|promote|rollback|status|history ... (harness config for its usage)";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,6 +25,7 @@ fn main() {
         Some("serve") => serve(&args[1..]),
         Some("types") => types::run(&args[1..]),
         Some("codegen") => codegen::run(&args[1..]),
+        Some("config") => fleet::run(&args[1..]),
         Some("check-config") => match args.get(1) {
             Some(path) => match Config::from_path(path) {
                 Ok(c) => {

@@ -78,7 +78,16 @@ impl Client {
         let engine = Arc::new(Engine::new(config, options)?);
         engine.sync_scrape()?;
         engine.sync_otel()?;
+        if let Some(source) = engine.snapshot().config.config_source.clone() {
+            follow_config_source(&engine, source)?;
+        }
         Ok(Client { engine })
+    }
+
+    /// With `config_source`: the version applied, the one Redis says this instance should
+    /// run, the last rejected one and why, and whether Redis answers; `None` without one.
+    pub fn config_source_state(&self) -> Option<crate::fleet::source::SourceState> {
+        self.engine.config_source.get().map(|s| s.lock().clone())
     }
 
     /// Runs one request through the pipeline on the caller's tokio runtime.
@@ -452,4 +461,31 @@ impl Client {
 
 fn unknown_service(service: &str) -> HarnessError {
     HarnessError::config(format!("service: unknown service `{}`", crate::redact::escape_control(service)))
+}
+
+/// Starts following the fleet's config: the cached copy applied now (when there is one),
+/// then Redis, behind the caller. A pushed version keeps this bootstrap's `config_source`.
+fn follow_config_source(engine: &Arc<Engine>, source: crate::fleet::ConfigSourceConfig) -> Result<(), HarnessError> {
+    use crate::fleet::source::Source;
+    let conn = engine.registry.redis(&source.redis_url, "config_source.redis_url")?;
+    let weak = Arc::downgrade(engine);
+    let bootstrap = serde_json::to_value(&source).map_err(|e| HarnessError::config(format!("config_source: {e}")))?;
+    let apply = Box::new(move |text: &str, format: &str, version: u64| {
+        let engine = weak.upgrade()?;
+        let config = Config::parse_text(text, format).and_then(|mut v| {
+            if let Some(o) = v.as_object_mut() {
+                o.insert("config_source".into(), bootstrap.clone());
+            }
+            Config::load_value(v)
+        });
+        Some(engine.reload(config, &format!("config_source:{version}")))
+    });
+    let weak = Arc::downgrade(engine);
+    let alive = Box::new(move || weak.upgrade().is_some_and(|e| !e.is_closed()));
+    let follower = Source::new(source, apply, alive);
+    let _ = engine.config_source.set(follower.state());
+    engine.events.add(follower.traffic());
+    follower.apply_cached();
+    runtime::handle()?.spawn(follower.run(conn));
+    Ok(())
 }

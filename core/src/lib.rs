@@ -21,6 +21,7 @@ pub mod deadline;
 pub mod endpoint;
 mod engine;
 pub mod error;
+pub mod fleet;
 pub mod hedge;
 #[cfg(test)]
 mod fuzz;

@@ -817,6 +817,23 @@ class CacheConfig(TypedDict, total=False):
     shared: Optional["SharedCacheConfig"]
 
 
+class ConfigSourceConfig(TypedDict, total=False):
+    """`config_source:` in the bootstrap config.
+
+    ``name``: The config's name in Redis (many fleets may share one Redis).
+    ``poll_ms``: How often an instance asks Redis, besides hearing the channel.
+    ``heartbeat_ms``: How often an instance writes its heartbeat (it expires after three missed ones).
+    ``cache_file``: The last version applied is kept here; an instance starts from it (Redis down at start).
+    ``instance_id``: This instance's stable id (the canary share is chosen by it); default hostname-pid.
+    """
+    redis_url: str
+    name: str
+    poll_ms: int
+    heartbeat_ms: int
+    cache_file: Optional[str]
+    instance_id: Optional[str]
+
+
 class Config(TypedDict, total=False):
     """``routes``: Routes: a name business code calls, served by a choice of providers.
     ``prices``: Prices by model name (a provider's `model`), for providers without their own `price`.
@@ -826,6 +843,7 @@ class Config(TypedDict, total=False):
     ``faults``: Injected latency, statuses, resets and cut bodies (off unless enabled or `HARNESS_FAULTS=1`).
     ``interceptors``: Host interceptors: the time each may take, and levels by name.
     ``cache``: The caches' sizes and the fleet's shared cache (what is cached is set per service and route).
+    ``config_source``: The fleet's config in Redis: this file is then the bootstrap, and the version pushed for this instance replaces the rest of it (README "Running a fleet").
     """
     client: "ClientConfig"
     log: "LogConfig"
@@ -839,6 +857,7 @@ class Config(TypedDict, total=False):
     faults: "FaultsConfig"
     interceptors: "InterceptorsConfig"
     cache: "CacheConfig"
+    config_source: Optional["ConfigSourceConfig"]
 
 
 class ProviderError(TypedDict):
@@ -1650,6 +1669,7 @@ __all__ = [
     "Level",
     "CacheConfig",
     "SharedCacheConfig",
+    "ConfigSourceConfig",
     "ErrorView",
     "ProviderError",
     "Event",

@@ -41,6 +41,9 @@ pub struct Config {
     pub interceptors: crate::interceptors::InterceptorsConfig,
     /// The caches' sizes and the fleet's shared cache (what is cached is set per service and route).
     pub cache: crate::cache::CacheConfig,
+    /// The fleet's config in Redis: this file is then the bootstrap, and the version pushed
+    /// for this instance replaces the rest of it (README "Running a fleet").
+    pub config_source: Option<crate::fleet::ConfigSourceConfig>,
 }
 
 /// `metrics:` (the text is always available from the client's `metrics()`).
@@ -330,6 +333,9 @@ impl Config {
         self.faults.validate(|s| self.services.contains_key(s))?;
         self.interceptors.validate()?;
         self.cache.validate()?;
+        if let Some(s) = &self.config_source {
+            s.validate()?;
+        }
         for (name, r) in &self.routes {
             let embeddings = |n: &str| self.routes.get(n).is_some_and(|e| e.kind == crate::routing::config::RouteKind::Embeddings);
             let chat = r.kind == crate::routing::config::RouteKind::Chat && r.adapter == crate::routing::config::AdapterKind::OpenaiCompatible;

@@ -82,6 +82,8 @@ pub(crate) struct Engine {
     pub(crate) watcher: Mutex<Option<watch::Watcher>>,
     /// Every cache of this client (kept across reloads, resized by them).
     pub caches: crate::cache::Caches,
+    /// With `config_source`: what the fleet's config source did here.
+    pub config_source: std::sync::OnceLock<Arc<Mutex<crate::fleet::source::SourceState>>>,
 }
 
 /// `cache.shared`: the caches shared through the fleet's Redis (an outage is one
@@ -139,6 +141,7 @@ impl Engine {
             reloading: Mutex::new(()),
             watcher: Mutex::new(None),
             caches,
+            config_source: std::sync::OnceLock::new(),
         };
         engine.announce();
         Ok(engine)

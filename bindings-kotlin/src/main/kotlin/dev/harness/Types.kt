@@ -44,6 +44,11 @@ data class Config(
     @SerialName("interceptors") val interceptors: InterceptorsConfig? = null,
     /** The caches' sizes and the fleet's shared cache (what is cached is set per service and route). */
     @SerialName("cache") val cache: CacheConfig? = null,
+    /**
+     * The fleet's config in Redis: this file is then the bootstrap, and the version pushed
+     * for this instance replaces the rest of it (README "Running a fleet").
+     */
+    @SerialName("config_source") val configSource: ConfigSourceConfig? = null,
 )
 
 @Serializable
@@ -1043,6 +1048,22 @@ data class SharedCacheConfig(
     @SerialName("redis_url") val redisUrl: String? = null,
     /** Every key and the pub/sub channel start with this. */
     @SerialName("key_prefix") val keyPrefix: String? = null,
+)
+
+/** `config_source:` in the bootstrap config. */
+@Serializable
+data class ConfigSourceConfig(
+    @SerialName("redis_url") val redisUrl: String? = null,
+    /** The config's name in Redis (many fleets may share one Redis). */
+    @SerialName("name") val name: String? = null,
+    /** How often an instance asks Redis, besides hearing the channel. */
+    @SerialName("poll_ms") val pollMs: Long? = null,
+    /** How often an instance writes its heartbeat (it expires after three missed ones). */
+    @SerialName("heartbeat_ms") val heartbeatMs: Long? = null,
+    /** The last version applied is kept here; an instance starts from it (Redis down at start). */
+    @SerialName("cache_file") val cacheFile: String? = null,
+    /** This instance's stable id (the canary share is chosen by it); default hostname-pid. */
+    @SerialName("instance_id") val instanceId: String? = null,
 )
 
 /**
