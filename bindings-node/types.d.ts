@@ -1117,7 +1117,7 @@ export interface CacheConfig {
   max_entry_bytes?: number
   /**
    * The semantic index: most entries, and most bytes (vectors and answers).
-   * Default: `100000`.
+   * Default: `20000`.
    */
   semantic_max_entries?: number
   /** Default: `268435456`. */
