@@ -21,10 +21,9 @@ pub struct CacheConfig {
     pub shared: Option<SharedCacheConfig>,
 }
 
-/// The semantic index's default size: its HNSW graph (the `hnsw` crate) found every
-/// near-duplicate prompt at 5k and 20k entries in one scope but only 19% at 100k in
-/// `harness-semantic-bench`, so the default stays where recall was measured whole.
-const SEMANTIC_MAX_ENTRIES: u64 = 20_000;
+/// The semantic index's default size: `harness-semantic-bench` finds every near-duplicate
+/// prompt at 100k entries in one scope (the byte cap usually binds first).
+const SEMANTIC_MAX_ENTRIES: u64 = 100_000;
 
 impl Default for CacheConfig {
     fn default() -> Self {

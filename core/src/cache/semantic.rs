@@ -12,7 +12,6 @@
 //! the graph is rebuilt from its live entries once more than half of it is dead: a scope's
 //! memory stays within about twice its live entries, and `bytes()` counts the dead until then.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::mem::size_of;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -20,25 +19,24 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hashbrown::HashMap;
-use hnsw::{Hnsw, Params, Searcher};
+use hnsw_rs::anndists::dist::Distance;
+use hnsw_rs::hnsw::Hnsw;
 use parking_lot::RwLock;
-use space::{Metric, Neighbor};
 use tokio::time::Instant;
 
 /// Entries a scope holds before its exact scan becomes a graph.
 const GRAPH_AT: usize = 256;
 /// A graph rebuilt with fewer live entries than this goes back to an exact scan.
 const FLAT_BELOW: usize = GRAPH_AT / 2;
-/// Links per node above the bottom layer (HNSW's M) and on it (M0).
+/// Links per node above the bottom layer (HNSW's M); hnsw_rs keeps twice as many on it.
 const M: usize = 16;
-const M0: usize = 2 * M;
+/// Layers a graph may grow (hnsw_rs's most); a node reaches layer `l` with odds `M^-l`.
+const LAYERS: usize = 16;
 /// Candidate pool while inserting (efConstruction).
 const EF_CONSTRUCTION: usize = 100;
 /// Candidate pool of a lookup; the best `NEIGHBOURS` are read, since dead entries are skipped.
 const EF_SEARCH: usize = 64;
 const NEIGHBOURS: usize = 16;
-/// The candidate pool of the one wider search made when all of the first neighbours are dead.
-const EF_WIDE: usize = 512;
 /// An insert at least this similar to a live entry of its scope replaces it (the same prompt).
 const SAME: f32 = 0.999_999;
 /// A graph node whose entry was removed.
@@ -52,8 +50,11 @@ const ENTRY_OVERHEAD: usize =
 /// A scope's slot in its route's map, and a route's in the index (plus its name).
 const SCOPE_OVERHEAD: usize = 2 * size_of::<(ScopeKey, Scope)>();
 const ROUTE_OVERHEAD: usize = 2 * size_of::<(Arc<str>, HashMap<ScopeKey, Scope>)>() + 16;
-/// A graph node's links above the bottom layer: a node reaches layer `l` with odds `M^-l`.
-const UPPER_LINKS: usize = size_of::<[usize; M + 2]>().div_ceil(M - 1);
+/// What hnsw_rs holds per node besides its vector, measured (harness-semantic-bench's RSS at
+/// 100k entries, M = 16): the point and its per-layer neighbour lists (one list per possible
+/// layer), up to 2M links on the bottom layer each a shared (point, distance) pair, and its
+/// place in the layer tables.
+const GRAPH_NODE: usize = 2_900;
 
 /// A stored answer found by [`SemanticIndex::lookup`].
 #[derive(Debug, Clone)]
@@ -297,7 +298,8 @@ enum Scope {
 }
 
 struct Graph {
-    hnsw: Hnsw<Cosine, Vector, LevelRng, M, M0>,
+    /// Node `i` is the vector inserted as data id `i`.
+    hnsw: Hnsw<'static, f32, Cosine>,
     /// The entry key of each node, `DEAD` for a tombstone.
     keys: Vec<u64>,
     dead: usize,
@@ -328,13 +330,7 @@ impl Scope {
             + match self {
                 Scope::Flat { keys, rows } => keys.capacity() * size_of::<u64>() + rows.capacity() * size_of::<f32>(),
                 Scope::Graph(g) => {
-                    let nodes = g.keys.len();
-                    // The graph's own tables grow by doubling.
-                    let slots = nodes.next_power_of_two().max(4);
-                    size_of::<Graph>()
-                        + g.keys.capacity() * size_of::<u64>()
-                        + slots * (size_of::<[usize; M0]>() + size_of::<Vector>())
-                        + nodes * (vector_heap(dim) + UPPER_LINKS)
+                    size_of::<Graph>() + g.keys.capacity() * size_of::<u64>() + g.keys.len() * (vector_heap(dim) + GRAPH_NODE)
                 }
             }
     }
@@ -371,9 +367,9 @@ impl Scope {
                 self.reslot(entries);
             }
             Scope::Graph(g) => {
-                let slot = with_searcher(|s| g.hnsw.insert(vector, s));
+                g.hnsw.insert_slice((&vector.0, g.keys.len()));
                 g.keys.push(key);
-                set_slot(entries, key, slot);
+                set_slot(entries, key, g.keys.len() - 1);
             }
         }
     }
@@ -432,43 +428,39 @@ impl Scope {
 
 impl Graph {
     fn build(live: impl Iterator<Item = (u64, Vector)>) -> Graph {
-        let params = Params::new().ef_construction(EF_CONSTRUCTION);
-        let mut hnsw = Hnsw::new_params_and_prng(Cosine, params, LevelRng(0x9E37_79B9_7F4A_7C15));
-        let mut keys = Vec::with_capacity(live.size_hint().0);
-        with_searcher(|s| {
-            for (key, vector) in live {
-                hnsw.insert(vector, s);
-                keys.push(key);
-            }
-        });
+        let hint = live.size_hint().0.max(GRAPH_AT);
+        let hnsw = Hnsw::new(M, hint, LAYERS, EF_CONSTRUCTION, Cosine);
+        let mut keys = Vec::with_capacity(hint);
+        for (key, vector) in live {
+            hnsw.insert_slice((&vector.0, keys.len()));
+            keys.push(key);
+        }
         Graph { hnsw, keys, dead: 0 }
     }
 
     fn live(&self) -> impl Iterator<Item = (u64, Vector)> + '_ {
-        let nodes = self.keys.iter().enumerate().filter(|&(_, &k)| k != DEAD);
-        nodes.map(|(node, &key)| (key, self.hnsw.feature(node).clone()))
+        let points = self.hnsw.get_point_indexation().into_iter();
+        points.filter_map(|p| {
+            let key = self.keys.get(p.get_origin_id()).copied().filter(|&k| k != DEAD)?;
+            Some((key, Vector(Arc::from(p.get_v()))))
+        })
     }
 
-    /// The nearest node that holds a live entry: from the best `NEIGHBOURS` of an `EF_SEARCH`
-    /// search, then, if all of those were dead, from one `EF_WIDE` search.
+    /// The nearest node that holds a live entry: the first live one of the best `NEIGHBOURS` of
+    /// an `EF_SEARCH` search; if all of those are dead or expired, one filtered search (which
+    /// hnsw_rs runs without its early stop, so it is kept for that case).
     fn nearest(&self, query: &Vector, alive: impl Fn(u64) -> bool) -> Option<(u64, f32)> {
-        let unset = Neighbor { index: usize::MAX, distance: u32::MAX };
-        let mut found = vec![unset; NEIGHBOURS];
-        with_searcher(|s| {
-            for (ef, read) in [(EF_SEARCH, NEIGHBOURS), (EF_WIDE, EF_WIDE)] {
-                found.resize(read, unset);
-                let hits = self.hnsw.nearest(query, ef, s, &mut found);
-                let asked = hits.len() == read;
-                let best = hits.iter().find_map(|n| {
-                    let key = self.keys.get(n.index).copied().unwrap_or(DEAD);
-                    (key != DEAD && alive(key)).then(|| (key, 1.0 - f32::from_bits(n.distance)))
-                });
-                if best.is_some() || !asked {
-                    return best;
-                }
-            }
-            None
-        })
+        let live = |node: usize| self.keys.get(node).copied().filter(|&k| k != DEAD && alive(k));
+        let found = self.hnsw.search(&query.0, NEIGHBOURS, EF_SEARCH);
+        if let Some(hit) = found.iter().find_map(|n| live(n.d_id).map(|k| (k, 1.0 - n.distance))) {
+            return Some(hit);
+        }
+        if found.len() < NEIGHBOURS.min(self.keys.len()) {
+            return None;
+        }
+        let filter = |node: &usize| live(*node).is_some();
+        let best = self.hnsw.search_filter(&query.0, 1, EF_SEARCH, Some(&filter)).into_iter().next()?;
+        Some((live(best.d_id)?, 1.0 - best.distance))
     }
 }
 
@@ -476,54 +468,14 @@ impl Graph {
 #[derive(Clone)]
 struct Vector(Arc<[f32]>);
 
-/// Cosine distance of normalised vectors, `1 - dot` in [0, 2], as the bits of an `f32`: for
-/// non-negative floats the bits order as the values do, and the graph wants an unsigned unit.
+/// Cosine distance of normalised vectors, `1 - dot`, kept in [0, 2] (rounding must not make it
+/// negative).
 struct Cosine;
 
-impl Metric<Vector> for Cosine {
-    type Unit = u32;
-
-    fn distance(&self, a: &Vector, b: &Vector) -> u32 {
-        (1.0 - dot(&a.0, &b.0)).clamp(0.0, 2.0).to_bits()
+impl Distance<f32> for Cosine {
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        (1.0 - dot(a, b)).clamp(0.0, 2.0)
     }
-}
-
-/// The graph's level draw: xorshift64*, which never yields 0 (the draw takes its logarithm).
-struct LevelRng(u64);
-
-impl rand_core::RngCore for LevelRng {
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        rand_core::impls::fill_bytes_via_next(self, dest)
-    }
-
-    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
-        self.fill_bytes(dest);
-        Ok(())
-    }
-}
-
-thread_local! {
-    /// Search scratch space, reused by every search and insert on this thread.
-    static SEARCHER: RefCell<Searcher<u32>> = RefCell::new(Searcher::new());
-}
-
-/// Runs `f` with this thread's searcher (a fresh one if the thread is shutting down).
-fn with_searcher<R>(f: impl FnOnce(&mut Searcher<u32>) -> R) -> R {
-    let mut searcher = SEARCHER.try_with(RefCell::take).unwrap_or_default();
-    let out = f(&mut searcher);
-    let _ = SEARCHER.try_with(|s| s.replace(searcher));
-    out
 }
 
 fn set_slot(entries: &mut HashMap<u64, Entry>, key: u64, slot: usize) {
