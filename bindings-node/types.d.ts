@@ -1117,7 +1117,7 @@ export interface CacheConfig {
   max_entry_bytes?: number
   /**
    * The semantic index: most entries, and most bytes (vectors and answers).
-   * Default: `20000`.
+   * Default: `100000`.
    */
   semantic_max_entries?: number
   /** Default: `268435456`. */
@@ -1667,6 +1667,27 @@ export interface RouteSummary {
   providers: string[]
 }
 
+/** What `config_source_state()` says. */
+export interface ConfigSourceState {
+  name: string
+  instance: string
+  /** The version applied (0: the bootstrap config). */
+  version: number
+  /** Its content hash. */
+  hash: string | null
+  /** Where the applied version came from: `redis`, `cache_file` or `bootstrap`. */
+  appliedFrom: string
+  /** The version Redis says this instance should run (0: none pushed, or Redis not reached yet). */
+  target: number
+  rejectedVersion: number | null
+  rejectedReason: string | null
+  /** Redis answered the last call. */
+  connected: boolean
+  lastError: string | null
+  /** When the applied version was applied (ms since the epoch). */
+  appliedAtMs: number | null
+}
+
 /** The idempotent receiver's config (its own object, apart from a client's); every key is optional. */
 export interface IdempotencyConfig {
   /**
@@ -1837,6 +1858,8 @@ export interface ClientViews {
   breakerDetails(service: string, method: string, path: string, endpoint?: string): BreakerInfo
   /** Every breaker the client has state for, as breaker_details shows it. */
   breakers(): BreakerInfo[]
+  /** The fleet config source (config_source) as this instance follows it: its name and instance id, the version applied with its hash, where it came from (redis, cache_file or bootstrap) and when, the version Redis says this instance should run, the last version it rejected with the reason (naming the field), whether Redis answered and its last error. A ConfigError without a config_source. */
+  configSourceState(): ConfigSourceState
   /** What the active config holds: its version, the client's name, each service (base URL without credentials, auth type, named endpoints) and each route (strategy, providers). Never a secret. */
   describe(): Description
 }

@@ -93,6 +93,21 @@ test('the client has one method per view the core declares (ClientViews), and ch
     for (const m of methods) assert.equal(typeof client[m], 'function', m)
     assert.throws(() => client.breakerDetails('s', 'GET'), (e) => e.name === 'ConfigError' && /^request\.path: expected a string/.test(e.message))
     assert.throws(() => client.routingState('nope'), (e) => e.name === 'ConfigError' && e.message.includes('unknown route `nope`'))
+    assert.throws(() => client.configSourceState(), (e) => e.name === 'ConfigError' && e.message.includes('this client has no config_source'))
+  } finally {
+    client.close()
+  }
+})
+
+test('configSourceState says what this instance runs from its config source', () => {
+  // Redis at a closed port: the bootstrap config runs, and the state says so.
+  const configSource = { redis_url: 'redis://127.0.0.1:1/0', name: 'shop', instance_id: 'node-1', poll_ms: 100 }
+  const client = new Client({ log: { enabled: false }, services: {}, config_source: configSource })
+  try {
+    const s = client.configSourceState()
+    sameKeys(s, 'ConfigSourceState')
+    assert.deepEqual([s.name, s.instance, s.version, s.appliedFrom, s.connected, s.target], ['shop', 'node-1', 0, 'bootstrap', false, 0])
+    assert.ok(!JSON.stringify(s).includes('127.0.0.1:1'))
   } finally {
     client.close()
   }

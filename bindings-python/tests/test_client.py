@@ -428,3 +428,16 @@ def test_timeout_ms_follows_the_cores_rule_a_whole_number_of_milliseconds(upstre
             c.get("svc", "/bench", timeout_ms=bad)
     assert c.get("svc", "/bench", timeout_ms=5000.0).status == 200
     assert c.get("svc", "/bench", timeout_ms=5000).status == 200
+
+
+def test_config_source_state_says_what_this_instance_runs_and_is_a_config_error_without_one():
+    plain = harness.Client({"log": {"enabled": False}, "services": {}})
+    with pytest.raises(harness.ConfigError, match="this client has no config_source"):
+        plain.config_source_state()
+    # Redis at a closed port: the bootstrap config runs, and the state says so.
+    source = {"redis_url": "redis://127.0.0.1:1/0", "name": "shop", "instance_id": "py-1", "poll_ms": 100}
+    c = harness.Client({"log": {"enabled": False}, "services": {}, "config_source": source})
+    s = c.config_source_state()
+    assert (s["name"], s["instance"], s["version"], s["applied_from"], s["connected"]) == ("shop", "py-1", 0, "bootstrap", False)
+    assert s["rejected_version"] is None and s["target"] == 0
+    assert "redis_url" not in s and "127.0.0.1:1" not in repr(s)

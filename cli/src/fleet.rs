@@ -1,10 +1,10 @@
 //! `harness config push|promote|rollback|status|history`: the fleet's config in Redis
 //! (README "Running a fleet"). Redis comes from `--redis URL` or `HARNESS_CONFIG_REDIS`.
 
-use harness_core::fleet::{parse_percent, Admin, FleetState, Heartbeat};
+use harness_core::fleet::{parse_guard, parse_percent, Admin, FleetState, Guard, Heartbeat};
 use harness_core::Config;
 
-pub const USAGE: &str = "usage: harness config push FILE --name N [--canary P%] [--message M] [--author A] | promote N [--to P%] | rollback N [--reason R] | status N | history N   (each with --redis URL or HARNESS_CONFIG_REDIS)";
+pub const USAGE: &str = "usage: harness config push FILE --name N [--canary P% [--guard error_rate=+2%,p99=+50%,window=60s]] [--message M] [--author A] | promote N [--to P%] | rollback N [--reason R] | status N | history N | diff N V1 V2   (each with --redis URL or HARNESS_CONFIG_REDIS)";
 
 struct Args {
     positional: Vec<String>,
@@ -62,10 +62,11 @@ async fn go(args: &[String]) -> Result<(), String> {
             let parsed = Config::parse_text(&text, format).map_err(|e| e.to_string())?;
             Config::load_value(parsed.clone()).map_err(|e| e.to_string())?;
             let canary = a.flags.get("canary").map(|p| parse_percent(p)).transpose().map_err(|e| format!("--canary: {e}"))?;
+            let guard = a.flags.get("guard").map(|g| parse_guard(g)).transpose().map_err(|e| format!("--guard: {e}"))?;
             let message = a.flags.get("message").cloned().unwrap_or_default();
-            let v = admin.push(&text, format, &parsed, &author(&a), &message, canary).await.map_err(|e| e.to_string())?;
+            let v = admin.push(&text, format, &parsed, &author(&a), &message, canary, guard.as_ref()).await.map_err(|e| e.to_string())?;
             match canary {
-                Some(bp) => println!("pushed {name} version {v} as a canary on {}% of instances", bp as f64 / 100.0),
+                Some(bp) => println!("pushed {name} version {v} as a canary on {}% of instances{}", bp as f64 / 100.0, guard.map(|g| format!(", {}", describe(&g))).unwrap_or_default()),
                 None => println!("pushed {name} version {v} to every instance"),
             }
         }
@@ -84,10 +85,33 @@ async fn go(args: &[String]) -> Result<(), String> {
             let s = admin.state().await.map_err(|e| e.to_string())?;
             let beats = admin.heartbeats().await.map_err(|e| e.to_string())?;
             print!("{}", status_table(&name, &s, &beats));
+            if let Some(g) = admin.guard().await.map_err(|e| e.to_string())? {
+                println!("canary {}: {}", g.version, describe(&g));
+            }
+            let log = admin.log().await.map_err(|e| e.to_string())?;
+            if let Some(r) = log.iter().rev().find(|r| r["action"] == "rollback") {
+                println!("last rollback: version {} by {}: {}", r["version"], r["author"].as_str().unwrap_or("?"), r["message"].as_str().unwrap_or(""));
+            }
         }
         "history" => {
             for doc_or_event in admin.log().await.map_err(|e| e.to_string())? {
                 println!("{doc_or_event}");
+            }
+        }
+        "diff" => {
+            let v = |i: usize| a.positional.get(i).and_then(|v| v.parse::<u64>().ok()).ok_or(USAGE);
+            let (v1, v2) = (v(1)?, v(2)?);
+            let mut values = Vec::new();
+            for v in [v1, v2] {
+                let doc = admin.doc(v).await.map_err(|e| e.to_string())?.ok_or(format!("{name} has no version {v}"))?;
+                values.push(Config::parse_text(&doc.content, &doc.format).map_err(|e| format!("version {v}: {e}"))?);
+            }
+            let changes = harness_core::fleet::diff(&values[0], &values[1]);
+            if changes.is_empty() {
+                println!("{name}: versions {v1} and {v2} hold the same config");
+            }
+            for c in changes {
+                println!("{c}");
             }
         }
         _ => return Err(USAGE.into()),
@@ -95,29 +119,26 @@ async fn go(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+fn describe(g: &Guard) -> String {
+    let mut parts = Vec::new();
+    if let Some(e) = g.error_rate_points {
+        parts.push(format!("error_rate=+{e}%"));
+    }
+    if let Some(p) = g.p99_percent {
+        parts.push(format!("p99=+{p}%"));
+    }
+    format!("guarded ({}, window {} s, at least {} requests per side)", parts.join(", "), g.window_ms as f64 / 1000.0, g.min_requests)
+}
+
 /// Per version: instances, their requests, error rate and p99; then the stragglers.
 pub fn status_table(name: &str, s: &FleetState, beats: &[Heartbeat]) -> String {
     let mut out = format!("{name}: stable {}, canary {}\n", s.stable, if s.canary > 0 { format!("{} on {}%", s.canary, s.percent as f64 / 100.0) } else { "none".into() });
     out.push_str("| version | instances | requests | error rate | p99 ms |\n|---:|---:|---:|---:|---:|\n");
-    let mut versions: Vec<u64> = beats.iter().map(|b| b.version).collect();
-    versions.sort_unstable();
-    versions.dedup();
+    let (versions, stragglers) = harness_core::fleet::summarize(s, beats);
     for v in versions {
-        let of: Vec<&Heartbeat> = beats.iter().filter(|b| b.version == v).collect();
-        let requests: u64 = of.iter().map(|b| b.requests).sum();
-        let errors: u64 = of.iter().map(|b| b.errors).sum();
-        let p99 = of.iter().filter_map(|b| b.p99_ms).fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
-        let rate = if requests > 0 { format!("{:.2}%", 100.0 * errors as f64 / requests as f64) } else { "-".into() };
-        out.push_str(&format!("| {v} | {} | {requests} | {rate} | {} |\n", of.len(), p99.map_or("-".into(), |p| format!("{p:.1}"))));
+        let rate = if v.requests > 0 { format!("{:.2}%", 100.0 * v.errors as f64 / v.requests as f64) } else { "-".into() };
+        out.push_str(&format!("| {} | {} | {} | {rate} | {} |\n", v.version, v.instances, v.requests, v.p99_ms.map_or("-".into(), |p| format!("{p:.1}"))));
     }
-    let stragglers: Vec<String> = beats
-        .iter()
-        .filter(|b| b.version != s.stable && !(s.canary > 0 && b.version == s.canary))
-        .map(|b| match (&b.rejected_version, &b.rejected_reason) {
-            (Some(r), Some(why)) => format!("{} (on {}, rejected {r}: {why})", b.instance, b.version),
-            _ => format!("{} (on {})", b.instance, b.version),
-        })
-        .collect();
     if !stragglers.is_empty() {
         out.push_str(&format!("stragglers: {}\n", stragglers.join("; ")));
     }

@@ -1,6 +1,7 @@
 //! `harness config` as an operator runs it, against a real `redis-server`: push for everyone
 //! and as a canary, status, promote (part way and whole), rollback, history, and the refusals
-//! (a literal secret, an invalid config, nothing to promote), each with its exit code.
+//! (a literal secret, an invalid config, nothing to promote), a guarded canary and a diff
+//! between versions, each with its exit code.
 
 use std::process::Command;
 
@@ -53,5 +54,22 @@ fn push_canary_promote_rollback_history_and_refusals() {
     let want: Vec<(String, u64)> = [("push", 1), ("push_canary", 2), ("widen", 2), ("promote", 2), ("rollback", 2)].iter().map(|(a, v)| (a.to_string(), *v)).collect();
     assert_eq!(actions, want);
     assert!(history.contains("\"author\":\"ana\"") && history.contains("latency") && !history.contains("s3cret"));
+
+    // A guarded canary; then what changed between two versions, field by field.
+    let wider = dir.join("wider.yaml");
+    std::fs::write(&wider, "services:\n  api: { base_url: \"http://127.0.0.1:9\", timeouts: { response_ms: 2500 }, auth: { type: bearer, token: { env: API_TOKEN } } }\n").unwrap();
+    let (code, out, err) = harness(&redis, &["config", "push", wider.to_str().unwrap(), "--name", "shop", "--canary", "5%", "--guard", "error_rate=+2%,p99=+50%,window=60s"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "pushed shop version 3 as a canary on 5% of instances, guarded (error_rate=+2%, p99=+50%, window 60 s, at least 20 requests per side)\n");
+    let (_, status, _) = harness(&redis, &["config", "status", "shop"]);
+    assert!(status.contains("canary 3: guarded (error_rate=+2%") && status.contains("last rollback: version 2 by ") && status.contains(": latency\n"), "{status}");
+    assert_eq!(harness(&redis, &["config", "diff", "shop", "1", "3"]).1, "+ services.api.timeouts: {\"response_ms\":2500}\n");
+    assert_eq!(harness(&redis, &["config", "diff", "shop", "1", "2"]).1, "shop: versions 1 and 2 hold the same config\n");
+    let (code, _, err) = harness(&redis, &["config", "diff", "shop", "1", "99"]);
+    assert_eq!((code, err.trim()), (1, "shop has no version 99"));
+    let (code, _, err) = harness(&redis, &["config", "push", g, "--name", "shop", "--guard", "error_rate=+2%"]);
+    assert_eq!((code, err.contains("only a canary")), (1, true), "{err}");
+    let (code, _, err) = harness(&redis, &["config", "push", g, "--name", "shop", "--canary", "5%", "--guard", "latency=+2%"]);
+    assert_eq!((code, err.contains("--guard: `latency=+2%`")), (1, true), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -470,6 +470,13 @@ fn follow_config_source(engine: &Arc<Engine>, source: crate::fleet::ConfigSource
     let conn = engine.registry.redis(&source.redis_url, "config_source.redis_url")?;
     let weak = Arc::downgrade(engine);
     let bootstrap = serde_json::to_value(&source).map_err(|e| HarnessError::config(format!("config_source: {e}")))?;
+    let name = source.name.clone();
+    let running = move |engine: &Engine, version: u64| {
+        use crate::observability::metrics::ConfigVersionLabels;
+        engine.metrics.config_version.clear();
+        engine.metrics.config_version.get_or_create(&ConfigVersionLabels { name: name.as_str().into(), version: version.to_string().into() }).set(1);
+    };
+    running(engine, 0);
     let apply = Box::new(move |text: &str, format: &str, version: u64| {
         let engine = weak.upgrade()?;
         let config = Config::parse_text(text, format).and_then(|mut v| {
@@ -478,7 +485,13 @@ fn follow_config_source(engine: &Arc<Engine>, source: crate::fleet::ConfigSource
             }
             Config::load_value(v)
         });
-        Some(engine.reload(config, &format!("config_source:{version}")))
+        let result = engine.reload(config, &format!("config_source:{version}"));
+        let outcome = if result.is_ok() { "applied" } else { "rejected" };
+        engine.metrics.config_pushes.get_or_create(&crate::observability::metrics::PushLabels { outcome: outcome.into() }).inc();
+        if result.is_ok() {
+            running(&engine, version);
+        }
+        Some(result)
     });
     let weak = Arc::downgrade(engine);
     let alive = Box::new(move || weak.upgrade().is_some_and(|e| !e.is_closed()));

@@ -122,6 +122,12 @@ pub const VIEWS: &[ViewSpec] = &[
     },
     ViewSpec { name: "breakers", args: &[], returns: "[BreakerInfo]", doc: "Every breaker the client has state for, as breaker_details shows it." },
     ViewSpec {
+        name: "config_source_state",
+        args: &[],
+        returns: "ConfigSourceState",
+        doc: "The fleet config source (config_source) as this instance follows it: its name and instance id, the version applied with its hash, where it came from (redis, cache_file or bootstrap) and when, the version Redis says this instance should run, the last version it rejected with the reason (naming the field), whether Redis answered and its last error. A ConfigError without a config_source.",
+    },
+    ViewSpec {
         name: "describe",
         args: &[],
         returns: "Description",
@@ -186,6 +192,7 @@ impl crate::client::Client {
             "breaker_details" => to_json(&self.breaker_details(arg(0), arg(1), arg(2), args.get(3).map(String::as_str))),
             "breakers" => to_json(&self.all_breaker_details()),
             "describe" => to_json(&self.describe()),
+            "config_source_state" => to_json(&self.config_source_state().ok_or_else(|| HarnessError::config("config_source_state: this client has no config_source"))?),
             other => return Err(HarnessError::new(crate::error::ErrorKind::Harness, format!("view: `{other}` is listed but not served (a bug in Harness)"))),
         })
     }
@@ -240,6 +247,7 @@ pub fn host_schema() -> Value {
         "BreakerInfo" => crate::breaker::BreakerInfo,
         "Routed" => crate::response::Routed,
         "Description" => Description,
+        "ConfigSourceState" => crate::fleet::source::SourceState,
         "IdempotencyConfig" => crate::idempotency::IdempotencyConfig,
         "InterceptedRequest" => crate::interceptors::InterceptedRequest,
         "InterceptedResponse" => crate::interceptors::InterceptedResponse,

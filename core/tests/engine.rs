@@ -1,4 +1,5 @@
-//! The live engine: config snapshots and reload (state carried over, bulkhead
+//! The live engine: config snapshots and reload (state carried over, breakers closed when a
+//! service moves to another base URL, bulkhead
 //! resize, removed services), file watching, streaming bodies (idle timeout, cut,
 //! cancel, back-pressure, outcome recorded at the end) and events, on the
 //! in-memory transport with tokio's paused clock where time matters.
@@ -67,6 +68,11 @@ async fn reload_carries_breaker_state_and_refuses_an_invalid_config() {
     let metrics = client.metrics_text();
     assert!(metrics.contains("harness_config_reloads_total{result=\"applied\"} 1"), "{metrics}");
     assert!(metrics.contains("harness_config_reloads_total{result=\"rejected\"} 1"), "{metrics}");
+
+    // The service moved to another host (a rollback off a dead one): its breakers start closed.
+    client.reload(config(json!({"services": {"svc": {"base_url": "http://127.0.0.1:10", "breaker": {"failure_threshold": 2}}}}))).unwrap();
+    assert_eq!(client.breaker_state("svc", "GET", "/x", None), "closed");
+    assert_eq!(client.request(Request::new("svc", "GET", "/x")).await.unwrap_err().name(), "HttpStatusError", "sent, not refused");
 }
 
 #[tokio::test(start_paused = true)]

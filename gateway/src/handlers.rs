@@ -41,6 +41,7 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
         .route("/admin/breakers", get(admin_breakers))
         .route("/admin/breakers/{action}", post(admin_breaker_set))
         .route("/admin/credentials", get(admin_credentials))
+        .route("/admin/fleet", get(admin_fleet))
         .route("/admin/cache/clear", post(admin_cache_clear_all))
         .route("/admin/cache/clear/{name}", post(admin_cache_clear))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such endpoint") })
@@ -932,6 +933,35 @@ async fn admin_breaker_set(State(gw): Gw, headers: HeaderMap, Path(action): Path
 async fn admin_credentials(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
     admin(&gw, &headers)?;
     Ok(Json(json!({"credentials": serde_json::to_value(gw.client.credentials_state()).unwrap_or(Value::Null)})).into_response())
+}
+
+/// The fleet config source (README "Running a fleet"): what this gateway runs, the fleet's
+/// stable version and canary with its guard, per version the live instances with their
+/// requests, errors and p99, the stragglers, and the last 50 audit records. 404 without a
+/// `config_source`; 503 with this gateway's own state when Redis does not answer.
+async fn admin_fleet(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let Some(src) = gw.client.config().config_source.clone() else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "this gateway has no config_source"));
+    };
+    let mine = serde_json::to_value(gw.client.config_source_state()).unwrap_or(Value::Null);
+    let fleet = async {
+        let mut a = harness_core::fleet::Admin::connect(&src.redis_url, &src.name).await?;
+        let state = a.state().await?;
+        let beats = a.heartbeats().await?;
+        let (versions, stragglers) = harness_core::fleet::summarize(&state, &beats);
+        let log = a.log().await?;
+        let recent = &log[log.len().saturating_sub(50)..];
+        Ok::<Value, harness_core::HarnessError>(json!({
+            "name": src.name, "this_instance": mine, "stable": state.stable, "canary": state.canary,
+            "canary_percent": state.percent as f64 / 100.0, "previous": state.previous, "guard": a.guard().await?,
+            "versions": versions, "stragglers": stragglers, "instances": beats, "history": recent,
+        }))
+    };
+    match fleet.await {
+        Ok(v) => Ok(Json(v).into_response()),
+        Err(e) => Ok((StatusCode::SERVICE_UNAVAILABLE, Json(json!({"name": src.name, "this_instance": mine, "error": e.message}))).into_response()),
+    }
 }
 
 /// A usage in the OpenAI shape, with the prompt-cache hit and the reasoning tokens when the

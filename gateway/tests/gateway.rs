@@ -1242,3 +1242,54 @@ async fn the_admin_api_clears_a_routes_cached_answers() {
     assert_eq!(clear("/admin/cache/clear", Some(ADMIN)).await.0, 200);
     g.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_follows_the_fleet_config_and_shows_it_at_admin_fleet() {
+    let w = World::new().await;
+    w.provider("g9-a", json!({"content": "from a"})).await;
+    w.provider("g9-b", json!({"content": "from b"})).await;
+    let redis = harness_upstream::redis_server::RedisServer::start();
+    let source = json!({"redis_url": redis.url(), "name": "edge", "poll_ms": 1000, "heartbeat_ms": 200, "instance_id": "gw-1"});
+    let g = w.gateway(w.config("g9", json!({"config_source": source}))).await;
+    let fleet = || async {
+        let r = w.http.get(url(&g, "/admin/fleet")).bearer_auth(ADMIN).send().await.unwrap();
+        (r.status().as_u16(), serde_json::from_slice::<Value>(&r.bytes().await.unwrap()).unwrap())
+    };
+    assert_eq!(w.http.get(url(&g, "/admin/fleet")).bearer_auth(ANN).send().await.unwrap().status(), 401);
+    let (s, v) = fleet().await;
+    assert_eq!((s, v["stable"].as_u64(), v["this_instance"]["version"].as_u64()), (200, Some(0), Some(0)), "{v}");
+    assert_eq!(post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("chat")).await.2["choices"][0]["message"]["content"], "from a");
+
+    // A pushed version (the core's sections: the gateway's own stay from its file) moves the
+    // route to b; the callers still hold.
+    let mut pushed = w.config("g9", json!({}));
+    for own in ["gateway", "callers"] {
+        pushed.as_object_mut().unwrap().remove(own);
+    }
+    pushed["routes"]["chat"]["providers"][0]["weight"] = json!(0);
+    let text = pushed.to_string();
+    let mut admin = harness_core::fleet::Admin::connect(&redis.url(), "edge").await.unwrap();
+    assert_eq!(admin.push(&text, "json", &pushed, "ops", "a to 0", None, None).await.unwrap(), 1);
+    let start = std::time::Instant::now();
+    while fleet().await.1["this_instance"]["version"] != 1 {
+        assert!(start.elapsed() < Duration::from_secs(5), "the gateway did not apply version 1");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("chat")).await.2["choices"][0]["message"]["content"], "from b");
+    assert_eq!(post(&w.http, &g, None, "/v1/chat/completions", hello("chat")).await.0, 401, "callers come from the gateway's file");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (s, v) = fleet().await;
+    assert_eq!(s, 200);
+    assert_eq!((v["stable"].as_u64(), v["versions"][0]["version"].as_u64(), v["versions"][0]["instances"].as_u64()), (Some(1), Some(1), Some(1)), "{v}");
+    assert_eq!(v["instances"][0]["instance"], "gw-1");
+    assert_eq!(v["history"][0]["author"], "ops");
+    assert!(!v.to_string().contains(&redis.url()), "no Redis URL in the answer");
+    let m = w.http.get(url(&g, "/metrics")).bearer_auth(ADMIN).send().await.unwrap().text().await.unwrap();
+    assert!(m.contains("harness_config_version_info{name=\"edge\",version=\"1\"} 1"), "{m}");
+
+    // Redis gone: 503, with what this gateway runs.
+    drop(redis);
+    let (s, v) = fleet().await;
+    assert_eq!((s, v["this_instance"]["version"].as_u64()), (503, Some(1)), "{v}");
+    g.shutdown().await;
+}

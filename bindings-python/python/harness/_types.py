@@ -1418,6 +1418,29 @@ class Description(TypedDict):
     routes: List["RouteSummary"]
 
 
+class ConfigSourceState(TypedDict):
+    """What `config_source_state()` says.
+
+    ``version``: The version applied (0: the bootstrap config).
+    ``hash``: Its content hash.
+    ``applied_from``: Where the applied version came from: `redis`, `cache_file` or `bootstrap`.
+    ``target``: The version Redis says this instance should run (0: none pushed, or Redis not reached yet).
+    ``connected``: Redis answered the last call.
+    ``applied_at_ms``: When the applied version was applied (ms since the epoch).
+    """
+    name: str
+    instance: str
+    version: int
+    hash: Optional[str]
+    applied_from: str
+    target: int
+    rejected_version: Optional[int]
+    rejected_reason: Optional[str]
+    connected: bool
+    last_error: Optional[str]
+    applied_at_ms: Optional[int]
+
+
 OnStoreDown = Literal["reject", "process"]
 
 
@@ -1583,6 +1606,10 @@ class ClientViews:
         """Every breaker the client has state for, as breaker_details shows it."""
         return cast("List[BreakerInfo]", self._view("breakers", []))
 
+    def config_source_state(self) -> "ConfigSourceState":
+        """The fleet config source (config_source) as this instance follows it: its name and instance id, the version applied with its hash, where it came from (redis, cache_file or bootstrap) and when, the version Redis says this instance should run, the last version it rejected with the reason (naming the field), whether Redis answered and its last error. A ConfigError without a config_source."""
+        return cast("ConfigSourceState", self._view("config_source_state", []))
+
     def describe(self) -> "Description":
         """What the active config holds: its version, the client's name, each service (base URL without credentials, auth type, named endpoints) and each route (strategy, providers). Never a secret."""
         return cast("Description", self._view("describe", []))
@@ -1705,6 +1732,7 @@ __all__ = [
     "Description",
     "ServiceSummary",
     "RouteSummary",
+    "ConfigSourceState",
     "IdempotencyConfig",
     "OnStoreDown",
     "SignatureConfig",

@@ -114,7 +114,7 @@ impl Engine {
         let mocks = Arc::new(HostMocks::default());
         let caches = crate::cache::Caches::new(&config.config().cache);
         share_caches(&caches, &config.config().cache, &registry, &events)?;
-        let snapshot = Snapshot::build(config, None, &registry, options.transport.as_ref(), &providers, &mocks)?;
+        let snapshot = Snapshot::build(config, None, false, &registry, options.transport.as_ref(), &providers, &mocks)?;
         let rng = match options.jitter_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_os_rng(),
@@ -162,13 +162,22 @@ impl Engine {
         let built = config.and_then(|config| {
             check_log_sink(config.config(), self.host_log_name)?;
             let previous = self.snapshot.load();
-            Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref(), &self.providers, &self.mocks)
+            // A version from the fleet's config source makes every credential read its source
+            // again: a rotated key must not stay cached on some instances.
+            let renew = source.starts_with("config_source:");
+            Snapshot::build(config, Some(&previous), renew, &self.registry, self.fixed_transport.as_ref(), &self.providers, &self.mocks)
         });
         match built {
             Ok(snapshot) => {
                 let version = snapshot.version.clone();
-                for svc in snapshot.services.values() {
+                let previous = self.snapshot.load();
+                for (name, svc) in &snapshot.services {
                     svc.shared.bulkhead.configure(&svc.config.bulkhead);
+                    // A service moved to another base URL (a rollback off a dead host) starts
+                    // with closed breakers; a reload that keeps the URL keeps what they learned.
+                    if previous.services.get(name).is_some_and(|p| p.config.base_url != svc.config.base_url) {
+                        self.registry.close_breakers_of(name);
+                    }
                 }
                 // A reload gives every provider cooling after a 429 a fresh start.
                 for rt in snapshot.routes.values() {
@@ -279,7 +288,7 @@ impl Engine {
         let _one_at_a_time = self.reloading.lock();
         let previous = self.snapshot.load_full();
         let config = Validated::trusted((*previous.config).clone());
-        let snapshot = Snapshot::build(config, Some(&previous), &self.registry, self.fixed_transport.as_ref(), &self.providers, &self.mocks)?;
+        let snapshot = Snapshot::build(config, Some(&previous), false, &self.registry, self.fixed_transport.as_ref(), &self.providers, &self.mocks)?;
         self.snapshot.store(Arc::new(snapshot));
         drop(_one_at_a_time);
         self.announce();

@@ -390,6 +390,13 @@ impl Registry {
         }
     }
 
+    /// Closes every breaker of `service`: what they learned was about a host it no longer calls.
+    pub fn close_breakers_of(&self, service: &str) {
+        for e in self.endpoints.read().map.values().filter(|e| &*e.names.0 == service) {
+            e.breaker.close_by_hand();
+        }
+    }
+
     /// How many endpoint states are held (all services, `{other}` included).
     pub fn endpoint_count(&self) -> usize {
         self.endpoints.read().map.len()

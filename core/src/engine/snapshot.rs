@@ -95,10 +95,14 @@ impl Snapshot {
     }
 
     /// Compiles a validated config (never checked again here). `previous` lends HTTP
-    /// clients; `fixed_transport` (tests, mock mode) replaces every service's transport.
+    /// clients, and credentials whose config and secrets are unchanged unless
+    /// `renew_credentials` (then every credential reads its source again); `fixed_transport`
+    /// (tests, mock mode) replaces every service's transport.
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         config: Validated,
         previous: Option<&Snapshot>,
+        renew_credentials: bool,
         registry: &Registry,
         fixed_transport: Option<&Arc<dyn Transport>>,
         providers: &Providers,
@@ -126,7 +130,7 @@ impl Snapshot {
             if let Some(password) = base_url.password() {
                 secrets.add(password);
             }
-            let previous_credential = previous.and_then(|p| p.services.get(name)).and_then(|s| s.credential.as_ref());
+            let previous_credential = previous.filter(|_| !renew_credentials).and_then(|p| p.services.get(name)).and_then(|s| s.credential.as_ref());
             let ctx = crate::credentials::BuildContext {
                 providers,
                 events: registry.events(),

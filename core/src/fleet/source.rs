@@ -16,13 +16,14 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::{bucket, now_ms, ConfigDoc, ConfigSourceConfig, FleetState, Heartbeat, Keys};
+use super::{bucket, now_ms, ConfigDoc, ConfigSourceConfig, FleetState, Guard, Heartbeat, Keys, Sample};
 use crate::error::HarnessError;
 use crate::host::{Event, EventSink};
 use crate::state::redis::RedisConn;
 
 /// What `config_source_state()` says.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ConfigSourceState")]
 pub struct SourceState {
     pub name: String,
     pub instance: String,
@@ -31,7 +32,7 @@ pub struct SourceState {
     /// Its content hash.
     pub hash: Option<String>,
     /// Where the applied version came from: `redis`, `cache_file` or `bootstrap`.
-    pub from: &'static str,
+    pub applied_from: &'static str,
     /// The version Redis says this instance should run (0: none pushed, or Redis not reached yet).
     pub target: u64,
     pub rejected_version: Option<u64>,
@@ -114,7 +115,7 @@ pub struct Source {
 impl Source {
     pub fn new(config: ConfigSourceConfig, apply: Apply, alive: Alive) -> Source {
         let instance = config.instance();
-        let state = SourceState { name: config.name.clone(), instance: instance.clone(), from: "bootstrap", ..Default::default() };
+        let state = SourceState { name: config.name.clone(), instance: instance.clone(), applied_from: "bootstrap", ..Default::default() };
         Source { keys: Keys::new(&config.name), config, instance, state: Arc::new(Mutex::new(state)), traffic: Arc::new(Traffic::default()), apply, alive, started: Instant::now() }
     }
 
@@ -143,9 +144,11 @@ impl Source {
         let mut s = self.state.lock();
         match result {
             Ok(_) => {
+                // The next beat counts only what the new version served (a guard compares it).
+                let _ = self.traffic.take();
                 s.version = doc.version;
                 s.hash = Some(doc.hash.clone());
-                s.from = from;
+                s.applied_from = from;
                 s.applied_at_ms = Some(now_ms());
                 if from == "redis" {
                     drop(s);
@@ -185,6 +188,7 @@ impl Source {
             }
             if Instant::now() >= next_beat {
                 self.beat(&conn).await;
+                self.guard(&conn).await;
                 next_beat = Instant::now() + beat_every;
             }
             let wait = poll.min(next_beat.saturating_duration_since(Instant::now()));
@@ -258,10 +262,52 @@ impl Source {
         };
         let Ok(text) = serde_json::to_string(&hb) else { return };
         let ttl = (self.config.heartbeat_ms * 3).to_string();
-        let script = redis::Script::new("return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])");
-        let _ = conn.script::<redis::Value>(&script, &[&self.keys.heartbeat(&self.instance)], &[text, ttl]).await;
+        // This beat's counts go under the version that served them, for a canary's guard.
+        let sample = Sample { at_ms: hb.at_ms, instance: hb.instance.clone(), requests, errors, p99_ms };
+        let sample = if s.version > 0 && requests > 0 { serde_json::to_string(&sample).unwrap_or_default() } else { String::new() };
+        let script = redis::Script::new(BEAT);
+        let keys = [self.keys.heartbeat(&self.instance), self.keys.stats(s.version)];
+        let _ = conn.script::<redis::Value>(&script, &[&keys[0], &keys[1]], &[text, ttl, sample]).await;
+    }
+
+    /// Rolls the canary back when it is over its guard (README "Running a fleet").
+    async fn guard(&self, conn: &RedisConn) {
+        let script = redis::Script::new(GUARD_READ);
+        let Ok(head) = conn.script::<Vec<String>>(&script, &[&self.keys.state(), &self.keys.guard()], &[]).await else { return };
+        let [canary, stable, guard] = head.as_slice() else { return };
+        let (Ok(canary), Ok(stable), Ok(guard)) = (canary.parse::<u64>(), stable.parse::<u64>(), serde_json::from_str::<Guard>(guard)) else { return };
+        if canary == 0 || guard.version != canary {
+            return;
+        }
+        let script = redis::Script::new("return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('LRANGE', KEYS[2], 0, -1)}");
+        let Ok((c, b)) = conn.script::<(Vec<String>, Vec<String>)>(&script, &[&self.keys.stats(canary), &self.keys.stats(stable)], &[]).await else { return };
+        let parse = |v: Vec<String>| v.iter().filter_map(|t| serde_json::from_str::<Sample>(t).ok()).collect::<Vec<_>>();
+        let Some(reason) = guard.verdict(&parse(c), &parse(b), now_ms()) else { return };
+        let record = super::audit("rollback", canary, &format!("guard@{}", self.instance), &reason);
+        let keys = [self.keys.state(), self.keys.log(), self.keys.channel()];
+        let script = redis::Script::new(super::ROLLBACK);
+        let _ = conn.script::<(u64, u64)>(&script, &[&keys[0], &keys[1], &keys[2]], &[record, canary.to_string()]).await;
     }
 }
+
+/// KEYS: heartbeat, this version's stats; ARGV: heartbeat, its ttl, the beat's sample ('' = none).
+const BEAT: &str = r#"
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[3] ~= '' then
+  redis.call('RPUSH', KEYS[2], ARGV[3])
+  redis.call('LTRIM', KEYS[2], -2000, -1)
+  redis.call('PEXPIRE', KEYS[2], 86400000)
+end
+return 1
+"#;
+
+/// KEYS: state, guard. {canary, stable, guard}, or nothing without a canary or a guard.
+const GUARD_READ: &str = r#"
+local canary = redis.call('HGET', KEYS[1], 'canary') or '0'
+local guard = redis.call('GET', KEYS[2])
+if canary == '0' or not guard then return {} end
+return {canary, redis.call('HGET', KEYS[1], 'stable') or '0', guard}
+"#;
 
 /// Wakes the loop on every message of the channel; reconnects after a lost connection.
 async fn listen(client: redis::Client, channel: String, changed: Arc<tokio::sync::Notify>) {

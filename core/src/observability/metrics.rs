@@ -93,6 +93,19 @@ pub struct ReloadLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfigVersionLabels {
+    /// The config source's name.
+    pub name: Label,
+    pub version: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PushLabels {
+    /// What this instance did with a version from the config source: `applied` or `rejected`.
+    pub outcome: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ServiceLabels {
     pub service: Label,
 }
@@ -199,6 +212,9 @@ pub struct Metrics {
     pub breaker_transitions: Family<TransitionLabels, Counter>,
     pub bulkhead_in_use: Family<ServiceLabels, Gauge>,
     pub config_reloads: Family<ReloadLabels, Counter>,
+    /// 1 for the config source's version this instance runs (0: the bootstrap config).
+    pub config_version: Family<ConfigVersionLabels, Gauge>,
+    pub config_pushes: Family<PushLabels, Counter>,
     pub events_dropped: Counter,
     pub audit_dropped: Counter,
     pub pool_keys: Family<KeyLabels, Counter>,
@@ -260,6 +276,8 @@ impl Metrics {
         let breaker_transitions = r.add("breaker_transitions", "Circuit breaker state changes", Default::default());
         let bulkhead_in_use = r.add("bulkhead_permits_in_use", "Bulkhead permits currently held", Default::default());
         let config_reloads = r.add("config_reloads", "Config reloads, by result (applied or rejected)", Default::default());
+        let config_version = r.add("config_version_info", "The fleet config version this instance runs (config_source), always 1", Default::default());
+        let config_pushes = r.add("config_push", "Versions from the fleet config source, by what this instance did (applied or rejected)", Default::default());
         let events_dropped = r.add("events_dropped", "Events dropped because a listener fell behind", Default::default());
         let audit_dropped = r.add("audit_dropped", "Audit records dropped because the writer fell behind", Default::default());
         let pool_keys = r.add("auth_pool_keys", "Key-pool use by key (name or index) and outcome", Default::default());
@@ -320,6 +338,8 @@ impl Metrics {
             breaker_transitions,
             bulkhead_in_use,
             config_reloads,
+            config_version,
+            config_pushes,
             events_dropped,
             audit_dropped,
             pool_keys,

@@ -1700,6 +1700,28 @@ data class RouteSummary(
     @SerialName("providers") val providers: List<String>,
 )
 
+/** What `config_source_state()` says. */
+@Serializable
+data class ConfigSourceState(
+    @SerialName("name") val name: String,
+    @SerialName("instance") val instance: String,
+    /** The version applied (0: the bootstrap config). */
+    @SerialName("version") val version: Long,
+    /** Its content hash. */
+    @SerialName("hash") val hash: String? = null,
+    /** Where the applied version came from: `redis`, `cache_file` or `bootstrap`. */
+    @SerialName("applied_from") val appliedFrom: String,
+    /** The version Redis says this instance should run (0: none pushed, or Redis not reached yet). */
+    @SerialName("target") val target: Long,
+    @SerialName("rejected_version") val rejectedVersion: Long? = null,
+    @SerialName("rejected_reason") val rejectedReason: String? = null,
+    /** Redis answered the last call. */
+    @SerialName("connected") val connected: Boolean,
+    @SerialName("last_error") val lastError: String? = null,
+    /** When the applied version was applied (ms since the epoch). */
+    @SerialName("applied_at_ms") val appliedAtMs: Long? = null,
+)
+
 /** The idempotent receiver's config (its own object, apart from a client's); every key is optional. */
 @Serializable
 data class IdempotencyConfig(
@@ -1904,6 +1926,9 @@ interface ClientViews {
 
     /** Every breaker the client has state for, as breaker_details shows it. */
     fun breakers(): List<BreakerInfo> = ViewJson.decode<List<BreakerInfo>>(viewJson("breakers", listOf()))
+
+    /** The fleet config source (config_source) as this instance follows it: its name and instance id, the version applied with its hash, where it came from (redis, cache_file or bootstrap) and when, the version Redis says this instance should run, the last version it rejected with the reason (naming the field), whether Redis answered and its last error. A ConfigError without a config_source. */
+    fun configSourceState(): ConfigSourceState = ViewJson.decode<ConfigSourceState>(viewJson("config_source_state", listOf()))
 
     /** What the active config holds: its version, the client's name, each service (base URL without credentials, auth type, named endpoints) and each route (strategy, providers). Never a secret. */
     fun describe(): Description = ViewJson.decode<Description>(viewJson("describe", listOf()))

@@ -246,4 +246,19 @@ class ClientTest {
             assertEquals(200, h.get("svc", "/bench", timeoutMs = 5000).status)
         }
     }
+
+    @Test
+    fun `configSourceState says what this instance runs and is a ConfigError without a config source`() {
+        HarnessClient(mapOf("log" to mapOf("enabled" to false), "services" to emptyMap<String, Any>())).use { h ->
+            val e = assertThrows<HarnessException.Config> { h.configSourceState() }
+            assertTrue(e.message!!.contains("this client has no config_source"), e.message)
+        }
+        // Redis at a closed port: the bootstrap config runs, and the state says so.
+        val source = mapOf("redis_url" to "redis://127.0.0.1:1/0", "name" to "shop", "instance_id" to "kt-1", "poll_ms" to 100)
+        HarnessClient(mapOf("log" to mapOf("enabled" to false), "services" to emptyMap<String, Any>(), "config_source" to source)).use { h ->
+            val s: ConfigSourceState = h.configSourceState()
+            assertEquals(listOf<Any?>("shop", "kt-1", 0L, "bootstrap", false), listOf(s.name, s.instance, s.version, s.appliedFrom, s.connected))
+            assertFalse(s.toString().contains("127.0.0.1:1"), s.toString())
+        }
+    }
 }
