@@ -50,6 +50,9 @@ echo "$drill"
 grep -q "^| success |" <<<"$drill"
 grep -q "^| faults injected: " <<<"$drill"
 
+echo "== the fleet's config across languages: 3 Python clients, 2 Node clients and a gateway on one redis-server (tests/fleet_mixed.py)"
+bindings-python/.venv/bin/python tests/fleet_mixed.py
+
 echo "== chaos soak, short form (bench/soak.py through the Python binding)"
 HARNESS_UPSTREAM_BIN="$PWD/target/$CARGO_BUILD_TARGET/debug/harness-upstream" \
   bindings-python/.venv/bin/python bench/soak.py --requests "${SOAK_REQUESTS:-50000}"

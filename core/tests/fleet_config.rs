@@ -154,8 +154,8 @@ async fn pushes_canaries_promotes_rollbacks_rejections_and_a_cold_start_from_the
     println!("push-to-applied across {} instance applications: p50 {:.1} ms, p99 {:.1} ms", latencies.len(), at(0.5), at(0.99));
 }
 
-/// Requests from every instance, every 5 ms, until `stop`; each instance's failures, with the
-/// version that served each.
+/// Chats on route `chat` from every instance, every 5 ms, until `stop`; each instance's
+/// failures, with the version that served each.
 fn traffic(clients: &[Client], stop: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> Vec<tokio::task::JoinHandle<Vec<u64>>> {
     clients
         .iter()
@@ -165,7 +165,8 @@ fn traffic(clients: &[Client], stop: &std::sync::Arc<std::sync::atomic::AtomicBo
                 let mut failed_on = Vec::new();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let before = c.config_source_state().unwrap().version;
-                    if c.request(Request::new("api", "GET", "/ok")).await.is_err() {
+                    let chat = harness_core::ChatRequest::new(json!([{"role": "user", "content": "hello"}]));
+                    if c.chat("chat", chat).await.is_err() {
                         // The version in force when it started (a switch may fall in between).
                         let after = c.config_source_state().unwrap().version;
                         failed_on.push(if before == 2 || after == 2 { 2 } else { before });
@@ -180,9 +181,12 @@ fn traffic(clients: &[Client], stop: &std::sync::Arc<std::sync::atomic::AtomicBo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_rolls_back_a_failing_canary_and_leaves_a_healthy_one() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let redis = Redis::start();
     let u = harness_upstream::start().await.unwrap();
     let base = u.url();
+    let r = reqwest::Client::new().post(format!("{base}/__admin/provider/guarded")).body(json!({"content": "hi"}).to_string()).send().await.unwrap();
+    assert!(r.status().is_success());
     // Four instances: two hash below 50% (the canary), two above.
     let (mut ids, mut low, mut high) = (Vec::new(), 0, 0);
     for i in 0.. {
@@ -202,14 +206,21 @@ async fn a_guard_rolls_back_a_failing_canary_and_leaves_a_healthy_one() {
     let clients: Vec<Client> = ids.iter().map(|id| Client::from_value(bootstrap(&base, &redis.url(), id, None)).unwrap()).collect();
     let mut admin = Admin::connect(&redis.url(), "shop").await.unwrap();
     let push = |text: String| (harness_core::Config::parse_text(&text, "yaml").unwrap(), text);
-    let (parsed, text) = push(version_text(&base, "v1"));
+    // A route `chat` with one provider, here served by the test upstream.
+    let with_route = |provider_url: &str, tag: &str| {
+        format!(
+            "{}  llm: {{ base_url: \"{provider_url}\", retry: {{ max_retries: 0 }} }}\nroutes:\n  chat: {{ adapter: openai-compatible, providers: [{{ id: p, service: llm, model: m, weight: 1 }}] }}\n",
+            version_text(&base, tag)
+        )
+    };
+    let (parsed, text) = push(with_route(&format!("{base}/llm/guarded"), "v1"));
     admin.push(&text, "yaml", &parsed, "test", "first", None, None).await.unwrap();
     until_applied(&clients, |_| 1, Duration::from_secs(5)).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let tasks = traffic(&clients, &stop);
 
-    // A canary whose service points at a closed port: every one of its requests fails.
-    let (parsed, text) = push(version_text("http://127.0.0.1:9", "v2"));
+    // A canary that breaks the route: its provider points at a closed port.
+    let (parsed, text) = push(with_route("http://127.0.0.1:9", "v2"));
     let guard = harness_core::fleet::parse_guard("error_rate=+2%,p99=+400%,window=5s,min_requests=10").unwrap();
     let gone = admin.guard().await.unwrap();
     assert_eq!(gone, None, "no guard before a guarded push");
@@ -232,13 +243,13 @@ async fn a_guard_rolls_back_a_failing_canary_and_leaves_a_healthy_one() {
     assert_eq!(rollbacks[0]["version"], 2);
 
     // A healthy canary under the same guard stays.
-    let (parsed, text) = push(version_text(&base, "v3"));
+    let (parsed, text) = push(with_route(&format!("{base}/llm/guarded"), "v3"));
     admin.push(&text, "yaml", &parsed, "test", "good canary", Some(5000), Some(&guard)).await.unwrap();
     until_applied(&clients, |i| if on_canary(i) { 3 } else { 1 }, Duration::from_secs(5)).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(admin.state().await.unwrap().canary, 3, "{:?}", admin.log().await.unwrap());
     // An unguarded push clears the guard.
-    let (parsed, text) = push(version_text(&base, "v4"));
+    let (parsed, text) = push(with_route(&format!("{base}/llm/guarded"), "v4"));
     admin.push(&text, "yaml", &parsed, "test", "everyone", None, None).await.unwrap();
     assert_eq!(admin.guard().await.unwrap(), None);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -724,6 +724,34 @@ async fn two_providers_on_one_service_each_have_their_own_breaker() {
     assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("primary"));
 }
 
+/// Regression: a canary that pointed a route's only provider at a dead host was rolled back,
+/// and the provider kept its open breaker and its failures: the route stayed broken on the
+/// old, good host until the breaker's open_ms ran out. A reload that moves a provider's
+/// service to another base URL gives the provider a fresh start; one that keeps it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_moves_a_provider_to_another_host_closes_its_breaker_and_forgets_its_health() {
+    let sim = Sim::start().await;
+    sim.provider("primary", json!({})).await;
+    let (client, _) = make(&sim, json!([p("primary", 1)]), json!({}), json!({"retry": {"max_retries": 0}, "breaker": {"failure_threshold": 2, "open_ms": 600000}}));
+    let good = client.config();
+    let mut dead = serde_json::to_value(&*good).unwrap();
+    dead["services"]["primary"]["base_url"] = json!("http://127.0.0.1:9");
+    client.reload(Config::from_value(dead).unwrap()).unwrap();
+    for _ in 0..4 {
+        assert!(client.chat("chat", hello()).await.is_err());
+    }
+    assert_eq!(client.routing_state("chat").unwrap().providers[0].breaker, "open");
+    // A reload that keeps the (dead) host keeps what the breaker learned.
+    client.reload((*client.config()).clone()).unwrap();
+    assert_eq!(client.routing_state("chat").unwrap().providers[0].breaker, "open");
+    // Back on the good host: closed, healthy, serving at once.
+    client.reload((*good).clone()).unwrap();
+    let state = client.routing_state("chat").unwrap();
+    assert_eq!(state.providers[0].breaker, "closed", "{state:?}");
+    assert_eq!(state.providers[0].success_rate, 1.0, "{state:?}");
+    assert_eq!(client.chat("chat", hello()).await.unwrap().provider.as_deref(), Some("primary"));
+}
+
 /// Regression: a 429's `Retry-After: 99999999` cooled a provider for 1,157 days, through
 /// reloads. Cooling is clamped to the route's `max_retry_after_ms`, and a reload ends it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -179,10 +179,22 @@ impl Engine {
                         self.registry.close_breakers_of(name);
                     }
                 }
-                // A reload gives every provider cooling after a 429 a fresh start.
-                for rt in snapshot.routes.values() {
+                // A reload gives every provider cooling after a 429 a fresh start. A provider
+                // whose service now calls another base URL (or that now names another service)
+                // also forgets its health and closes its own breakers (`route:<r>/<p>`): what
+                // they learned was about a host it no longer calls.
+                let base_url = |s: &Snapshot, service: &str| s.services.get(service).map(|svc| svc.config.base_url.clone());
+                for (route, rt) in &snapshot.routes {
                     for p in &rt.providers {
                         p.health.end_cooling();
+                        let before = previous.routes.get(route).and_then(|r| r.providers.iter().find(|q| q.id == p.id));
+                        let moved = before.is_some_and(|q| {
+                            q.config.service != p.config.service || base_url(&previous, &q.config.service) != base_url(&snapshot, &p.config.service)
+                        });
+                        if moved {
+                            p.health.forget();
+                            self.registry.close_breakers_of(&p.scope);
+                        }
                     }
                 }
                 self.caches.configure(&snapshot.config.cache);

@@ -110,6 +110,17 @@ impl ProviderHealth {
         self.inner.lock().cooling_until = None;
     }
 
+    /// Forgets every outcome, the latency and any cooling (the provider now calls another
+    /// host); the last error stays as history.
+    pub fn forget(&self) {
+        let mut s = self.inner.lock();
+        s.successes = 0.0;
+        s.failures = 0.0;
+        s.latency_ms = None;
+        s.cooling_until = None;
+        s.updated = Instant::now();
+    }
+
     pub fn cooling_until(&self, now: Instant) -> Option<Instant> {
         self.inner.lock().cooling_until.filter(|t| *t > now)
     }
