@@ -1,5 +1,7 @@
 //! The request path: one downcall starts a request or a chat call (or opens a stream or a
-//! chat stream, or reads one of its chunks), one upcall delivers the outcome.
+//! chat stream, or reads one of its chunks); outcomes come back in batches: the first outcome
+//! of a batch wakes the JVM with one argument-free upcall, and the JVM takes every outcome
+//! queued by then with one downcall (`harness_kotlin_drain`), as Node's binding does.
 //!
 //! UniFFI's async protocol costs several JNA calls per request, each with by-value
 //! structures the JVM must allocate and clean up (measured: most of the binding's CPU).
@@ -13,8 +15,8 @@
 //!
 //! One pattern, no addresses (README "How outcomes come back"):
 //! - the JVM names its waiting caller by a *ticket*, an id in its own registry of calls;
-//!   every outcome comes back through the one completion function with that ticket and a
-//!   tag saying what the bytes are;
+//!   every outcome comes back as a row of a batch with that ticket and a tag saying what the
+//!   bytes are;
 //! - Rust objects are named by generation-checked *handles* (`handles.rs`): the client,
 //!   a receiver, a running request's task, an open stream. A stale handle finds nothing.
 //!
@@ -29,7 +31,8 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
 use std::task::{Context, Poll};
 
 use harness_core::runtime::{self, Task};
@@ -42,9 +45,9 @@ use crate::chat::NativeChatStreamHead;
 use crate::values::{NativeEntry, NativeError, NativeResponse, NativeStreamHead};
 use crate::UniFfiTag;
 
-/// The JVM's completion function: (ticket, tag, bytes, length). The bytes are valid only
-/// during the call; what they hold depends on the tag.
-type Completion = extern "C" fn(ticket: i64, tag: i32, data: *const u8, len: u64);
+/// The JVM's wake-up: called (with no arguments, on the thread that queued it) for the first
+/// outcome after a drain; the JVM answers with `harness_kotlin_drain`.
+type Wake = extern "C" fn();
 
 /// `NativeResponse`, the outcome of `harness_kotlin_start`.
 const RESPONSE: i32 = 0;
@@ -74,7 +77,40 @@ const STORED: i32 = 9;
 /// little-endian float32s, one after another (`EmbedResponse::le_bytes`), read in one copy.
 const EMBED: i32 = 10;
 
-static COMPLETION: RwLock<Option<Completion>> = RwLock::new(None);
+static WAKE: RwLock<Option<Wake>> = RwLock::new(None);
+/// Outcomes not yet taken by a drain.
+static QUEUE: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
+/// True from the wake-up a push sent until the drain that empties the queue: one wake-up per
+/// batch, however many outcomes join it meanwhile.
+static WAKING: AtomicBool = AtomicBool::new(false);
+
+/// One finished call: its ticket, what the bytes are, the bytes.
+struct Outcome {
+    ticket: i64,
+    tag: i32,
+    data: Vec<u8>,
+}
+
+/// One row of a drained batch as the JVM reads it (32 bytes, native byte order): the ticket,
+/// the tag, the outcome's bytes (address and length, valid until `harness_kotlin_free`).
+#[repr(C)]
+struct Row {
+    ticket: i64,
+    tag: i32,
+    _pad: i32,
+    data: *const u8,
+    len: u64,
+}
+
+/// A drained batch: `count` and `rows` are what the JVM reads (`RequestPath.drain`); the rows
+/// point into `outcomes`, kept here until the JVM frees the batch.
+#[repr(C)]
+struct Batch {
+    count: u64,
+    rows: *const Row,
+    row_store: Vec<Row>,
+    outcomes: Vec<Outcome>,
+}
 
 /// Started requests and stream opens, until the JVM drops them.
 static TASKS: Handles<Task<()>> = Handles::new();
@@ -97,10 +133,48 @@ impl OpenStream {
     }
 }
 
-/// Registers the JVM's completion function (once per class load of the facade).
+/// Registers the JVM's wake-up (once per class load of the facade).
 #[no_mangle]
-pub extern "C" fn harness_kotlin_set_completion(completion: Option<Completion>) {
-    *COMPLETION.write().unwrap_or_else(|p| p.into_inner()) = completion;
+pub extern "C" fn harness_kotlin_set_wake(wake: Option<Wake>) {
+    *WAKE.write().unwrap_or_else(|p| p.into_inner()) = wake;
+}
+
+/// Takes every queued outcome as one batch (an address; 0 when there is none) and re-arms the
+/// wake-up, so an outcome queued after this wakes the JVM again. The JVM reads the batch's
+/// rows and frees it once with `harness_kotlin_free`; batches are independent, so two threads
+/// may each hold one.
+#[no_mangle]
+pub extern "C" fn harness_kotlin_drain() -> u64 {
+    catch_unwind(|| {
+        let outcomes = {
+            let mut queue = QUEUE.lock().unwrap_or_else(|p| p.into_inner());
+            // Re-armed under the lock: a push after this sees `false` and wakes again.
+            WAKING.store(false, Ordering::SeqCst);
+            std::mem::take(&mut *queue)
+        };
+        if outcomes.is_empty() {
+            return 0;
+        }
+        let row_store: Vec<Row> = outcomes
+            .iter()
+            .map(|o| Row { ticket: o.ticket, tag: o.tag, _pad: 0, data: o.data.as_ptr(), len: o.data.len() as u64 })
+            .collect();
+        let batch = Box::new(Batch { count: row_store.len() as u64, rows: row_store.as_ptr(), row_store, outcomes });
+        Box::into_raw(batch) as u64
+    })
+    .unwrap_or(0)
+}
+
+/// Frees a batch from `harness_kotlin_drain` (its rows and bytes); 0 is a no-op.
+///
+/// # Safety
+/// `batch` must come from `harness_kotlin_drain` and be freed once.
+#[no_mangle]
+pub unsafe extern "C" fn harness_kotlin_free(batch: u64) {
+    if batch != 0 {
+        // SAFETY: the caller's contract: a live batch from `harness_kotlin_drain`, freed once.
+        drop(unsafe { Box::from_raw(batch as *mut Batch) });
+    }
 }
 
 /// One starting entry point: `$name(owner, ticket, bytes, len)` reads its `len` bytes, runs
@@ -479,9 +553,9 @@ fn embed_bytes(answer: &EmbedResponse) -> Vec<u8> {
 }
 
 fn deliver_value<T: Lower<UniFfiTag>>(ticket: i64, tag: i32, value: T) {
-    let mut buf = Vec::with_capacity(256);
-    T::write(value, &mut buf);
-    deliver(ticket, tag, &buf);
+    let mut data = Vec::with_capacity(256);
+    T::write(value, &mut data);
+    push(Outcome { ticket, tag, data });
 }
 
 fn deliver_error(ticket: i64, error: NativeError) {
@@ -489,9 +563,17 @@ fn deliver_error(ticket: i64, error: NativeError) {
 }
 
 fn deliver(ticket: i64, tag: i32, data: &[u8]) {
-    let completion = *COMPLETION.read().unwrap_or_else(|p| p.into_inner());
-    if let Some(completion) = completion {
-        completion(ticket, tag, data.as_ptr(), data.len() as u64);
+    push(Outcome { ticket, tag, data: data.to_vec() });
+}
+
+/// Queues an outcome; the first one after a drain wakes the JVM (on this thread).
+fn push(outcome: Outcome) {
+    QUEUE.lock().unwrap_or_else(|p| p.into_inner()).push(outcome);
+    if !WAKING.swap(true, Ordering::SeqCst) {
+        let wake = *WAKE.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(wake) = wake {
+            wake();
+        }
     }
 }
 
@@ -532,9 +614,21 @@ mod tests {
     static DELIVERED: Condvar = Condvar::new();
     static TICKETS: AtomicI64 = AtomicI64::new(1);
 
-    extern "C" fn record(ticket: i64, tag: i32, data: *const u8, len: u64) {
-        let bytes = unsafe { bytes(data, len) }.to_vec();
-        OUTCOMES.lock().unwrap().get_or_insert_with(HashMap::new).insert(ticket, (tag, bytes));
+    /// The JVM's part (`RequestPath.drain`): on a wake-up, take the batch, read each row, free it.
+    extern "C" fn record() {
+        let batch = harness_kotlin_drain();
+        if batch == 0 {
+            return;
+        }
+        let b = unsafe { &*(batch as *const Batch) };
+        let rows = unsafe { std::slice::from_raw_parts(b.rows, b.count as usize) };
+        let mut outcomes = OUTCOMES.lock().unwrap();
+        for row in rows {
+            let bytes = unsafe { bytes(row.data, row.len) }.to_vec();
+            outcomes.get_or_insert_with(HashMap::new).insert(row.ticket, (row.tag, bytes));
+        }
+        drop(outcomes);
+        unsafe { harness_kotlin_free(batch) };
         DELIVERED.notify_all();
     }
 
@@ -551,7 +645,7 @@ mod tests {
     }
 
     fn ticket() -> i64 {
-        harness_kotlin_set_completion(Some(record));
+        harness_kotlin_set_wake(Some(record));
         TICKETS.fetch_add(1, Ordering::Relaxed)
     }
 
@@ -587,6 +681,33 @@ mod tests {
 
     fn contains(haystack: &[u8], needle: &str) -> bool {
         haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+    }
+
+    /// Outcomes pushed from many threads at once, each waking (or joining a batch) as it
+    /// comes: every one is drained exactly once, none waits for a wake-up that never comes.
+    #[test]
+    fn outcomes_from_many_threads_all_arrive_once() {
+        let first = ticket();
+        const THREADS: i64 = 8;
+        const EACH: i64 = 5_000;
+        let base = TICKETS.fetch_add(THREADS * EACH, Ordering::Relaxed);
+        let pushers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..EACH {
+                        let ticket = base + t * EACH + i;
+                        deliver(ticket, CHUNK, &ticket.to_le_bytes());
+                    }
+                })
+            })
+            .collect();
+        for p in pushers {
+            p.join().unwrap();
+        }
+        for ticket in base..base + THREADS * EACH {
+            assert_eq!(wait(ticket), (CHUNK, ticket.to_le_bytes().to_vec()));
+        }
+        assert!(first < base);
     }
 
     #[test]

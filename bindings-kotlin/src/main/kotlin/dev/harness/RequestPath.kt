@@ -30,9 +30,10 @@ import kotlin.coroutines.resumeWithException
 /**
  * The request path (Rust side: `src/request_path.rs`; the pattern is in the README, "How
  * outcomes come back"): one downcall starts a request or a chat call, opens a stream or a
- * chat stream, asks for a stream's next chunk, or runs a receiver's step ([Idempotency]); one
- * upcall from the engine's thread
- * delivers the outcome; one downcall drops the engine task (or closes the stream).
+ * chat stream, asks for a stream's next chunk, or runs a receiver's step ([Idempotency]);
+ * outcomes come back in batches: one argument-free upcall wakes [drain], which takes every
+ * outcome queued by then with one downcall; one downcall drops the engine task (or closes
+ * the stream).
  *
  * Nothing crosses as an address. The JVM names each waiting caller by a *ticket*, its key in
  * [calls]; Rust objects (the client, a running task, an open stream) are named by
@@ -160,29 +161,65 @@ internal object RequestPath {
     private val tickets = AtomicLong()
     private val calls = ConcurrentHashMap<Long, Call<*>>()
 
-    /** The completion function the engine calls, on its own (kept attached) threads. */
-    internal interface Completion : Callback {
-        fun invoke(ticket: Long, tag: Int, data: Pointer?, len: Long)
+    /**
+     * The engine's wake-up, on its own (kept attached) threads or on a caller's thread that
+     * could not start: the first outcome after a drain calls it, with no arguments; every
+     * outcome queued by the time it drains comes in one batch.
+     */
+    internal interface Wake : Callback {
+        fun invoke()
     }
 
-    private val completion = object : Completion {
-        override fun invoke(ticket: Long, tag: Int, data: Pointer?, len: Long) {
-            @Suppress("UNCHECKED_CAST")
-            val call = calls.remove(ticket) as Call<Any>?
-            if (call == null) {
-                // Its caller has gone (cancelled): an opened stream is closed at once.
-                if ((tag == STREAM || tag == CHAT_STREAM) && data != null && len >= 8) {
-                    harness_kotlin_close(data.getByteBuffer(0, 8).order(ByteOrder.BIG_ENDIAN).getLong()) // `stream` comes first
+    private val wake = object : Wake {
+        override fun invoke() = drain()
+    }
+
+    /** One row of a batch (`request_path.rs`, `Row`): ticket, tag, padding, data address, length. */
+    private const val ROW = 32L
+
+    /**
+     * Takes the batch of outcomes queued since the last drain and completes each call. Two
+     * threads may drain at once: each batch is its own (freed once, here).
+     */
+    private fun drain() {
+        val batch = harness_kotlin_drain()
+        if (batch == 0L) return
+        try {
+            val head = Pointer(batch)
+            val count = head.getLong(0)
+            val rows = head.getPointer(8).getByteBuffer(0, count * ROW).order(ByteOrder.nativeOrder())
+            for (i in 0 until count.toInt()) {
+                val at = i * ROW.toInt()
+                val len = rows.getLong(at + 24)
+                val data = if (len == 0L) null else Pointer(rows.getLong(at + 16))
+                try {
+                    complete(rows.getLong(at), rows.getInt(at + 8), data, len)
+                } catch (e: Throwable) {
+                    // One call's bug must not strand the rest of the batch.
+                    Thread.currentThread().let { t -> t.uncaughtExceptionHandler?.uncaughtException(t, e) }
                 }
-                return
             }
-            val (value, error) = try {
-                decode(tag, data, len)
-            } catch (e: Exception) {
-                null to HarnessException.of(HarnessErrorInfo("HarnessError", "HarnessError: the outcome did not decode: $e"))
-            }
-            call.complete(value, error)
+        } finally {
+            harness_kotlin_free(batch)
         }
+    }
+
+    private fun complete(ticket: Long, tag: Int, data: Pointer?, len: Long) {
+        @Suppress("UNCHECKED_CAST")
+        val call = calls.remove(ticket) as Call<Any>?
+        if (call == null) {
+            // Its caller has gone (cancelled): an opened stream is closed at once.
+            if ((tag == STREAM || tag == CHAT_STREAM) && data != null && len >= 8) {
+                harness_kotlin_close(data.getByteBuffer(0, 8).order(ByteOrder.BIG_ENDIAN).getLong()) // `stream` comes first
+            }
+            return
+        }
+        val (value, error) = try {
+            decode(tag, data, len)
+        } catch (e: Exception) {
+            null to HarnessException.of(HarnessErrorInfo("HarnessError", "HarnessError: the outcome did not decode: $e"))
+        }
+        call.complete(value, error)
     }
 
     private fun decode(tag: Int, data: Pointer?, len: Long): Pair<Any?, HarnessException?> {
@@ -217,9 +254,9 @@ internal object RequestPath {
     init {
         val library = System.getProperty("uniffi.component.harness_kotlin.libraryOverride") ?: "harness_kotlin"
         Native.register(RequestPath::class.java, library)
-        // Keep the engine's threads attached to the JVM instead of attaching one per completion.
-        Native.setCallbackThreadInitializer(completion, CallbackThreadInitializer(true, false, "harness-worker"))
-        harness_kotlin_set_completion(completion)
+        // Keep the engine's threads attached to the JVM instead of attaching one per wake-up.
+        Native.setCallbackThreadInitializer(wake, CallbackThreadInitializer(true, false, "harness-worker"))
+        harness_kotlin_set_wake(wake)
     }
 
     // A request frame's first byte: what its body is (`request_path.rs`).
@@ -314,7 +351,9 @@ internal object RequestPath {
         call.release()
     }
 
-    private external fun harness_kotlin_set_completion(completion: Completion)
+    private external fun harness_kotlin_set_wake(wake: Wake)
+    private external fun harness_kotlin_drain(): Long
+    private external fun harness_kotlin_free(batch: Long)
     private external fun harness_kotlin_start(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_chat(client: Long, ticket: Long, request: ByteArray, len: Long): Long
