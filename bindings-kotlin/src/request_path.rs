@@ -258,8 +258,8 @@ pub extern "C" fn harness_kotlin_next(stream: u64, ticket: i64) {
                             drop(STREAMS.remove(stream));
                         }
                         match outcome {
-                            Ok(Ok(Some(chunk))) => deliver(ticket, CHUNK, &chunk),
-                            Ok(Ok(None)) => deliver(ticket, END, &[]),
+                            Ok(Ok(Some(chunk))) => deliver(ticket, CHUNK, chunk),
+                            Ok(Ok(None)) => deliver(ticket, END, Vec::new()),
                             Ok(Err(e)) => deliver_error(ticket, e.into()),
                             Err(_) => deliver_error(ticket, bug("reading the stream panicked (a bug in Harness)")),
                         }
@@ -270,8 +270,8 @@ pub extern "C" fn harness_kotlin_next(stream: u64, ticket: i64) {
                             drop(STREAMS.remove(stream));
                         }
                         match outcome {
-                            Ok(Ok(Some(chunk))) => deliver(ticket, CHAT_CHUNK, &serde_json::to_vec(&chunk).unwrap_or_default()),
-                            Ok(Ok(None)) => deliver(ticket, END, &[]),
+                            Ok(Ok(Some(chunk))) => deliver(ticket, CHAT_CHUNK, serde_json::to_vec(&chunk).unwrap_or_default()),
+                            Ok(Ok(None)) => deliver(ticket, END, Vec::new()),
                             Ok(Err(e)) => deliver_error(ticket, e.into()),
                             Err(_) => deliver_error(ticket, bug("reading the chat stream panicked (a bug in Harness)")),
                         }
@@ -408,7 +408,7 @@ fn start_chat(client: u64, ticket: i64, bytes: &[u8], mode: Mode) -> u64 {
     spawn_task(ticket, async move {
         match mode {
             Mode::Buffered => match CatchUnwind(client.chat(&route, chat)).await {
-                Ok(Ok(answer)) => deliver(ticket, CHAT, &chat_bytes(&answer)),
+                Ok(Ok(answer)) => deliver(ticket, CHAT, chat_bytes(&answer)),
                 Ok(Err(e)) => deliver_error(ticket, e.into()),
                 Err(_) => deliver_error(ticket, bug("the chat task panicked (a bug in Harness)")),
             },
@@ -432,7 +432,7 @@ fn start_embed(client: u64, ticket: i64, bytes: &[u8]) -> u64 {
     };
     spawn_task(ticket, async move {
         match CatchUnwind(client.embed(&route, call)).await {
-            Ok(Ok(answer)) => deliver(ticket, EMBED, &embed_bytes(&answer)),
+            Ok(Ok(answer)) => deliver(ticket, EMBED, embed_bytes(&answer)),
             Ok(Err(e)) => deliver_error(ticket, e.into()),
             Err(_) => deliver_error(ticket, bug("the embeddings task panicked (a bug in Harness)")),
         }
@@ -453,15 +453,15 @@ fn receive(receiver: u64, ticket: i64, mut bytes: &[u8]) -> u64 {
             match call {
                 NativeReceiverCall::Claim { key } => match receiver.claim(&key).await {
                     Ok(Claim::Run(lease)) => deliver_value(ticket, LEASE, NativeLease::from(lease)),
-                    Ok(Claim::Done(result)) => deliver(ticket, STORED, &result),
+                    Ok(Claim::Done(result)) => deliver(ticket, STORED, result),
                     Err(e) => deliver_error(ticket, e.into()),
                 },
                 NativeReceiverCall::Complete { lease, result } => match receiver.complete(&lease.into(), result.as_bytes()).await {
-                    Ok(()) => deliver(ticket, END, &[]),
+                    Ok(()) => deliver(ticket, END, Vec::new()),
                     Err(e) => deliver_error(ticket, e.into()),
                 },
                 NativeReceiverCall::Fail { lease } => match receiver.fail(&lease.into()).await {
-                    Ok(()) => deliver(ticket, END, &[]),
+                    Ok(()) => deliver(ticket, END, Vec::new()),
                     Err(e) => deliver_error(ticket, e.into()),
                 },
             }
@@ -562,8 +562,9 @@ fn deliver_error(ticket: i64, error: NativeError) {
     deliver_value(ticket, ERROR, error);
 }
 
-fn deliver(ticket: i64, tag: i32, data: &[u8]) {
-    push(Outcome { ticket, tag, data: data.to_vec() });
+/// Queues an outcome's bytes as they are (an owned buffer is not copied again).
+fn deliver(ticket: i64, tag: i32, data: impl Into<Vec<u8>>) {
+    push(Outcome { ticket, tag, data: data.into() });
 }
 
 /// Queues an outcome; the first one after a drain wakes the JVM (on this thread).
@@ -696,7 +697,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..EACH {
                         let ticket = base + t * EACH + i;
-                        deliver(ticket, CHUNK, &ticket.to_le_bytes());
+                        deliver(ticket, CHUNK, ticket.to_le_bytes().to_vec());
                     }
                 })
             })
