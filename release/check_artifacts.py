@@ -5,7 +5,7 @@
 Checked for each: the version; license, description and README (what each registry shows);
 the Python and Node engine ranges; that the npm package never compiles at install time; the
 wheel's abi3 manylinux tag; the POM's dependencies (runtime ones compile-scoped, test ones
-not leaked); that each shipped native library is stripped and under 18 MB. Exits 1 listing
+not leaked); that each shipped native library is stripped, under 16 MB and exports only its entry points. Exits 1 listing
 every failure.
 """
 
@@ -21,10 +21,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "dist"
-# 18 MB: the libraries grew to 19.8-20.8 MB with the caches (hnsw_rs) and the fleet config, and
-# are about 16-17 MB again with fat LTO and one codegen unit (Cargo.toml's release profile); the
-# cap still catches debug info left in (100+ MB) or a doubled build.
-MAX_NATIVE = 18 * 1024 * 1024
+# 16 MB: the libraries grew to 19.8-20.8 MB with the caches (hnsw_rs) and the fleet config; fat
+# LTO and one codegen unit (Cargo.toml's release profile) and hnsw_rs without its C interface
+# (vendor/hnsw_rs) brought them to 13-15 MB. The cap catches debug info left in (100+ MB), a
+# doubled build, or a dependency that brings megabytes.
+MAX_NATIVE = 16 * 1024 * 1024
+# What each library may export (its entry points); anything else is another crate's
+# `#[no_mangle]` C function leaking out (hnsw_rs's 64, before vendor/hnsw_rs), which can clash
+# with a symbol of the same name in another library of the host process.
+EXPORTS = {
+    "python": ("PyInit__native",),
+    "node": ("napi_register_module_v1",),
+    "jvm": ("harness_kotlin_", "uniffi_harness_kotlin_", "ffi_harness_kotlin_"),
+}
 failures: list = []
 
 
@@ -33,14 +42,19 @@ def need(ok: bool, what: str) -> None:
         failures.append(what)
 
 
-def stripped(name: str, data: bytes) -> None:
-    """A native library: under 18 MB, and no DWARF sections left."""
-    need(len(data) < MAX_NATIVE, f"{name}: {len(data) / 1e6:.1f} MB, over 18 MB")
+def stripped(name: str, data: bytes, binding: str) -> None:
+    """A native library: under 16 MB, no DWARF sections left, and only its own entry points exported."""
+    need(len(data) < MAX_NATIVE, f"{name}: {len(data) / 1e6:.1f} MB, over {MAX_NATIVE / 2**20:.0f} MB")
     tmp = ROOT / "target" / "release-stage" / "check.so"
     tmp.write_bytes(data)
     sections = subprocess.run(["objdump", "-h", str(tmp)], capture_output=True, text=True).stdout
     need(".debug_info" not in sections, f"{name}: not stripped (has .debug_info)")
     need(".gnu_debuglink" in sections, f"{name}: no .gnu_debuglink to its split-off debug info")
+    dynamic = subprocess.run(["nm", "-D", "--defined-only", str(tmp)], capture_output=True, text=True, check=True).stdout
+    exported = [line.split()[-1] for line in dynamic.splitlines() if line.strip()]
+    foreign = [sym for sym in exported if not sym.startswith(EXPORTS[binding])]
+    need(not foreign, f"{name}: exports {len(foreign)} symbols not its own, e.g. {foreign[:5]}")
+    need(len(exported) > 0, f"{name}: exports nothing")
 
 
 def metadata_text(text: str, where: str, version: str) -> None:
@@ -68,8 +82,8 @@ def check_python(version: str) -> None:
             natives = [n for n in names if n.startswith("harness/_native") and n.endswith(".so")]
             need(len(natives) == 1, f"{w.name}: native libraries {natives}")
             for n in natives:
-                stripped(f"{w.name}:{n}", z.read(n))
-    need(len(wheels) == 0 or wheels[0].stat().st_size < MAX_NATIVE, "the wheel is over 18 MB")
+                stripped(f"{w.name}:{n}", z.read(n), "python")
+    need(len(wheels) == 0 or wheels[0].stat().st_size < MAX_NATIVE, f"the wheel is over {MAX_NATIVE / 2**20:.0f} MB")
     sdist = DIST / f"harness_sdk-{version}.tar.gz"
     need(sdist.exists(), f"no sdist {sdist.name}")
     if sdist.exists():
@@ -118,7 +132,7 @@ def check_node(version: str) -> None:
     need(bool(readme), f"{plat.name}: README missing")
     need(list(blobs) == ["package/harness-sdk.linux-x64-gnu.node"], f"{plat.name}: native modules {list(blobs)}")
     for n, data in blobs.items():
-        stripped(f"{plat.name}:{n}", data)
+        stripped(f"{plat.name}:{n}", data, "node")
 
 
 def check_jvm(version: str) -> None:
@@ -134,7 +148,7 @@ def check_jvm(version: str) -> None:
         names = set(z.namelist())
         need("linux-x86-64/libharness_kotlin.so" in names, f"{jar.name}: no native library under linux-x86-64/")
         if "linux-x86-64/libharness_kotlin.so" in names:
-            stripped(f"{jar.name}:linux-x86-64/libharness_kotlin.so", z.read("linux-x86-64/libharness_kotlin.so"))
+            stripped(f"{jar.name}:linux-x86-64/libharness_kotlin.so", z.read("linux-x86-64/libharness_kotlin.so"), "jvm")
         props = z.read("dev/harness/harness-sdk.properties").decode() if "dev/harness/harness-sdk.properties" in names else ""
         need(f"version={version}" in props, f"{jar.name}: harness-sdk.properties says {props.strip()!r}")
         need("dev/harness/HarnessClient.class" in names, f"{jar.name}: no HarnessClient")
