@@ -1,7 +1,11 @@
 //! The request path: one downcall starts a request or a chat call (or opens a stream or a
-//! chat stream, or reads one of its chunks); outcomes come back in batches: the first outcome
-//! of a batch wakes the JVM with one argument-free upcall, and the JVM takes every outcome
-//! queued by then with one downcall (`harness_kotlin_drain`), as Node's binding does.
+//! chat stream, or reads one of its chunks); outcomes come back in batches, with no upcall: one
+//! JVM thread waits in `harness_kotlin_wait`, which returns every outcome queued by the time
+//! it wakes as one batch. The engine's threads only queue an outcome (and wake that thread
+//! when the queue was empty and it sleeps); they never run JVM code. Measured against an
+//! upcall per batch (JNA attaches and calls back into the JVM on the engine's worker, which
+//! then decodes and resumes there while the worker's other tasks wait): see the README,
+//! "How outcomes come back".
 //!
 //! UniFFI's async protocol costs several JNA calls per request, each with by-value
 //! structures the JVM must allocate and clean up (measured: most of the binding's CPU).
@@ -31,9 +35,9 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Condvar, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use harness_core::runtime::{self, Task};
 use harness_core::{Body, ChatRequest, ChatResponse, ChatStreamHandle, Claim, EmbedRequest, EmbedResponse, ErrorKind, HarnessError, Request, StreamHandle};
@@ -44,10 +48,6 @@ use crate::receiver::{NativeLease, NativeReceiverCall};
 use crate::chat::NativeChatStreamHead;
 use crate::values::{NativeEntry, NativeError, NativeResponse, NativeStreamHead};
 use crate::UniFfiTag;
-
-/// The JVM's wake-up: called (with no arguments, on the thread that queued it) for the first
-/// outcome after a drain; the JVM answers with `harness_kotlin_drain`.
-type Wake = extern "C" fn();
 
 /// `NativeResponse`, the outcome of `harness_kotlin_start`.
 const RESPONSE: i32 = 0;
@@ -77,12 +77,15 @@ const STORED: i32 = 9;
 /// little-endian float32s, one after another (`EmbedResponse::le_bytes`), read in one copy.
 const EMBED: i32 = 10;
 
-static WAKE: RwLock<Option<Wake>> = RwLock::new(None);
-/// Outcomes not yet taken by a drain.
-static QUEUE: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
-/// True from the wake-up a push sent until the drain that empties the queue: one wake-up per
-/// batch, however many outcomes join it meanwhile.
-static WAKING: AtomicBool = AtomicBool::new(false);
+/// Outcomes not yet taken, and how many threads sleep in `harness_kotlin_wait` for them.
+static QUEUE: Mutex<Queue> = Mutex::new(Queue { outcomes: Vec::new(), sleeping: 0 });
+/// Signalled when an outcome lands in an empty queue while a waiter sleeps.
+static READY: Condvar = Condvar::new();
+
+struct Queue {
+    outcomes: Vec<Outcome>,
+    sleeping: u32,
+}
 
 /// One finished call: its ticket, what the bytes are, the bytes.
 struct Outcome {
@@ -133,24 +136,24 @@ impl OpenStream {
     }
 }
 
-/// Registers the JVM's wake-up (once per class load of the facade).
-#[no_mangle]
-pub extern "C" fn harness_kotlin_set_wake(wake: Option<Wake>) {
-    *WAKE.write().unwrap_or_else(|p| p.into_inner()) = wake;
-}
-
-/// Takes every queued outcome as one batch (an address; 0 when there is none) and re-arms the
-/// wake-up, so an outcome queued after this wakes the JVM again. The JVM reads the batch's
+/// Waits up to `timeout_ms` for outcomes, then takes every queued one as one batch (an
+/// address; 0 when none came in time; `timeout_ms` 0 does not wait). The JVM reads the batch's
 /// rows and frees it once with `harness_kotlin_free`; batches are independent, so two threads
-/// may each hold one.
+/// may each wait and hold one.
 #[no_mangle]
-pub extern "C" fn harness_kotlin_drain() -> u64 {
+pub extern "C" fn harness_kotlin_wait(timeout_ms: u32) -> u64 {
     catch_unwind(|| {
         let outcomes = {
             let mut queue = QUEUE.lock().unwrap_or_else(|p| p.into_inner());
-            // Re-armed under the lock: a push after this sees `false` and wakes again.
-            WAKING.store(false, Ordering::SeqCst);
-            std::mem::take(&mut *queue)
+            if queue.outcomes.is_empty() && timeout_ms > 0 {
+                queue.sleeping += 1;
+                queue = READY
+                    .wait_timeout_while(queue, Duration::from_millis(timeout_ms.into()), |q| q.outcomes.is_empty())
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                queue.sleeping -= 1;
+            }
+            std::mem::take(&mut queue.outcomes)
         };
         if outcomes.is_empty() {
             return 0;
@@ -165,14 +168,14 @@ pub extern "C" fn harness_kotlin_drain() -> u64 {
     .unwrap_or(0)
 }
 
-/// Frees a batch from `harness_kotlin_drain` (its rows and bytes); 0 is a no-op.
+/// Frees a batch from `harness_kotlin_wait` (its rows and bytes); 0 is a no-op.
 ///
 /// # Safety
-/// `batch` must come from `harness_kotlin_drain` and be freed once.
+/// `batch` must come from `harness_kotlin_wait` and be freed once.
 #[no_mangle]
 pub unsafe extern "C" fn harness_kotlin_free(batch: u64) {
     if batch != 0 {
-        // SAFETY: the caller's contract: a live batch from `harness_kotlin_drain`, freed once.
+        // SAFETY: the caller's contract: a live batch from `harness_kotlin_wait`, freed once.
         drop(unsafe { Box::from_raw(batch as *mut Batch) });
     }
 }
@@ -567,14 +570,15 @@ fn deliver(ticket: i64, tag: i32, data: impl Into<Vec<u8>>) {
     push(Outcome { ticket, tag, data: data.into() });
 }
 
-/// Queues an outcome; the first one after a drain wakes the JVM (on this thread).
+/// Queues an outcome; one that lands in an empty queue wakes a sleeping waiter (the others
+/// join the batch it is about to take, so a busy JVM is not woken per outcome).
 fn push(outcome: Outcome) {
-    QUEUE.lock().unwrap_or_else(|p| p.into_inner()).push(outcome);
-    if !WAKING.swap(true, Ordering::SeqCst) {
-        let wake = *WAKE.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(wake) = wake {
-            wake();
-        }
+    let mut queue = QUEUE.lock().unwrap_or_else(|p| p.into_inner());
+    queue.outcomes.push(outcome);
+    let wake = queue.outcomes.len() == 1 && queue.sleeping > 0;
+    drop(queue);
+    if wake {
+        READY.notify_one();
     }
 }
 
@@ -615,9 +619,11 @@ mod tests {
     static DELIVERED: Condvar = Condvar::new();
     static TICKETS: AtomicI64 = AtomicI64::new(1);
 
-    /// The JVM's part (`RequestPath.drain`): on a wake-up, take the batch, read each row, free it.
-    extern "C" fn record() {
-        let batch = harness_kotlin_drain();
+    /// The JVM's part (`RequestPath.drain`): take a batch when one comes, read each row, free it.
+    /// It waits a minute at a time, so an outcome whose wake-up got lost would miss `wait`'s
+    /// 10 s and fail the test, not arrive at the next timeout.
+    fn record() {
+        let batch = harness_kotlin_wait(60_000);
         if batch == 0 {
             return;
         }
@@ -646,7 +652,15 @@ mod tests {
     }
 
     fn ticket() -> i64 {
-        harness_kotlin_set_wake(Some(record));
+        // Two waiting threads, as a JVM could have: each batch goes to one of them.
+        static DRAINERS: std::sync::Once = std::sync::Once::new();
+        DRAINERS.call_once(|| {
+            for _ in 0..2 {
+                std::thread::spawn(|| loop {
+                    record()
+                });
+            }
+        });
         TICKETS.fetch_add(1, Ordering::Relaxed)
     }
 

@@ -1,7 +1,5 @@
 package dev.harness
 
-import com.sun.jna.Callback
-import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
 import com.sun.jna.Pointer
 import dev.harness.ffi.FfiConverterTypeNativeChatStreamHead
@@ -31,9 +29,9 @@ import kotlin.coroutines.resumeWithException
  * The request path (Rust side: `src/request_path.rs`; the pattern is in the README, "How
  * outcomes come back"): one downcall starts a request or a chat call, opens a stream or a
  * chat stream, asks for a stream's next chunk, or runs a receiver's step ([Idempotency]);
- * outcomes come back in batches: one argument-free upcall wakes [drain], which takes every
- * outcome queued by then with one downcall; one downcall drops the engine task (or closes
- * the stream).
+ * outcomes come back in batches, with no upcall: one daemon thread ([drainer]) waits in
+ * `harness_kotlin_wait`, which returns every outcome queued by the time it wakes; one
+ * downcall drops the engine task (or closes the stream).
  *
  * Nothing crosses as an address. The JVM names each waiting caller by a *ticket*, its key in
  * [calls]; Rust objects (the client, a running task, an open stream) are named by
@@ -70,7 +68,7 @@ internal object RequestPath {
         internal val ticket: Long = tickets.incrementAndGet()
         private val task = AtomicLong(NO_TASK)
 
-        /** Called on an engine thread: hand off, never run caller code here. */
+        /** Called on the drainer thread: hand off, never run caller code here. */
         abstract fun complete(value: T?, error: HarnessException?)
 
         /** Drops the engine task (aborting it if still running and freeing its permits); idempotent. */
@@ -162,27 +160,27 @@ internal object RequestPath {
     private val calls = ConcurrentHashMap<Long, Call<*>>()
 
     /**
-     * The engine's wake-up, on its own (kept attached) threads or on a caller's thread that
-     * could not start: the first outcome after a drain calls it, with no arguments; every
-     * outcome queued by the time it drains comes in one batch.
+     * Takes outcomes as they come, in batches, for as long as the JVM runs: the engine's
+     * threads only queue them (waking this one when it sleeps), so no JVM code runs on them.
      */
-    internal interface Wake : Callback {
-        fun invoke()
-    }
+    private val drainer = Thread({
+        while (true) {
+            try {
+                drain(harness_kotlin_wait(WAIT_MS))
+            } catch (e: Throwable) {
+                Thread.currentThread().let { t -> t.uncaughtExceptionHandler?.uncaughtException(t, e) }
+            }
+        }
+    }, "harness-outcomes").apply { isDaemon = true }
 
-    private val wake = object : Wake {
-        override fun invoke() = drain()
-    }
+    /** How long one wait lasts (it returns at once when outcomes come). */
+    private const val WAIT_MS = 1000
 
     /** One row of a batch (`request_path.rs`, `Row`): ticket, tag, padding, data address, length. */
     private const val ROW = 32L
 
-    /**
-     * Takes the batch of outcomes queued since the last drain and completes each call. Two
-     * threads may drain at once: each batch is its own (freed once, here).
-     */
-    private fun drain() {
-        val batch = harness_kotlin_drain()
+    /** Completes each call of [batch] (0: none came) and frees it (once, here). */
+    private fun drain(batch: Long) {
         if (batch == 0L) return
         try {
             val head = Pointer(batch)
@@ -254,9 +252,7 @@ internal object RequestPath {
     init {
         val library = System.getProperty("uniffi.component.harness_kotlin.libraryOverride") ?: "harness_kotlin"
         Native.register(RequestPath::class.java, library)
-        // Keep the engine's threads attached to the JVM instead of attaching one per wake-up.
-        Native.setCallbackThreadInitializer(wake, CallbackThreadInitializer(true, false, "harness-worker"))
-        harness_kotlin_set_wake(wake)
+        drainer.start()
     }
 
     // A request frame's first byte: what its body is (`request_path.rs`).
@@ -351,8 +347,7 @@ internal object RequestPath {
         call.release()
     }
 
-    private external fun harness_kotlin_set_wake(wake: Wake)
-    private external fun harness_kotlin_drain(): Long
+    private external fun harness_kotlin_wait(timeoutMs: Int): Long
     private external fun harness_kotlin_free(batch: Long)
     private external fun harness_kotlin_start(client: Long, ticket: Long, request: ByteArray, len: Long): Long
     private external fun harness_kotlin_open(client: Long, ticket: Long, request: ByteArray, len: Long): Long
