@@ -41,6 +41,8 @@ const TOTAL = Number(process.env.BENCH_REQUESTS ?? 20000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const HUGE = Number(process.env.BENCH_HUGE ?? 10000)
 const LOG = process.env.HARNESS_BENCH_LOG === '1'
+// BENCH_CONCURRENCY=64 (comma list) narrows the levels, e.g. under a profiler.
+const LEVELS = process.env.BENCH_CONCURRENCY ? process.env.BENCH_CONCURRENCY.split(',').map(Number) : [1, 64]
 
 let upstream = null
 let addr
@@ -160,7 +162,7 @@ const C64_ONLY = new Set(['harness+before', 'harness+hmac'])
 const measured = (concurrency) => Object.entries(clients).filter(([name]) => concurrency === 64 || !C64_ONLY.has(name))
 
 const results = {}
-for (const concurrency of [1, 64]) {
+for (const concurrency of LEVELS) {
   const total = concurrency === 1 ? Math.max(1000, Math.floor(TOTAL / 4)) : TOTAL
   for (let round = 0; round < ROUNDS; round++) {
     // Interleaved rounds, so drift (other load on the machine) hits every client alike.
@@ -177,7 +179,7 @@ console.log(`median of ${ROUNDS} interleaved rounds; Harness with retry, breaker
 console.log(`HARNESS_WORKER_THREADS=${process.env.HARNESS_WORKER_THREADS || 'unset (one worker per core)'}\n`)
 console.log('| client | concurrency | req/s | p50 ms | p99 ms | CPU ms / 1k req |')
 console.log('|---|---:|---:|---:|---:|---:|')
-for (const concurrency of [1, 64]) {
+for (const concurrency of LEVELS) {
   for (const [name] of measured(concurrency)) {
     const rows = results[`${name}@${concurrency}`]
     const m = (k) => median(rows.map((r) => r[k]))
