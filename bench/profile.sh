@@ -14,6 +14,8 @@ n="${PROFILE_REQUESTS:-100000}"
 freq="${PROFILE_FREQ:-999}"
 out="bench/results/$(date -u +%Y%m%d-%H%M%S)/profile"
 mkdir -p "$out"
+# The report also goes to profile.md beside perf's data.
+exec > >(tee "$out/profile.md")
 which=("$@")
 [ ${#which[@]} -gt 0 ] || which=(core python node jvm)
 
@@ -46,7 +48,7 @@ for b in "${which[@]}"; do
     node) BENCH_ONLY=harness BENCH_CONCURRENCY=64 BENCH_HUGE=0 BENCH_ROUNDS=1 BENCH_REQUESTS="$n" \
             record node node bench/node_bench.mjs ;;
     jvm) (cd bench/jvm && mvn -B -ntp -q compile >/dev/null)
-         BENCH_ONLY=harness BENCH_CONCURRENCY=64 BENCH_HUGE=0 BENCH_ROUNDS=1 BENCH_SCALE="$(python3 -c "print($n/30000)")" \
+         BENCH_ONLY="harness (suspend)" BENCH_CONCURRENCY=64 BENCH_HUGE=0 BENCH_ROUNDS=1 BENCH_SCALE="$(python3 -c "print($n/30000)")" \
             record jvm bash -c 'cd bench/jvm && mvn -B -ntp -q exec:exec' ;;
     *) echo "unknown binding: $b (core, python, node, jvm)" >&2; exit 2 ;;
   esac

@@ -32,7 +32,7 @@ MAX_NATIVE = 16 * 1024 * 1024
 EXPORTS = {
     "python": ("PyInit__native",),
     "node": ("napi_register_module_v1",),
-    "jvm": ("harness_kotlin_", "uniffi_harness_kotlin_", "ffi_harness_kotlin_"),
+    "jvm": ("harness_kotlin_", "uniffi_harness_kotlin_", "ffi_harness_kotlin_", "UNIFFI_META_HARNESS_KOTLIN_", "UNIFFI_META_NAMESPACE_HARNESS_KOTLIN"),
 }
 failures: list = []
 

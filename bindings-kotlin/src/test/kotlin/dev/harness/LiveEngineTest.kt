@@ -16,6 +16,7 @@ import kotlinx.coroutines.flow.take
 import kotlinx.coroutines.flow.toList
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeout
 import kotlinx.coroutines.yield
 import org.junit.jupiter.api.Assertions.assertEquals
@@ -30,6 +31,7 @@ import java.nio.file.Files
 import java.nio.file.Path
 import java.nio.file.StandardCopyOption
 import java.util.concurrent.CopyOnWriteArrayList
+import java.util.concurrent.TimeUnit
 import java.util.concurrent.atomic.AtomicInteger
 
 /** Reload, file watching, streaming, events and SLF4J: the live engine through the Kotlin API. */
@@ -325,6 +327,24 @@ class LiveEngineTest {
             assertEquals(5, thrown.get(), "the failing listener is still called")
             // The client's own event thread, never a request's (engine worker) thread.
             assertEquals(setOf("harness-events"), threads.toSet())
+        }
+    }
+
+    @Test
+    fun `caller code after a call runs on the caller's dispatcher or the future's executor, never on the outcome thread`() = runBlocking<Unit> {
+        HarnessClient(config()).use { h ->
+            val threads = CopyOnWriteArrayList<String>()
+            repeat(20) {
+                // A suspend call resumes on its caller's dispatcher.
+                withContext(Dispatchers.IO) {
+                    assertEquals(200, h.get("svc", "/bench").status)
+                    threads += Thread.currentThread().name
+                }
+                // A future's dependent stage (not an ...Async one) runs where the future completed.
+                h.requestAsync(HarnessRequest("svc", "GET", "/bench")).thenApply { threads += Thread.currentThread().name }.get(10, TimeUnit.SECONDS)
+            }
+            assertEquals(40, threads.size)
+            assertTrue(threads.none { it.startsWith("harness-outcomes") || it.startsWith("harness-worker") }, "$threads")
         }
     }
 

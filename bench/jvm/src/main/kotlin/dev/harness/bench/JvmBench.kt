@@ -156,11 +156,14 @@ fun main(args: Array<String>) {
             INTERCEPTED to { c, n -> measureCoroutines(INTERCEPTED, c, n) { check(intercepted.get("up", "/bench").status == 200) } },
             SIGNED to { c, n -> measureCoroutines(SIGNED, c, n) { check(signed.get("up", "/bench").status == 200) } },
         )
-        // BENCH_ONLY=harness (a substring of a contender; a comma list, where NAME@C also pins the
-        // concurrency) and BENCH_CONCURRENCY=64 narrow the run, e.g. for a profile.
+        // BENCH_ONLY=harness (a comma list: a contender's whole name picks that one only, a part
+        // of a name every contender containing it; NAME@C also pins the concurrency) and
+        // BENCH_CONCURRENCY=64 narrow the run, e.g. for a profile.
         val only = System.getenv("BENCH_ONLY")?.split(",")?.map { it.trim() }
+        val names = contenders.map { it.first }.toSet()
         fun wanted(name: String, c: Int) = only == null || only.any { o ->
-            name.contains(o.substringBefore('@')) && o.substringAfter('@', "").let { it.isEmpty() || it.toInt() == c }
+            val n = o.substringBefore('@')
+            (if (n in names) name == n else name.contains(n)) && o.substringAfter('@', "").let { it.isEmpty() || it.toInt() == c }
         }
         val levels = System.getenv("BENCH_CONCURRENCY")?.split(",")?.map { it.trim().toInt() } ?: listOf(1, 64)
         val rounds = (System.getenv("BENCH_ROUNDS") ?: "5").toInt()
