@@ -82,6 +82,18 @@ impl Budgets {
         Some(Reservation { budgets: self.clone(), caller: caller.to_string(), budgeted: budget_per_day.is_some(), amount, settled: false })
     }
 
+    /// What `caller` spent today, and what its requests in flight hold reserved.
+    pub fn spent_today(&self, caller: &str) -> (f64, f64) {
+        let mut spend = self.spend.lock();
+        match spend.get_mut(caller) {
+            Some(s) => {
+                s.roll();
+                (s.spent, s.reserved)
+            }
+            None => (0.0, 0.0),
+        }
+    }
+
     fn settle(&self, caller: &str, budgeted: bool, reserved: f64, cost: f64) {
         let cost = if cost.is_finite() { cost.max(0.0) } else { 0.0 };
         if cost > 0.0 {

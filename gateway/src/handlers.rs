@@ -15,6 +15,7 @@ use harness_core::deadline::Deadline;
 use harness_core::{ChatChunkKind, ChatRequest, Request};
 use serde_json::{json, Map, Value};
 
+use crate::activity::{AuditRecord, ReloadRecord, Refusal};
 use crate::budget::{Pricing, Reservation, StreamCharge};
 use crate::config::Loaded;
 use crate::errors::ApiError;
@@ -42,12 +43,22 @@ pub fn router(gw: Arc<Gateway>, max_body: usize) -> Router {
         .route("/admin/breakers/{action}", post(admin_breaker_set))
         .route("/admin/credentials", get(admin_credentials))
         .route("/admin/fleet", get(admin_fleet))
+        .route("/admin/fleet/promote", post(admin_fleet_promote))
+        .route("/admin/fleet/rollback", post(admin_fleet_rollback))
+        .route("/admin/callers", get(admin_callers))
+        .route("/admin/services", get(admin_services))
+        .route("/admin/config", get(admin_config))
+        .route("/admin/audit", get(admin_audit))
+        .route("/admin/ui", get(crate::console::page))
+        .route("/admin/ui/", get(crate::console::page))
+        .route("/admin/ui/{asset}", get(crate::console::asset))
         .route("/admin/cache/clear", post(admin_cache_clear_all))
         .route("/admin/cache/clear/{name}", post(admin_cache_clear))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such endpoint") })
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(axum::middleware::from_fn_with_state(gw.clone(), bounded_body))
         .layer(axum::middleware::from_fn_with_state(gw.clone(), scrub_response))
+        .layer(axum::middleware::from_fn(crate::console::admin_headers))
         .with_state(gw)
 }
 
@@ -186,12 +197,16 @@ fn traceparent(headers: &HeaderMap) -> Option<String> {
 /// then its rate limit.
 async fn admit(gw: &Arc<Gateway>, caller: &Arc<Caller>, what: &str, reserve: f64) -> Result<Reservation, ApiError> {
     let Some(reservation) = gw.budgets.reserve(&caller.name, caller.budget_per_day, reserve) else {
+        gw.activity.refused(&caller.name, Refusal::Budget);
         let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "insufficient_quota", "budget_exceeded", format!("caller `{}` has spent its budget for today", caller.name));
         e.retry_after_s = Some(86_400 - std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() % 86_400).unwrap_or(0));
         return Err(e);
     };
     if let Some(l) = &caller.limiter {
-        l.acquire("POST", what, &Deadline::after(Duration::from_secs(60))).await?;
+        if let Err(e) = l.acquire("POST", what, &Deadline::after(Duration::from_secs(60))).await {
+            gw.activity.refused(&caller.name, Refusal::RateLimited);
+            return Err(e.into());
+        }
     }
     Ok(reservation)
 }
@@ -308,6 +323,7 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
         let r = gw.client.chat(&model, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
         let charge = answer_charge(&r, &pricing);
         reservation.settle(charge);
+        gw.activity.charge(&route, r.provider.as_deref(), charge);
         let body = json!({
             "id": format!("chatcmpl-{}", r.trace_id),
             "object": "chat.completion",
@@ -330,9 +346,10 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
     let content_scrub = gw.scrubber().stream();
     // Charged for what it streamed when it ends, or when it is dropped (the caller left).
     let charge = StreamCharge::new(reservation, pricing);
+    let charged_route = route.clone();
     // One SSE event per chunk, in OpenAI's shape; a failure after the head is the last event.
     let events = futures_util::stream::unfold(Some((s, guard, content_scrub, charge)), move |state| {
-        let (id, model) = (id.clone(), model.clone());
+        let (id, model, charged_route) = (id.clone(), model.clone(), charged_route.clone());
         async move {
             let (mut s, guard, mut scrub, mut charge) = state?;
             let chunk = |model: &str, delta: Value, finish: Option<String>, extra: Option<(&str, Value)>| {
@@ -369,7 +386,8 @@ async fn chat_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &HeaderMap
                             }
                             ChatChunkKind::Restart => flush(&mut scrub, m) + &chunk(m, json!({}), None, Some(("harness", json!({"restart": c.reason, "provider": c.provider})))),
                             ChatChunkKind::Done => {
-                                charge.done(c.provider.as_deref(), c.cost);
+                                let spent = charge.done(c.provider.as_deref(), c.cost);
+                                guard.0.activity.charge(&charged_route, c.provider.as_deref(), spent);
                                 let usage = c.usage.as_ref().map(usage_json);
                                 let mut last = flush(&mut scrub, m);
                                 last.push_str(&chunk(m, json!({}), Some(c.finish_reason.clone().unwrap_or_else(|| "stop".into())), Some(("usage", usage.unwrap_or(Value::Null)))));
@@ -453,6 +471,7 @@ async fn messages_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &Heade
             Ok(r) => {
                 let charge = answer_charge(&r, &pricing);
                 reservation.settle(charge);
+                gw.activity.charge(&route, r.provider.as_deref(), charge);
                 let mut resp = Json(anthropic::message(&r, &model)).into_response();
                 trace_header(&mut resp, &r.trace_id);
                 Ok((200, route, resp, Some(r.trace_id), Some(charge)))
@@ -479,8 +498,9 @@ async fn messages_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &Heade
     let content_scrub = gw.scrubber().stream();
     let charge = StreamCharge::new(reservation, pricing);
     let events = anthropic::Events::new(&trace_id);
+    let charged_route = route.clone();
     let body = futures_util::stream::unfold(Some((s, guard, content_scrub, charge, events)), move |state| {
-        let model = model.clone();
+        let (model, charged_route) = (model.clone(), charged_route.clone());
         async move {
             let (mut s, guard, mut scrub, mut charge, mut ev) = state?;
             loop {
@@ -510,7 +530,8 @@ async fn messages_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &Heade
                                 return Some((Ok::<_, std::convert::Infallible>(Bytes::from(ev.error(&e))), None));
                             }
                             ChatChunkKind::Done => {
-                                charge.done(c.provider.as_deref(), c.cost);
+                                let spent = charge.done(c.provider.as_deref(), c.cost);
+                                guard.0.activity.charge(&charged_route, c.provider.as_deref(), spent);
                                 let held = scrub.finish_str();
                                 let last = ev.text(&m, &held) + &ev.finish(&m, c.finish_reason.as_deref(), c.usage.as_ref());
                                 return Some((Ok(Bytes::from(last)), None));
@@ -658,6 +679,7 @@ async fn embeddings_inner(gw: &Arc<Gateway>, caller: &Arc<Caller>, headers: &Hea
     let r = gw.client.embed(&route, req).await.map_err(|e| (route.clone(), ApiError::from(e)))?;
     let charge = r.cost.unwrap_or_else(|| pricing.estimate(r.provider.as_deref(), 0));
     reservation.settle(charge);
+    gw.activity.charge(&route, r.provider.as_deref(), charge);
     let data: Vec<Value> = (0..r.count as usize)
         .map(|i| {
             let v = r.vector(i);
@@ -818,41 +840,102 @@ async fn metrics(State(gw): Gw) -> Response {
 
 // ---- admin ----
 
-fn admin(gw: &Gateway, headers: &HeaderMap) -> Result<(), ApiError> {
-    match key(headers).map(|k| gw.admin_ok(k)) {
-        _ if gw.settings.load().gateway.admin_key_sha256.is_none() => Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "the admin API is off (gateway.admin_key_sha256)")),
-        Some(Some(true)) => Ok(()),
+/// The admin principal: `admin:` and the first 12 hex digits of the key's SHA-256, which names
+/// the key in audit records without being usable as it.
+fn admin(gw: &Gateway, headers: &HeaderMap) -> Result<String, ApiError> {
+    match key(headers).map(|k| (gw.admin_ok(k), k)) {
+        _ if !gw.admin_on() => Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "the admin API is off (gateway.admin_key_sha256)")),
+        Some((Some(true), k)) => Ok(format!("admin:{}", &crate::config::sha256_hex(k.as_bytes())[..12])),
         _ => Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_admin_key", "the admin key is required")),
     }
+}
+
+/// Records an admin action (kept for `/admin/audit`, and one `harness.admin_action` line).
+fn audit(gw: &Gateway, principal: &str, action: &str, target: String, ok: bool, detail: Value) {
+    gw.activity.audit(AuditRecord { at_ms: crate::activity::now_ms(), principal: principal.to_string(), action: action.into(), target, ok, detail });
+}
+
+/// Audits `result` as `action` on `target`, then passes it on.
+fn audited<T>(gw: &Gateway, principal: &str, action: &str, target: String, detail: Value, result: Result<T, ApiError>) -> Result<T, ApiError> {
+    match &result {
+        Ok(_) => audit(gw, principal, action, target, true, detail),
+        Err(e) => audit(gw, principal, action, target, false, json!({"request": detail, "error": e.message})),
+    }
+    result
 }
 
 async fn admin_routes(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
     admin(&gw, &headers)?;
     let names: Vec<String> = gw.client.config().routes.keys().cloned().collect();
-    let states: Vec<Value> = names.iter().filter_map(|n| gw.client.routing_state(n).ok()).map(|s| s.to_value()).collect();
+    let states: Vec<Value> = names.iter().filter_map(|n| route_view(&gw, n).ok()).collect();
     Ok(Json(json!({"routes": states})).into_response())
+}
+
+/// A route's routing state, each provider with what it was charged today (`cost_today`, in
+/// the routes' price unit).
+fn route_view(gw: &Gateway, route: &str) -> Result<Value, ApiError> {
+    let mut v = gw.client.routing_state(route)?.to_value();
+    if let Some(providers) = v.get_mut("providers").and_then(Value::as_array_mut) {
+        for p in providers {
+            let id = p["id"].as_str().unwrap_or_default().to_string();
+            p["cost_today"] = json!(gw.activity.provider_cost_today(route, &id));
+        }
+    }
+    Ok(v)
 }
 
 async fn admin_route(State(gw): Gw, headers: HeaderMap, Path(route): Path<String>) -> Result<Response, ApiError> {
     admin(&gw, &headers)?;
-    Ok(Json(gw.client.routing_state(&route)?.to_value()).into_response())
+    Ok(Json(route_view(&gw, &route)?).into_response())
 }
 
 async fn admin_weight(State(gw): Gw, headers: HeaderMap, Path((route, provider)): Path<(String, String)>, body: Bytes) -> Result<Response, ApiError> {
-    admin(&gw, &headers)?;
-    let v: Value = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("expected {\"weight\": n}"))?;
-    let weight = v.get("weight").and_then(Value::as_u64).filter(|w| *w <= u32::MAX as u64).ok_or_else(|| ApiError::bad_request("weight: expected an integer >= 0"))?;
-    let version = gw.client.set_weight(&route, &provider, weight as u32)?;
+    let principal = admin(&gw, &headers)?;
+    let target = format!("{route}/{provider}");
+    let weight = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("weight").and_then(Value::as_u64))
+        .filter(|w| *w <= u32::MAX as u64)
+        .ok_or_else(|| ApiError::bad_request("weight: expected {\"weight\": n}, an integer >= 0"));
+    let result = weight.and_then(|w| gw.client.set_weight(&route, &provider, w as u32).map(|v| (w, v)).map_err(ApiError::from));
+    let detail = json!({"weight": result.as_ref().ok().map(|(w, _)| *w)});
+    let (_, version) = reloaded(&gw, &principal, "set_weight", audited(&gw, &principal, "set_weight", target, detail, result))?;
     Ok(Json(json!({"ok": true, "config_version": version})).into_response())
 }
 
+/// Keeps a reload tried by hand in the history (accepted or not, with the field a rejected
+/// config named), then passes its result on.
+fn reloaded<T>(gw: &Gateway, principal: &str, source: &str, result: Result<T, ApiError>) -> Result<T, ApiError> {
+    let error = result.as_ref().err().map(|e| e.message.clone());
+    // A refusal before any config was read (a bad request body) is not a reload.
+    if result.is_ok() || result.as_ref().err().is_some_and(|e| e.harness_kind == Some("ConfigError")) {
+        gw.activity.reloaded(ReloadRecord {
+            at_ms: crate::activity::now_ms(),
+            source: source.into(),
+            principal: principal.into(),
+            accepted: result.is_ok(),
+            version: gw.client.config_version(),
+            field_path: error.as_deref().and_then(crate::activity::field_path),
+            error,
+        });
+    }
+    result
+}
+
 async fn admin_reload(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    admin(&gw, &headers)?;
+    let principal = admin(&gw, &headers)?;
+    let from = if body.is_empty() { "the config file" } else { "the request body" };
+    let result = reload_from(&gw, &headers, &body).await;
+    let version = reloaded(&gw, &principal, "admin_reload", audited(&gw, &principal, "reload", from.into(), json!({"bytes": body.len()}), result))?;
+    Ok(Json(json!({"ok": true, "config_version": version})).into_response())
+}
+
+async fn reload_from(gw: &Gateway, headers: &HeaderMap, body: &[u8]) -> Result<String, ApiError> {
     let loaded = if body.is_empty() {
         let path = gw.path.as_deref().ok_or_else(|| ApiError::bad_request("no config file to re-read: send the config as the body"))?;
         Loaded::from_path(path)?
     } else {
-        let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the config must be UTF-8 text"))?;
+        let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the config must be UTF-8 text"))?;
         let json = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.contains("json"));
         let value = harness_core::Config::parse_text(text, if json { "json" } else { "yaml" })?;
         // The admin key is not read access to the host: a config sent over HTTP reads only the
@@ -864,35 +947,42 @@ async fn admin_reload(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Result<
         crate::config::check_remote_reload(&value, &allowed)?;
         Loaded::from_value(value)?
     };
-    let version = gw.reload(loaded)?;
-    Ok(Json(json!({"ok": true, "config_version": version})).into_response())
+    Ok(gw.reload(loaded)?)
 }
 
 /// Drops every cached answer (HTTP cache, exact and semantic answers) of every service and route.
 async fn admin_cache_clear_all(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
-    admin(&gw, &headers)?;
-    let cleared = gw.client.cache_clear(None)?;
+    let principal = admin(&gw, &headers)?;
+    let cleared = audited(&gw, &principal, "cache_clear", "*".into(), json!({}), gw.client.cache_clear(None).map_err(ApiError::from))?;
     Ok(Json(json!({"ok": true, "cleared": cleared})).into_response())
 }
 
 /// Drops one service's or route's cached answers; an unknown name is a 400 naming it.
 async fn admin_cache_clear(State(gw): Gw, headers: HeaderMap, Path(name): Path<String>) -> Result<Response, ApiError> {
-    admin(&gw, &headers)?;
-    let cleared = gw.client.cache_clear(Some(&name))?;
+    let principal = admin(&gw, &headers)?;
+    let cleared = audited(&gw, &principal, "cache_clear", name.clone(), json!({}), gw.client.cache_clear(Some(&name)).map_err(ApiError::from))?;
     Ok(Json(json!({"ok": true, "cleared": cleared})).into_response())
 }
 
 /// A direct call to one provider, bypassing routing and weights (the first step when adding a
 /// provider at weight 0).
 async fn admin_test(State(gw): Gw, headers: HeaderMap, Path((route, provider)): Path<(String, String)>, body: Bytes) -> Result<Response, ApiError> {
-    admin(&gw, &headers)?;
+    let principal = admin(&gw, &headers)?;
+    let target = format!("{route}/{provider}");
+    let out = audited(&gw, &principal, "test_provider", target, json!({}), test_provider(&gw, &route, &provider, &body).await)?;
+    // The call was made: its outcome (an answer or the provider's error) is part of the record.
+    audit(&gw, &principal, "test_provider_result", format!("{route}/{provider}"), out["ok"] == true, json!({"status": out["status"], "error": out["error"], "elapsed_ms": out["elapsed_ms"]}));
+    Ok(Json(out).into_response())
+}
+
+async fn test_provider(gw: &Gateway, route: &str, provider: &str, body: &[u8]) -> Result<Value, ApiError> {
     let cfg = gw.client.config();
-    let r = cfg.routes.get(&route).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such route"))?;
+    let r = cfg.routes.get(route).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such route"))?;
     let p = r.providers.iter().find(|p| p.id == provider).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "no such provider"))?;
     let messages = if body.is_empty() {
         json!([{"role": "user", "content": "Reply with the single word: ok"}])
     } else {
-        serde_json::from_slice::<Value>(&body).ok().and_then(|v| v.get("messages").cloned()).ok_or_else(|| ApiError::bad_request("expected {\"messages\": [...]}"))?
+        serde_json::from_slice::<Value>(body).ok().and_then(|v| v.get("messages").cloned()).ok_or_else(|| ApiError::bad_request("expected {\"messages\": [...]}"))?
     };
     let mut b = Map::new();
     if let Some(m) = &p.model {
@@ -908,7 +998,7 @@ async fn admin_test(State(gw): Gw, headers: HeaderMap, Path((route, provider)): 
             "body": serde_json::from_slice::<Value>(&resp.body).unwrap_or(Value::Null)}),
         Err(e) => json!({"ok": false, "error": ApiError::from(e).body()["error"], "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0}),
     };
-    Ok(Json(out).into_response())
+    Ok(out)
 }
 
 async fn admin_breakers(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
@@ -918,7 +1008,7 @@ async fn admin_breakers(State(gw): Gw, headers: HeaderMap) -> Result<Response, A
 }
 
 async fn admin_breaker_set(State(gw): Gw, headers: HeaderMap, Path(action): Path<String>, body: Bytes) -> Result<Response, ApiError> {
-    admin(&gw, &headers)?;
+    let principal = admin(&gw, &headers)?;
     let open = match action.as_str() {
         "open" => true,
         "close" => false,
@@ -926,7 +1016,10 @@ async fn admin_breaker_set(State(gw): Gw, headers: HeaderMap, Path(action): Path
     };
     let v: Value = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("expected {\"service\", \"method\", \"endpoint\"}"))?;
     let field = |k: &str| v.get(k).and_then(Value::as_str).ok_or_else(|| ApiError::bad_request(format!("{k}: required")));
-    gw.client.set_breaker(field("service")?, field("method")?, field("endpoint")?, open)?;
+    let (service, method, endpoint) = (field("service")?, field("method")?, field("endpoint")?);
+    let target = format!("{service} {method} {endpoint}");
+    let action = if open { "breaker_open" } else { "breaker_close" };
+    audited(&gw, &principal, action, target, json!({}), gw.client.set_breaker(service, method, endpoint, open).map_err(ApiError::from))?;
     Ok(Json(json!({"ok": true, "state": if open { "open" } else { "closed" }})).into_response())
 }
 
@@ -962,6 +1055,102 @@ async fn admin_fleet(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiE
         Ok(v) => Ok(Json(v).into_response()),
         Err(e) => Ok((StatusCode::SERVICE_UNAVAILABLE, Json(json!({"name": src.name, "this_instance": mine, "error": e.message}))).into_response()),
     }
+}
+
+/// Per caller, today (UTC): requests, errors (status >= 400), refusals by its rate limit and
+/// by its budget, what it spent and holds reserved, its budget and what is left of it.
+async fn admin_callers(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let callers: Vec<Value> = gw
+        .callers()
+        .iter()
+        .map(|c| {
+            let day = gw.activity.caller_day(&c.name);
+            let (spent, reserved) = gw.budgets.spent_today(&c.name);
+            let rate_limit = c.rate_limit.as_ref().map(|r| json!({"rps": r.rps, "burst": r.burst, "max_wait_ms": r.max_wait_ms, "shared": r.shared.is_some()}));
+            json!({"name": c.name, "requests": day.requests, "errors": day.errors, "rate_limited": day.rate_limited, "budget_refused": day.budget_refused,
+                "cost_today": spent, "reserved": reserved, "budget_per_day": c.budget_per_day,
+                "budget_left": c.budget_per_day.map(|b| (b - spent - reserved).max(0.0)), "rate_limit": rate_limit})
+        })
+        .collect();
+    Ok(Json(json!({"day": "UTC", "callers": callers})).into_response())
+}
+
+/// Per service: its bulkhead (in use, limit), its rate limit as configured, and the breaker of
+/// each endpoint it has state for (state, phase, the current window's rates).
+async fn admin_services(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let cfg = gw.client.config();
+    let breakers = gw.client.all_breaker_details();
+    let services: Vec<Value> = cfg
+        .services
+        .iter()
+        .map(|(name, s)| {
+            let endpoints: Vec<Value> = breakers.iter().filter(|b| &b.service == name).map(|b| json!(b)).collect();
+            let rate_limit = s.rate_limit.as_ref().map(|r| {
+                let endpoints: Map<String, Value> = r.endpoints.iter().map(|(e, l)| (e.clone(), json!({"rps": l.rps, "burst": l.burst}))).collect();
+                json!({"rps": r.rps, "burst": r.burst, "max_wait_ms": r.max_wait_ms, "shared": r.shared.is_some(), "endpoints": endpoints})
+            });
+            json!({"service": name, "bulkhead": {"in_use": gw.client.bulkhead_in_use(name).ok(), "limit": gw.client.bulkhead_limit(name).ok()},
+                "rate_limit": rate_limit, "endpoints": endpoints})
+        })
+        .collect();
+    // Breakers of route providers (`route:<route>/<provider>`) belong to no service of the config.
+    let providers: Vec<Value> = breakers.iter().filter(|b| !cfg.services.contains_key(&b.service)).map(|b| json!(b)).collect();
+    Ok(Json(json!({"services": services, "provider_breakers": providers})).into_response())
+}
+
+/// The active config version, the reloads tried through the admin API (newest first, each
+/// rejected one with its error and field path), and with the fleet config source what this
+/// instance applied and rejected.
+async fn admin_config(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    let source = gw.client.config_source_state().map(|s| serde_json::to_value(s).unwrap_or(Value::Null));
+    Ok(Json(json!({"version": gw.client.config_version(), "reloads": gw.activity.reloads(), "config_source": source})).into_response())
+}
+
+/// The admin actions taken on this gateway (newest first, the last 100).
+async fn admin_audit(State(gw): Gw, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&gw, &headers)?;
+    Ok(Json(json!({"audit": gw.activity.audit_trail()})).into_response())
+}
+
+/// The fleet admin, connected to this gateway's config source (404 without one).
+async fn fleet_admin(gw: &Gateway) -> Result<harness_core::fleet::Admin, ApiError> {
+    let Some(src) = gw.client.config().config_source.clone() else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", "this gateway has no config_source"));
+    };
+    Ok(harness_core::fleet::Admin::connect(&src.redis_url, &src.name).await?)
+}
+
+/// Widens the fleet's canary to `{"percent": p}` (default 100: it becomes stable), with the
+/// admin principal as the fleet log's author.
+async fn admin_fleet_promote(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let principal = admin(&gw, &headers)?;
+    let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("expected {\"percent\": p}"))? };
+    let percent = match v.get("percent") {
+        None => Ok(100.0),
+        Some(p) => p.as_f64().filter(|p| *p > 0.0 && *p <= 100.0).ok_or_else(|| ApiError::bad_request("percent: expected a number in (0, 100]")),
+    };
+    let result = async {
+        let basis_points = (percent? * 100.0).round() as u32;
+        Ok::<_, ApiError>(fleet_admin(&gw).await?.promote(basis_points, &principal).await?)
+    }
+    .await;
+    let version = audited(&gw, &principal, "fleet_promote", "canary".into(), json!({"percent": v.get("percent")}), result)?;
+    Ok(Json(json!({"ok": true, "version": version})).into_response())
+}
+
+/// Withdraws the fleet's canary, else returns stable to the previous version; `{"reason"}`
+/// goes to the fleet log with the admin principal as author.
+async fn admin_fleet_rollback(State(gw): Gw, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let principal = admin(&gw, &headers)?;
+    let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("expected {\"reason\": \"...\"}"))? };
+    let reason = v.get("reason").and_then(Value::as_str).unwrap_or("rolled back from the admin API");
+    let reason: String = harness_core::redact::escape_control(reason).chars().take(500).collect();
+    let result = async { Ok::<_, ApiError>(fleet_admin(&gw).await?.rollback(&principal, &reason, None).await?) }.await;
+    let version = audited(&gw, &principal, "fleet_rollback", "fleet".into(), json!({"reason": reason}), result)?;
+    Ok(Json(json!({"ok": true, "rolled_back": version})).into_response())
 }
 
 /// A usage in the OpenAI shape, with the prompt-cache hit and the reasoning tokens when the

@@ -1,7 +1,8 @@
 //! Harness as an HTTP access layer: the same engine and config behind an OpenAI-compatible
 //! API (`/v1/chat/completions`, `/v1/embeddings`, `/v1/models`), Anthropic's Messages API
 //! (`/v1/messages`, any route behind it), a plain pipeline for configured services
-//! (`/v1/services/{service}/...`), per-caller keys, an admin API, `/healthz`, `/readyz`,
+//! (`/v1/services/{service}/...`), per-caller keys, an admin API and its browser console
+//! (`/admin/ui`), `/healthz`, `/readyz`,
 //! `/metrics`, and a graceful drain on SIGTERM.
 //!
 //! Guarantees: it runs on the core's own tokio runtime (no second runtime); callers are known
@@ -15,9 +16,11 @@
 
 #![allow(clippy::result_large_err)]
 
+mod activity;
 mod anthropic;
 mod budget;
 pub mod config;
+mod console;
 pub mod errors;
 mod handlers;
 mod scrub;

@@ -17,6 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::activity::Activity;
 use crate::budget::{Budgets, CostFamily};
 use crate::config::{sha256_hex, GatewayConfig, Loaded};
 use crate::scrub::Scrubber;
@@ -28,6 +29,8 @@ pub struct Caller {
     services: Vec<String>,
     pub(crate) limiter: Option<Arc<ServiceLimiter>>,
     pub(crate) budget_per_day: Option<f64>,
+    /// The rate limit as configured (what the console shows).
+    pub(crate) rate_limit: Option<harness_core::ratelimit::RateLimitConfig>,
 }
 
 impl Caller {
@@ -91,6 +94,8 @@ pub struct Gateway {
     pub(crate) metrics: GatewayMetrics,
     /// Spend and reservations per caller name (today's); kept across reloads.
     pub(crate) budgets: Arc<Budgets>,
+    /// Each caller's day, each provider's cost today, reloads and admin actions (the console's).
+    pub(crate) activity: Activity,
     /// Requests and streams being served (for the drain report).
     pub in_flight: AtomicI64,
     /// The services' secrets last seen, and their scrubber.
@@ -109,6 +114,7 @@ impl Gateway {
             path,
             metrics: GatewayMetrics::new(budgets.cost()),
             budgets,
+            activity: Activity::default(),
             in_flight: AtomicI64::new(0),
             scrubber: Mutex::new((Vec::new(), Arc::new(Scrubber::new([])))),
         }))
@@ -119,6 +125,7 @@ impl Gateway {
         let settings = compile(&self.client, &loaded)?;
         let version = self.client.reload(loaded.core)?;
         self.settings.store(Arc::new(settings));
+        self.forget_unconfigured();
         Ok(version)
     }
 
@@ -151,6 +158,11 @@ impl Gateway {
         self.settings.load().callers.get(&sha256_hex(key.as_bytes())).cloned()
     }
 
+    /// The admin API and console exist only with an admin key configured.
+    pub(crate) fn admin_on(&self) -> bool {
+        self.settings.load().gateway.admin_key_sha256.is_some()
+    }
+
     pub(crate) fn admin_ok(&self, key: &str) -> Option<bool> {
         let s = self.settings.load();
         let want = s.gateway.admin_key_sha256.as_deref()?;
@@ -159,7 +171,23 @@ impl Gateway {
         Some(ring_eq(got.as_bytes(), want.to_ascii_lowercase().as_bytes()))
     }
 
+    /// Every configured caller, by name.
+    pub(crate) fn callers(&self) -> Vec<Arc<Caller>> {
+        let mut out: Vec<Arc<Caller>> = self.settings.load().callers.values().cloned().collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// The console's counters keep only the callers and providers the config names.
+    pub(crate) fn forget_unconfigured(&self) {
+        let callers: Vec<String> = self.callers().iter().map(|c| c.name.clone()).collect();
+        let cfg = self.client.config();
+        let providers: Vec<(String, String)> = cfg.routes.iter().flat_map(|(r, rc)| rc.providers.iter().map(move |p| (r.clone(), p.id.clone()))).collect();
+        self.activity.retain(&callers, &providers);
+    }
+
     pub(crate) fn count(&self, caller: &str, api: &str, target: &str, status: u16) {
+        self.activity.request(caller, status);
         self.metrics.requests.get_or_create(&RequestLabels { caller: caller.into(), api: api.into(), target: target.into(), status: status.to_string().into() }).inc();
     }
 
@@ -185,7 +213,7 @@ fn compile(client: &Client, loaded: &Loaded) -> Result<Settings, HarnessError> {
         let limiter = c.rate_limit.as_ref().map(|rl| client.rate_limiter(&format!("caller:{name}"), rl)).transpose()?;
         callers.insert(
             c.key_sha256.to_ascii_lowercase(),
-            Arc::new(Caller { name: name.clone(), routes: c.routes.clone(), services: c.services.clone(), limiter, budget_per_day: c.budget_per_day }),
+            Arc::new(Caller { name: name.clone(), routes: c.routes.clone(), services: c.services.clone(), limiter, budget_per_day: c.budget_per_day, rate_limit: c.rate_limit.clone() }),
         );
     }
     Ok(Settings { gateway: loaded.gateway.clone(), callers })

@@ -1293,3 +1293,234 @@ async fn a_gateway_follows_the_fleet_config_and_shows_it_at_admin_fleet() {
     assert_eq!((s, v["this_instance"]["version"].as_u64()), (503, Some(1)), "{v}");
     g.shutdown().await;
 }
+
+// ---- the admin console and the API it reads ----
+
+/// An admin call: status, headers and the JSON body (Null when the body is not JSON).
+async fn admin_call(w: &World, g: &Started, method: reqwest::Method, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut r = w.http.request(method, url(g, path));
+    if let Some(k) = key {
+        r = r.bearer_auth(k);
+    }
+    if let Some(b) = body {
+        r = r.header("content-type", "application/json").body(b.to_string());
+    }
+    let resp = r.send().await.unwrap();
+    let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+    (status, headers, serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap_or(Value::Null))
+}
+
+fn admin_principal() -> String {
+    format!("admin:{}", &sha256_hex(ADMIN.as_bytes())[..12])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_with_a_strict_policy_and_only_when_the_admin_api_is_on() {
+    let w = World::new().await;
+    let g = w.gateway(w.config("c1", json!({}))).await;
+    let r = w.http.get(url(&g, "/admin/ui")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "the page carries no data: it needs no key");
+    let h = r.headers().clone();
+    let page = r.text().await.unwrap();
+    assert!(h["content-type"].to_str().unwrap().starts_with("text/html"));
+    let csp = h["content-security-policy"].to_str().unwrap();
+    for want in ["default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"] {
+        assert!(csp.contains(want), "{csp}");
+    }
+    assert!(!csp.contains("unsafe"), "no inline or eval: {csp}");
+    assert_eq!((h["x-frame-options"].to_str().unwrap(), h["cache-control"].to_str().unwrap(), h["x-content-type-options"].to_str().unwrap()), ("DENY", "no-store", "nosniff"));
+    assert!(page.contains("/admin/ui/main.js"), "{page}");
+    for (asset, ct) in [("main.js", "text/javascript"), ("api.js", "text/javascript"), ("dom.js", "text/javascript"), ("views.js", "text/javascript"), ("console.css", "text/css"), ("icon.svg", "image/svg+xml")] {
+        let r = w.http.get(url(&g, &format!("/admin/ui/{asset}"))).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{asset}");
+        assert!(r.headers()["content-type"].to_str().unwrap().starts_with(ct), "{asset}");
+        assert_eq!(r.headers()["x-frame-options"], "DENY");
+    }
+    for bad in ["/admin/ui/nope.js", "/admin/ui/..%2Fconsole.css", "/admin/ui/%3Cscript%3E"] {
+        let r = w.http.get(url(&g, bad)).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{bad}");
+        assert_eq!(r.headers()["cache-control"], "no-store");
+    }
+    // Every admin API answer, refusals included, is never cached and never framed.
+    for key in [None, Some(ADMIN)] {
+        let (_, h, _) = admin_call(&w, &g, reqwest::Method::GET, "/admin/routes", key, None).await;
+        assert_eq!((h["cache-control"].to_str().unwrap(), h["x-frame-options"].to_str().unwrap()), ("no-store", "DENY"));
+    }
+    // Data-plane answers are left as they were.
+    assert!(w.http.get(url(&g, "/healthz")).send().await.unwrap().headers().get("content-security-policy").is_none());
+    g.shutdown().await;
+
+    // Without an admin key the console is off like the API: 404 for the page and its assets.
+    let mut off = w.config("c1", json!({}));
+    off["gateway"].as_object_mut().unwrap().remove("admin_key_sha256");
+    let g = w.gateway(off).await;
+    for path in ["/admin/ui", "/admin/ui/", "/admin/ui/main.js", "/admin/callers", "/admin/services", "/admin/config", "/admin/audit"] {
+        let (s, _, v) = admin_call(&w, &g, reqwest::Method::GET, path, Some(ADMIN), None).await;
+        assert_eq!(s, 404, "{path}: {v}");
+    }
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_admin_endpoints_refuse_without_the_admin_key() {
+    let w = World::new().await;
+    let g = w.gateway(w.config("c2", json!({}))).await;
+    use reqwest::Method as M;
+    for (method, path) in [(M::GET, "/admin/callers"), (M::GET, "/admin/services"), (M::GET, "/admin/config"), (M::GET, "/admin/audit"), (M::POST, "/admin/fleet/promote"), (M::POST, "/admin/fleet/rollback")] {
+        for key in [None, Some(ANN), Some("admin-key-0123456789x")] {
+            let (s, _, v) = admin_call(&w, &g, method.clone(), path, key, Some(json!({}))).await;
+            assert_eq!((s, v["error"]["code"].as_str()), (401, Some("invalid_admin_key")), "{path} with {key:?}");
+        }
+    }
+    // Refused calls are not actions: nothing audited.
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/audit", Some(ADMIN), None).await;
+    assert_eq!(v["audit"], json!([]));
+    // Without a config source there is no fleet to promote or roll back.
+    for path in ["/admin/fleet/promote", "/admin/fleet/rollback"] {
+        let (s, _, v) = admin_call(&w, &g, M::POST, path, Some(ADMIN), None).await;
+        assert_eq!(s, 404, "{path}: {v}");
+    }
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_views_show_callers_costs_services_reloads_and_audited_actions() {
+    let w = World::new().await;
+    w.provider("c3-a", json!({"content": "from a", "prompt_tokens": 500, "completion_tokens": 500})).await;
+    w.provider("c3-b", json!({"content": "from b"})).await;
+    let g = w.gateway(w.config("c3", json!({"callers": {"ann": {"budget_per_day": 100.0}}}))).await;
+    use reqwest::Method as M;
+    // ann: one answer (cost 1.0 at 1.0 per 1k tokens), one refusal (no such route).
+    assert_eq!(post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("chat")).await.0, 200);
+    assert_eq!(post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("nope")).await.0, 404);
+    // bob: 1 rps, burst 1, no wait: the second call at once is refused by his rate limit.
+    let mut bob_statuses = Vec::new();
+    for _ in 0..2 {
+        bob_statuses.push(w.http.get(url(&g, "/v1/services/orders/x")).bearer_auth(BOB).send().await.unwrap().status().as_u16());
+    }
+    assert_eq!(bob_statuses[1], 429, "{bob_statuses:?}");
+
+    let (s, h, v) = admin_call(&w, &g, M::GET, "/admin/callers", Some(ADMIN), None).await;
+    assert_eq!((s, h["cache-control"].to_str().unwrap()), (200, "no-store"));
+    let caller = |name: &str| v["callers"].as_array().unwrap().iter().find(|c| c["name"] == name).cloned().unwrap();
+    let ann = caller("ann");
+    assert_eq!((ann["requests"].as_u64(), ann["errors"].as_u64(), ann["rate_limited"].as_u64()), (Some(2), Some(1), Some(0)), "{v}");
+    assert!((ann["cost_today"].as_f64().unwrap() - 1.0).abs() < 1e-9, "{v}");
+    assert!((ann["budget_left"].as_f64().unwrap() - 99.0).abs() < 1e-9, "{v}");
+    let bob = caller("bob");
+    assert_eq!((bob["requests"].as_u64(), bob["rate_limited"].as_u64(), bob["budget_per_day"].clone()), (Some(2), Some(1), Value::Null), "{v}");
+    assert_eq!(bob["rate_limit"]["rps"], 1.0);
+
+    // Routes: what each provider was charged today.
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/routes/chat", Some(ADMIN), None).await;
+    assert!((v["providers"][0]["cost_today"].as_f64().unwrap() - 1.0).abs() < 1e-9, "{v}");
+    assert_eq!(v["providers"][1]["cost_today"], 0.0);
+
+    // Services: the bulkhead and the breakers per endpoint, a hand-opened one included.
+    let ep = json!({"service": "orders", "method": "GET", "endpoint": "/x"});
+    assert_eq!(admin_call(&w, &g, M::POST, "/admin/breakers/open", Some(ADMIN), Some(ep.clone())).await.0, 200);
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/services", Some(ADMIN), None).await;
+    let orders = v["services"].as_array().unwrap().iter().find(|s| s["service"] == "orders").cloned().unwrap();
+    assert_eq!((orders["bulkhead"]["in_use"].as_u64(), orders["bulkhead"]["limit"].as_u64().is_some()), (Some(0), true), "{v}");
+    assert!(orders["endpoints"].as_array().unwrap().iter().any(|b| b["endpoint"] == "/x" && b["state"] == "open" && b["phase"] == "open"), "{v}");
+    assert_eq!(admin_call(&w, &g, M::POST, "/admin/breakers/close", Some(ADMIN), Some(ep)).await.0, 200);
+
+    // Config: the version, and each reload tried with the field a rejected one named.
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/config", Some(ADMIN), None).await;
+    let first = v["version"].as_str().unwrap().to_string();
+    assert_eq!((v["reloads"].clone(), v["config_source"].clone()), (json!([]), Value::Null));
+    let bad = w.http.post(url(&g, "/admin/reload")).bearer_auth(ADMIN).body("services:\n  orders:\n    base_url: ftp://x\n").send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+    assert_eq!(admin_call(&w, &g, M::POST, "/admin/routes/chat/providers/a/weight", Some(ADMIN), Some(json!({"weight": 0}))).await.0, 200);
+    assert_eq!(admin_call(&w, &g, M::POST, "/admin/routes/chat/providers/a/weight", Some(ADMIN), Some(json!({"weight": "x"}))).await.0, 400);
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/config", Some(ADMIN), None).await;
+    let reloads = v["reloads"].as_array().unwrap();
+    assert_eq!(reloads.len(), 2, "a malformed request is not a reload: {v}");
+    assert_eq!((reloads[0]["source"].as_str(), reloads[0]["accepted"].as_bool(), reloads[0]["version"].as_str()), (Some("set_weight"), Some(true), v["version"].as_str()));
+    assert_ne!(v["version"].as_str().unwrap(), first);
+    assert_eq!((reloads[1]["accepted"].as_bool(), reloads[1]["field_path"].as_str(), reloads[1]["version"].as_str()), (Some(false), Some("services.orders.base_url"), Some(first.as_str())), "{v}");
+    assert_eq!(reloads[1]["principal"], admin_principal());
+
+    // Every action is audited with the admin principal, failures too; never the key.
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/audit", Some(ADMIN), None).await;
+    let actions: Vec<(&str, bool)> = v["audit"].as_array().unwrap().iter().map(|a| (a["action"].as_str().unwrap(), a["ok"].as_bool().unwrap())).collect();
+    assert_eq!(actions, [("set_weight", false), ("set_weight", true), ("reload", false), ("breaker_close", true), ("breaker_open", true)], "{v}");
+    assert!(v["audit"].as_array().unwrap().iter().all(|a| a["principal"] == admin_principal()), "{v}");
+    assert_eq!(v["audit"][1]["target"], "chat/a");
+    assert_eq!(v["audit"][1]["detail"]["weight"], 0);
+    assert!(!v.to_string().contains(ADMIN), "{v}");
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_names_and_error_texts_come_back_as_exact_json_strings() {
+    let w = World::new().await;
+    let script = "<img src=x onerror=window.__pwned=2><script>window.__pwned=1</script>";
+    let rtl = "\u{202e}gnp.exe";
+    let long = "N".repeat(10 * 1024);
+    w.provider("c4-a", json!({"fail_rate": 1.0, "fail_status": 500, "error_message": format!("{script} {rtl}")})).await;
+    w.provider("c4-b", json!({"content": "from b"})).await;
+    // A caller name is 1 to 128 printable characters without `"`: markup fits in that; the RTL override and
+    // the 10 KB names go where outside text arrives unchecked (model names, provider errors).
+    let extra = json!({"callers": {script: {"key_sha256": sha256_hex(b"sk-hostile-0123456789"), "routes": ["*"]}},
+        "routes": {"chat": {"providers": [{"id": "a", "service": "c4-a", "model": format!("{script}{rtl}"), "weight": 1}, {"id": "b", "service": "c4-b", "model": long.clone(), "weight": 1}]}}});
+    let g = w.gateway(w.config("c4", extra)).await;
+    assert_eq!(post(&w.http, &g, Some("sk-hostile-0123456789"), "/v1/chat/completions", hello("chat")).await.0, 200);
+    use reqwest::Method as M;
+    let (s, h, v) = admin_call(&w, &g, M::GET, "/admin/callers", Some(ADMIN), None).await;
+    assert_eq!((s, h["content-type"].to_str().unwrap(), h["x-content-type-options"].to_str().unwrap()), (200, "application/json", "nosniff"));
+    let hostile = v["callers"].as_array().unwrap().iter().find(|c| c["name"] == script).cloned().unwrap();
+    assert_eq!(hostile["requests"], 1, "the name as configured, unchanged: {v}");
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/routes/chat", Some(ADMIN), None).await;
+    assert_eq!(v["providers"][0]["model"].as_str(), Some(format!("{script}{rtl}").as_str()));
+    assert_eq!(v["providers"][1]["model"].as_str(), Some(long.as_str()));
+    assert!(v["providers"][0]["last_error"].is_string(), "{v}");
+    // A hostile target in an action is audited as a string.
+    let (s, _, _) = admin_call(&w, &g, M::POST, &format!("/admin/routes/chat/providers/{}/weight", "%3Cscript%3E"), Some(ADMIN), Some(json!({"weight": 1}))).await;
+    assert_eq!(s, 400);
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/audit", Some(ADMIN), None).await;
+    assert_eq!(v["audit"][0]["target"], "chat/<script>");
+    g.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_canary_is_promoted_and_rolled_back_from_the_admin_api_with_the_principal_as_author() {
+    let w = World::new().await;
+    w.provider("c5-a", json!({"content": "from a"})).await;
+    w.provider("c5-b", json!({"content": "from b"})).await;
+    let redis = harness_upstream::redis_server::RedisServer::start();
+    let source = json!({"redis_url": redis.url(), "name": "edge", "poll_ms": 1000, "heartbeat_ms": 200, "instance_id": "gw-1"});
+    let g = w.gateway(w.config("c5", json!({"config_source": source}))).await;
+    use reqwest::Method as M;
+    let mut pushed = w.config("c5", json!({}));
+    for own in ["gateway", "callers"] {
+        pushed.as_object_mut().unwrap().remove(own);
+    }
+    let mut admin = harness_core::fleet::Admin::connect(&redis.url(), "edge").await.unwrap();
+    assert_eq!(admin.push(&pushed.to_string(), "json", &pushed, "ops", "v1", None, None).await.unwrap(), 1);
+    pushed["routes"]["chat"]["providers"][0]["weight"] = json!(0);
+    assert_eq!(admin.push(&pushed.to_string(), "json", &pushed, "ops", "a to 0", Some(1000), None).await.unwrap(), 2);
+
+    // Nothing in (0, 100] is refused before Redis is asked.
+    assert_eq!(admin_call(&w, &g, M::POST, "/admin/fleet/promote", Some(ADMIN), Some(json!({"percent": 0}))).await.0, 400);
+    let (s, _, v) = admin_call(&w, &g, M::POST, "/admin/fleet/promote", Some(ADMIN), Some(json!({"percent": 100}))).await;
+    assert_eq!((s, v["version"].as_u64()), (200, Some(2)), "{v}");
+    let state = admin.state().await.unwrap();
+    assert_eq!((state.stable, state.canary), (2, 0));
+    let (s, _, v) = admin_call(&w, &g, M::POST, "/admin/fleet/rollback", Some(ADMIN), Some(json!({"reason": "a <b>bad</b> version"}))).await;
+    assert_eq!((s, v["rolled_back"].as_u64()), (200, Some(2)), "{v}");
+    assert_eq!(admin.state().await.unwrap().stable, 1);
+    let log = admin.log().await.unwrap();
+    let last = &log[log.len() - 2..];
+    assert_eq!((last[0]["action"].as_str(), last[0]["author"].as_str()), (Some("promote"), Some(admin_principal().as_str())));
+    assert_eq!((last[1]["action"].as_str(), last[1]["message"].as_str()), (Some("rollback"), Some("a <b>bad</b> version")));
+    // Nothing left to roll back to: refused, and audited as a failure.
+    let (s, _, _) = admin_call(&w, &g, M::POST, "/admin/fleet/rollback", Some(ADMIN), None).await;
+    assert_eq!(s, 400);
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/audit", Some(ADMIN), None).await;
+    let actions: Vec<(&str, bool)> = v["audit"].as_array().unwrap().iter().map(|a| (a["action"].as_str().unwrap(), a["ok"].as_bool().unwrap())).collect();
+    assert_eq!(actions, [("fleet_rollback", false), ("fleet_rollback", true), ("fleet_promote", true), ("fleet_promote", false)], "{v}");
+    let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/config", Some(ADMIN), None).await;
+    assert_eq!(v["config_source"]["name"], "edge", "{v}");
+    g.shutdown().await;
+}
