@@ -1,6 +1,8 @@
 """The console's world: the loopback upstream with simulated providers, two real `harness serve`
 processes in front of it (a tidy one for the screenshots and the operations, one full of hostile
-names), and Debian's Chromium driven by chromedriver (no browser is downloaded)."""
+names), and Debian's Chromium driven by chromedriver (no browser is downloaded). For the fleet:
+a real `redis-server` on a free loopback port and three more `harness serve` following the fleet
+config source in it (two instances of a tidy fleet, one of a fleet with hostile names)."""
 
 import hashlib
 import json
@@ -146,6 +148,40 @@ class Gateway:
         return [json.loads(l) for l in self.log_path.read_text().splitlines() if '"harness.admin_action"' in l]
 
 
+class Redis:
+    """A real redis-server on a free loopback port, nothing written to disk."""
+
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.log_path = tmp / "redis.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [os.environ.get("REDIS_SERVER", "/usr/bin/redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                cwd=tmp, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while not self.ping():
+            assert self.proc.poll() is None, f"redis-server exited with {self.proc.returncode}:\n{self.log_path.read_text()}"
+            assert time.monotonic() < deadline, f"redis-server did not answer within 10 s:\n{self.log_path.read_text()}"
+            time.sleep(0.05)
+
+    def ping(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 class World:
     def __init__(self, upstream, tidy, hostile):
         self.upstream = upstream
@@ -183,6 +219,100 @@ def world(tmp_path_factory):
             g.proc.wait()
         upstream.stdin.close()
         upstream.wait(timeout=10)
+
+
+# ---- the fleet ----
+
+FLEET = "shop"
+# Instance ids pick the canary share (the first 8 bytes of their SHA-256, little-endian,
+# modulo 10,000 basis points): edge-1 falls at 39.83 %, edge-7 at 5.33 %, so a 10 % canary
+# lands on edge-7 only.
+FLEET_INSTANCES = ("edge-1", "edge-7")
+# Names become Redis keys (no spaces or glob characters), but markup and an RTL override are allowed.
+HOSTILE_FLEET = "<svg/onload=window.__pwned=4>"
+HOSTILE_INSTANCE = f"<img/src=x/onerror=window.__pwned=3>{RTL}"
+FLEET_PROVIDERS = {
+    "fleet-a": {"content": "answer from fleet-a", "prompt_tokens": 10, "completion_tokens": 10, "latency_ms": 5},
+    "fleet-b": {"content": "answer from fleet-b", "prompt_tokens": 10, "completion_tokens": 10, "latency_ms": 5},
+}
+
+
+def bucket(instance):
+    """Where an instance falls in 0..10000, as the core's `fleet::bucket` computes it."""
+    return int.from_bytes(hashlib.sha256(instance.encode()).digest()[:8], "little") % 10_000
+
+
+def fleet_version(upstream, a_weight):
+    """A version as pushed: the core's sections only (a gateway keeps its own `gateway` and
+    `callers`); route chat prefers provider a unless its weight is 0."""
+    llm = f"{upstream}/llm/"
+    return {
+        "log": {"enabled": False},
+        "services": {"fleet-a": service(llm, "fleet-a"), "fleet-b": service(llm, "fleet-b")},
+        "routes": {"chat": {"adapter": "openai-compatible", "strategy": "priority", "providers": [
+            {"id": "a", "service": "fleet-a", "model": "model-a", "weight": a_weight, "price": {"input_per_1k": 0.5, "output_per_1k": 1.5}},
+            {"id": "b", "service": "fleet-b", "model": "model-b", "weight": 1, "price": {"input_per_1k": 0.3, "output_per_1k": 1.2}}]}},
+    }
+
+
+def fleet_gateway_config(upstream, redis_url, name, instance):
+    """The bootstrap a fleet instance starts from: the fleet config source, its own gateway and
+    callers, and version 0's services and routes (in force until a version is pushed)."""
+    return {
+        **fleet_version(upstream, 1),
+        "config_source": {"redis_url": redis_url, "name": name, "poll_ms": 1000, "heartbeat_ms": 300, "instance_id": instance},
+        "callers": {"checkout": {"key_sha256": sha(CALLER_KEYS["checkout"]), "routes": ["*"], "services": ["*"]}},
+        "gateway": {"admin_key_sha256": sha(ADMIN_KEY), "drain_ms": 3000},
+    }
+
+
+class Fleet:
+    def __init__(self, tmp, world):
+        self.tmp = tmp
+        self.world = world
+        self.redis = Redis(tmp)
+        self.gateways = {}
+        self.pushes = 0
+
+    def start(self, name, instance):
+        cfg = fleet_gateway_config(self.world.upstream, self.redis.url, name, instance)
+        g = Gateway(self.tmp, f"fleet-{len(self.gateways)}", cfg)
+        self.gateways[(name, instance)] = g
+        return g
+
+    def cli(self, *args):
+        """`harness config ...` against this Redis, as an operator runs it."""
+        out = subprocess.run([os.environ.get("HARNESS_BIN", str(BIN / "harness")), "config", *args],
+                             env={**os.environ, "HARNESS_CONFIG_REDIS": self.redis.url}, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, f"harness config {' '.join(args)}: exit {out.returncode}\n{out.stdout}\n{out.stderr}"
+        return out.stdout
+
+    def push(self, name, a_weight, *flags):
+        self.pushes += 1
+        path = self.tmp / f"push-{self.pushes}.json"
+        path.write_text(json.dumps(fleet_version(self.world.upstream, a_weight), indent=2))
+        return self.cli("push", str(path), "--name", name, *flags)
+
+
+@pytest.fixture(scope="session")
+def fleet(world, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fleet")
+    for name, spec in FLEET_PROVIDERS.items():
+        world.provider(name, spec)
+    f = Fleet(tmp, world)
+    try:
+        for instance in FLEET_INSTANCES:
+            f.start(FLEET, instance)
+        f.start(HOSTILE_FLEET, HOSTILE_INSTANCE)
+        yield f
+        for g in list(f.gateways.values()):
+            g.stop()
+        f.gateways = {}
+    finally:
+        for g in f.gateways.values():
+            g.proc.kill()
+            g.proc.wait()
+        f.redis.stop()
 
 
 def make_browser(width=1280, height=900):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The admin console (`/admin/ui`) in a real browser: Debian's Chromium and chromedriver (apt,
 # never downloaded at test time), driven by Selenium (pip, this folder's pins, into .venv),
-# against real `harness serve` processes and the loopback upstream's simulated providers.
+# against real `harness serve` processes and the loopback upstream's simulated providers (and,
+# for the fleet card, a real redis-server from apt).
 # Writes the screenshots to docs/console/ and the console's weight and load time to
 # target/console-metrics.json.
 # Usage: bash gateway/ui-tests/test.sh [pytest args]
@@ -10,12 +11,20 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
+# The fleet card's tests run a real redis-server (Debian's, on a free loopback port).
+missing=()
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    missing+=(chromium chromium-driver)
+fi
+if [ ! -x /usr/bin/redis-server ]; then
+    missing+=(redis-server)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
     else
-        echo "gateway/ui-tests: needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver)" >&2
+        echo "gateway/ui-tests: needs /usr/bin/chromium, /usr/bin/chromedriver and /usr/bin/redis-server (apt-get install ${missing[*]})" >&2
         exit 1
     fi
 fi

@@ -14,7 +14,8 @@ from PIL import Image
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from conftest import ADMIN_KEY, CALLER_KEYS, LONG, ROOT, RTL, SCRIPT, SERVICE_SECRET, http, make_browser
+from conftest import (ADMIN_KEY, CALLER_KEYS, FLEET, FLEET_INSTANCES, HOSTILE_FLEET, HOSTILE_INSTANCE, LONG, ROOT, RTL, SCRIPT,
+                      SERVICE_SECRET, bucket, http, make_browser, sha)
 
 SHOTS = ROOT / "docs" / "console"
 METRICS = ROOT / "target" / "console-metrics.json"
@@ -378,6 +379,188 @@ def test_a_narrow_window_stacks_each_row_and_scrolls_nothing_sideways(world):
         screenshot(driver, "routes-narrow", full_height=False)
     finally:
         driver.quit()
+
+
+# ---- the fleet card (the config view, with the fleet config source) ----
+
+ADMIN_PRINCIPAL = f"admin:{sha(ADMIN_KEY)[:12]}"
+
+FLEET_CARD = """
+const card = document.getElementById('fleet');
+if (!card) return null;
+const facts = {};
+for (const dt of card.querySelectorAll('dl.facts dt')) facts[dt.textContent] = dt.nextElementSibling.textContent;
+const tables = {};
+for (const t of card.querySelectorAll('table')) {
+  tables[t.caption.textContent] = [...t.tBodies[0].rows].map((tr) => Object.fromEntries([...tr.cells].map((td) => [td.dataset.label, td.textContent])));
+}
+const button = (a) => card.querySelector(`button[data-action=${a}]`);
+return {heading: card.querySelector('h2').textContent, facts, tables,
+        promote_disabled: button('promote').disabled, rollback_disabled: button('rollback').disabled};
+"""
+
+AUDIT_ROWS = """
+const t = document.querySelector('#audit table');
+return t ? [...t.tBodies[0].rows].map((tr) => Object.fromEntries([...tr.cells].map((td) => [td.dataset.label, td.textContent]))) : [];
+"""
+
+
+def fleet_card(driver):
+    return driver.execute_script(FLEET_CARD)
+
+
+def card_when(driver, what, pred, timeout=10.0):
+    """The fleet card once `pred` holds of it (the view re-renders every 2 s)."""
+    return wait_for(what, lambda: (lambda c: c if c and pred(c) else None)(fleet_card(driver)), timeout=timeout)
+
+
+def applied(gw):
+    """The fleet version this gateway runs, by its admin API."""
+    return gw.admin("GET", "/admin/config")[1]["config_source"]["version"]
+
+
+def wait_applied(what, want):
+    """Until each gateway runs its version: {gateway: version}."""
+    return wait_for(what, lambda: all(applied(g) == v for g, v in want.items()), timeout=10)
+
+
+def answered_by(gw):
+    status, body = gw.chat(CALLER_KEYS["checkout"], "chat")
+    assert status == 200, body
+    return body["choices"][0]["message"]["content"]
+
+
+def dialog_text(driver):
+    return driver.execute_script("return {title: document.getElementById('confirm-title').textContent, text: document.getElementById('confirm-text').textContent}")
+
+
+def test_the_fleet_card_shows_versions_and_the_guard_and_promotes_and_rolls_back_through_the_dialog(world, fleet, browser):
+    edge1, edge7 = (fleet.gateways[(FLEET, i)] for i in FLEET_INSTANCES)
+    assert bucket("edge-1") >= 1000 > bucket("edge-7"), "a 10 % canary lands on edge-7 only"
+    # The operator publishes a stable version and a guarded canary with the CLI, as in the README.
+    assert "pushed shop version 1 to every instance" in fleet.push(FLEET, 1, "--message", "baseline: provider a first", "--author", "ops")
+    wait_applied("version 1 everywhere", {edge1: 1, edge7: 1})
+    out = fleet.push(FLEET, 0, "--canary", "10%", "--guard", "error_rate=+2%,p99=+50%,window=60s,min_requests=500",
+                     "--message", "provider b takes the traffic", "--author", "ops")
+    assert "pushed shop version 2 as a canary on 10% of instances" in out, out
+    wait_applied("the canary on edge-7 only", {edge1: 1, edge7: 2})
+    assert (answered_by(edge1), answered_by(edge7)) == ("answer from fleet-a", "answer from fleet-b")
+
+    sign_in(browser, edge1)
+    signed_in(browser)
+    show(browser, "config")
+    traffic = [Traffic(g, "chat", CALLER_KEYS["checkout"]) for g in (edge1, edge7)]
+    try:
+        card = card_when(browser, "both instances' beats with requests", lambda c: len(c["tables"]["Instances"]) == 2
+                         and all(v["Requests"] != "0 req" for v in c["tables"]["Versions across the fleet"]))
+        assert card["heading"] == "Fleet shop"
+        facts = card["facts"]
+        assert facts["This instance"].startswith("edge-1 runs version 1 (from redis, "), facts
+        assert "GMT+5:30" in facts["This instance"], "the time in the viewer's zone"
+        assert (facts["Target"], facts["Stable"], facts["Redis"]) == ("1", "1", "connected"), facts
+        assert facts["Canary"] == "version 2 on 10% of instances", facts
+        assert facts["Guard"] == "error rate +2 points, p99 +50 %, over 60 s, at least 500 req", facts
+        assert {(i["Instance"], i["Version"]) for i in card["tables"]["Instances"]} == {("edge-1", "1"), ("edge-7", "2")}
+        assert [(v["Version"], v["Instances"]) for v in card["tables"]["Versions across the fleet"]] == [("1", "1"), ("2", "1")]
+        history = card["tables"]["Fleet history (last 50)"]
+        assert [(e["Action"], e["Version"], e["Author"], e["Message"]) for e in history] == [
+            ("push_canary", "2", "ops", "provider b takes the traffic"), ("push", "1", "ops", "baseline: provider a first")], history
+        assert not card["promote_disabled"] and not card["rollback_disabled"]
+        screenshot(browser, "fleet")
+    finally:
+        for t in traffic:
+            t.stop()
+
+    # Promote, from the keyboard: the canary becomes stable everywhere, and edge-1 applies it.
+    button = browser.find_element(By.CSS_SELECTOR, 'button[data-action="promote"]')
+    browser.execute_script("arguments[0].focus()", button)
+    button.send_keys(Keys.ENTER)
+    wait_for("the promote dialog", lambda: browser.execute_script("return document.getElementById('confirm').open"))
+    assert dialog_text(browser) == {"title": "Promote the canary", "text": "Widen canary version 2 to a share of the fleet; 100 makes it the stable version everywhere."}
+    confirm(browser, "100")
+    r = result(browser)
+    assert r["ok"] == "true" and json.loads(r["body"]) == {"ok": True, "version": 2}, r
+    assert r["title"] == "Canary 2 promoted to 100 %"
+    dismiss_result(browser)
+    card = card_when(browser, "version 2 stable, applied here", lambda c: c["facts"]["Stable"] == "2" and c["facts"]["This instance"].startswith("edge-1 runs version 2 "))
+    assert card["facts"]["Canary"] == "none" and "Guard" not in card["facts"], card["facts"]
+    assert card["promote_disabled"], "no canary left to promote"
+    wait_applied("version 2 everywhere", {edge1: 2, edge7: 2})
+    assert answered_by(edge1) == "answer from fleet-b", "edge-1 runs version 2: provider a is at weight 0"
+    newest = card_when(browser, "the promote in the fleet history", lambda c: c["tables"]["Fleet history (last 50)"][0]["Action"] == "promote")["tables"]["Fleet history (last 50)"][0]
+    assert (newest["Version"], newest["Author"]) == ("2", ADMIN_PRINCIPAL), newest
+
+    # Roll back with a reason: stable returns to version 1 everywhere.
+    browser.find_element(By.CSS_SELECTOR, 'button[data-action="rollback"]').click()
+    wait_for("the rollback dialog", lambda: browser.execute_script("return document.getElementById('confirm').open"))
+    assert dialog_text(browser) == {"title": "Roll back", "text": "Return the fleet from version 2 to 1?"}
+    # A reason is required: an empty one is refused inside the dialog.
+    browser.find_element(By.ID, "confirm-ok").click()
+    assert wait_for("the refusal", lambda: browser.find_element(By.ID, "confirm-error").text) == "Say why, for the log."
+    confirm(browser, "provider b is slower at peak")
+    r = result(browser)
+    assert r["ok"] == "true" and json.loads(r["body"]) == {"ok": True, "rolled_back": 2}, r
+    dismiss_result(browser)
+    card = card_when(browser, "version 1 stable again, applied here", lambda c: c["facts"]["Stable"] == "1" and c["facts"]["This instance"].startswith("edge-1 runs version 1 ")
+                     and c["tables"]["Fleet history (last 50)"][0]["Action"] == "rollback")
+    newest = card["tables"]["Fleet history (last 50)"][0]
+    assert (newest["Version"], newest["Author"], newest["Message"]) == ("2", ADMIN_PRINCIPAL, "provider b is slower at peak"), newest
+    wait_applied("version 1 everywhere", {edge1: 1, edge7: 1})
+    assert (answered_by(edge1), answered_by(edge7)) == ("answer from fleet-a", "answer from fleet-a")
+    # The operator's CLI tells the same story.
+    status = fleet.cli("status", FLEET)
+    assert status.startswith("shop: stable 1, canary none"), status
+    assert f"last rollback: version 2 by {ADMIN_PRINCIPAL}: provider b is slower at peak" in status, status
+
+    # Each action is in the audit list with the admin principal (and in the gateway's log).
+    audit = wait_for("both actions in the audit list", lambda: (lambda rows: rows if len(rows) >= 2 else None)(browser.execute_script(AUDIT_ROWS)))
+    assert [(a["By"], a["Action"], a["Target"], a["Result"]) for a in audit[:2]] == [
+        (ADMIN_PRINCIPAL, "fleet_rollback", "fleet", "ok"), (ADMIN_PRINCIPAL, "fleet_promote", "canary", "ok")], audit
+    assert json.loads(audit[0]["Detail"]) == {"reason": "provider b is slower at peak"}
+    assert json.loads(audit[1]["Detail"]) == {"percent": 100}
+    logged = [(l["action"], l["principal"], l["ok"]) for l in edge1.audit_lines()]
+    assert logged == [("fleet_promote", ADMIN_PRINCIPAL, True), ("fleet_rollback", ADMIN_PRINCIPAL, True)], logged
+    assert edge7.audit_lines() == [], "the actions were taken on edge-1"
+    assert_same_origin(browser, edge1)
+
+
+def test_hostile_fleet_and_instance_names_and_a_hostile_reason_are_rendered_as_text(world, fleet, browser):
+    gw = fleet.gateways[(HOSTILE_FLEET, HOSTILE_INSTANCE)]
+    author = f"{SCRIPT}{RTL}"
+    fleet.push(HOSTILE_FLEET, 1, "--message", SCRIPT, "--author", author)
+    fleet.push(HOSTILE_FLEET, 0, "--message", RTL, "--author", author)
+    wait_applied("version 2 on the hostile instance", {gw: 2})
+    sign_in(browser, gw)
+    signed_in(browser)
+    show(browser, "config")
+    card = card_when(browser, "the hostile instance's beat", lambda c: len(c["tables"]["Instances"]) == 1)
+    assert card["heading"] == f"Fleet {HOSTILE_FLEET}"
+    assert card["facts"]["This instance"].startswith(f"{HOSTILE_INSTANCE} runs version 2 "), card["facts"]
+    assert card["tables"]["Instances"][0]["Instance"] == HOSTILE_INSTANCE
+    assert [(e["Author"], e["Message"]) for e in card["tables"]["Fleet history (last 50)"]] == [(author, RTL), (author, SCRIPT)]
+
+    reason = f"{SCRIPT} {RTL} {'R' * 300}"
+    browser.find_element(By.CSS_SELECTOR, 'button[data-action="rollback"]').click()
+    confirm(browser, reason)
+    r = result(browser)
+    assert r["ok"] == "true", r
+    dismiss_result(browser)
+    card = card_when(browser, "the rollback in the history", lambda c: c["tables"]["Fleet history (last 50)"][0]["Action"] == "rollback")
+    assert card["tables"]["Fleet history (last 50)"][0]["Message"] == reason, "the reason, exactly as typed"
+    api = gw.admin("GET", "/admin/fleet")[1]
+    assert api["history"][-1]["message"] == reason
+    audit = browser.execute_script(AUDIT_ROWS)
+    assert json.loads(audit[0]["Detail"]) == {"reason": reason}
+    wait_applied("version 1 on the hostile instance", {gw: 1})
+
+    # Nothing ran and nothing was built from the strings: no image, no svg, only our one script.
+    state = browser.execute_script("""return {pwned: window.__pwned, imgs: document.querySelectorAll('img, svg').length,
+        scripts: [...document.querySelectorAll('script')].map((s) => s.src), overflow: document.documentElement.scrollWidth - window.innerWidth}""")
+    assert state["pwned"] is None and state["imgs"] == 0 and state["scripts"] == [f"{gw.url}/admin/ui/main.js"], state
+    assert state["overflow"] <= 1, f"a long reason widened the page: {state}"
+    violations = [e for e in browser.get_log("browser") if "Content Security Policy" in e["message"] or "Refused to" in e["message"]]
+    assert violations == [], violations
+    assert_same_origin(browser, gw)
 
 
 def test_the_consoles_weight_and_load_time(world, browser):
