@@ -9,7 +9,9 @@ const path = require('node:path')
 
 // Where the prebuilt native module for this platform lives: one npm package per platform
 // (`@harness-sdk/<platform>`, an optional dependency of harness-sdk), as napi-rs lays them out.
-// Only linux-x64-gnu is built today; the others are named so the error below is exact.
+// Released: linux-x64-gnu, linux-arm64-gnu (glibc 2.17+), linux-x64-musl, linux-arm64-musl; others
+// are named so the error below is exact. glibc or musl: Node's report names glibc's version only
+// when it runs on glibc (what napi-rs's loaders read too).
 function platformName() {
   let abi = ''
   if (process.platform === 'linux') {
@@ -41,7 +43,7 @@ function loadNative() {
       if (!e || e.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(prebuilt)) throw e
       throw new Error(
         `harness-sdk: no native module for this platform (${platform}): ${prebuilt} is not installed ` +
-          `(prebuilt modules exist for linux-x64-gnu) and none was built from source in ${__dirname}. ` +
+          `(prebuilt modules exist for linux-x64-gnu, linux-arm64-gnu, linux-x64-musl and linux-arm64-musl) and none was built from source in ${__dirname}. ` +
           'Install the platform package, or build from source with a Rust toolchain (`npm install ./bindings-node` from the repository).',
       )
     }

@@ -1,16 +1,21 @@
 """Checks the release artifacts in dist/ and prints their names, sizes and SHA-256 sums.
 
-    python3 release/check_artifacts.py VERSION
+    python3 release/check_artifacts.py VERSION [TARGET...]   (targets: release/build.sh's; default x86_64-gnu)
 
 Checked for each: the version; license, description and README (what each registry shows);
 the Python and Node engine ranges; that the npm package never compiles at install time; the
-wheel's abi3 manylinux tag; the POM's dependencies (runtime ones compile-scoped, test ones
-not leaked); that each shipped native library is stripped, under 16 MB and exports only its entry points. Exits 1 listing
-every failure.
+wheels' abi3 manylinux2014/musllinux_1_2 tags, one per target; every platform package's
+os/cpu/libc; the jar's library per architecture; the POM's dependencies (runtime ones
+compile-scoped, test ones not leaked) and the fields a public repository requires (url, scm,
+licenses, developers); that each shipped native library is for its target's machine, stripped,
+under 16 MB, exports only its entry points, and, for the gnu targets, needs no glibc symbol
+version above 2.17, for the musl targets no glibc at all. Exits 1 listing every failure; prints
+each native library's size and highest glibc symbol version.
 """
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -34,7 +39,20 @@ EXPORTS = {
     "node": ("napi_register_module_v1",),
     "jvm": ("harness_kotlin_", "uniffi_harness_kotlin_", "ffi_harness_kotlin_", "UNIFFI_META_HARNESS_KOTLIN_", "UNIFFI_META_NAMESPACE_HARNESS_KOTLIN"),
 }
+# release/build.sh's targets: wheel platform tag, npm platform, JNA folder (None: not in the jar),
+# readelf's machine name, libc.
+TARGETS = {
+    "x86_64-gnu": ("manylinux2014_x86_64", "linux-x64-gnu", "linux-x86-64", "X86-64", "glibc"),
+    "aarch64-gnu": ("manylinux2014_aarch64", "linux-arm64-gnu", "linux-aarch64", "AArch64", "glibc"),
+    "x86_64-musl": ("musllinux_1_2_x86_64", "linux-x64-musl", None, "X86-64", "musl"),
+    "aarch64-musl": ("musllinux_1_2_aarch64", "linux-arm64-musl", None, "AArch64", "musl"),
+}
+ALL_NPM = [t[1] for t in TARGETS.values()]
+# manylinux2014's floor (PEP 599); zig links the gnu builds against its glibc stubs of that version.
+GLIBC_FLOOR = (2, 17)
 failures: list = []
+# name -> (size, highest GLIBC_ version or "none (musl)"), for the table printed at the end
+natives: dict = {}
 
 
 def need(ok: bool, what: str) -> None:
@@ -42,19 +60,45 @@ def need(ok: bool, what: str) -> None:
         failures.append(what)
 
 
-def stripped(name: str, data: bytes, binding: str) -> None:
-    """A native library: under 16 MB, no DWARF sections left, and only its own entry points exported."""
+def readelf(path: Path, *args: str) -> str:
+    return subprocess.run(["readelf", "-W", *args, str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def stripped(name: str, data: bytes, binding: str, target: str) -> None:
+    """A native library for TARGET: its machine, under 16 MB, no DWARF sections left, only its own
+    entry points exported, and its libc floor (glibc 2.17 symbol versions at most; musl: no glibc)."""
+    machine, libc = TARGETS[target][3], TARGETS[target][4]
     need(len(data) < MAX_NATIVE, f"{name}: {len(data) / 1e6:.1f} MB, over {MAX_NATIVE / 2**20:.0f} MB")
     tmp = ROOT / "target" / "release-stage" / "check.so"
     tmp.write_bytes(data)
-    sections = subprocess.run(["objdump", "-h", str(tmp)], capture_output=True, text=True).stdout
+    header = readelf(tmp, "-h")
+    need(re.search(rf"Machine:\s+.*{re.escape(machine)}", header) is not None, f"{name}: not a {machine} library ({header.split('Machine:')[1].splitlines()[0].strip() if 'Machine:' in header else '?'})")
+    sections = readelf(tmp, "-S")
     need(".debug_info" not in sections, f"{name}: not stripped (has .debug_info)")
     need(".gnu_debuglink" in sections, f"{name}: no .gnu_debuglink to its split-off debug info")
-    dynamic = subprocess.run(["nm", "-D", "--defined-only", str(tmp)], capture_output=True, text=True, check=True).stdout
-    exported = [line.split()[-1] for line in dynamic.splitlines() if line.strip()]
+    exported = []
+    for line in readelf(tmp, "--dyn-syms").splitlines():
+        cols = line.split()
+        # Num: Value Size Type Bind Vis Ndx Name
+        if len(cols) >= 8 and cols[0].rstrip(":").isdigit() and cols[6] != "UND" and cols[4] in ("GLOBAL", "WEAK"):
+            exported.append(cols[7].split("@")[0])
     foreign = [sym for sym in exported if not sym.startswith(EXPORTS[binding])]
     need(not foreign, f"{name}: exports {len(foreign)} symbols not its own, e.g. {foreign[:5]}")
     need(len(exported) > 0, f"{name}: exports nothing")
+    dynamic = readelf(tmp, "-d")
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+    versions = {tuple(int(p) for p in v.split(".")) for v in re.findall(r"GLIBC_(\d+(?:\.\d+)+)", readelf(tmp, "-V"))}
+    highest = max(versions) if versions else None
+    if libc == "glibc":
+        need(highest is not None and highest <= GLIBC_FLOOR, f"{name}: needs glibc {'.'.join(map(str, highest)) if highest else '?'}, above {'.'.join(map(str, GLIBC_FLOOR))}")
+        need("libc.so.6" in needed, f"{name}: does not link glibc (NEEDED {needed})")
+        floor = "GLIBC_" + ".".join(map(str, highest)) if highest else "?"
+    else:
+        glibc_libs = [n for n in needed if re.fullmatch(r"lib(c|m|pthread|dl|rt|util)\.so\.\d+|ld-linux.*", n)]
+        need(not versions and not glibc_libs, f"{name}: a musl library that needs glibc ({sorted(versions)[-1:] or glibc_libs})")
+        need(any(n.startswith("libc.") for n in needed), f"{name}: does not link a libc (NEEDED {needed})")
+        floor = "none (musl)"
+    natives[name] = (len(data), floor)
 
 
 def metadata_text(text: str, where: str, version: str) -> None:
@@ -69,21 +113,26 @@ def metadata_text(text: str, where: str, version: str) -> None:
     need(len(meta.get_payload() or "") > 500, f"{where}: the README (long description) is missing")
 
 
-def check_python(version: str) -> None:
-    wheels = list(DIST.glob(f"harness_sdk-{version}-*.whl"))
-    need(len(wheels) == 1, f"expected one wheel, found {[w.name for w in wheels]}")
-    for w in wheels:
-        need("-cp39-abi3-manylinux" in w.name and w.name.endswith("_x86_64.whl"), f"{w.name}: not an abi3 manylinux x86-64 wheel")
+def check_python(version: str, targets: list) -> None:
+    wheels = {w.name: w for w in DIST.glob(f"harness_sdk-{version}-*.whl")}
+    expected = {f"harness_sdk-{version}-cp39-abi3-{TARGETS[t][0]}.whl": t for t in targets}
+    need(set(wheels) == set(expected), f"wheels {sorted(wheels)}, expected {sorted(expected)}")
+    for wname, target in expected.items():
+        w = wheels.get(wname)
+        if w is None:
+            continue
         with zipfile.ZipFile(w) as z:
             names = z.namelist()
             metadata_text(z.read(f"harness_sdk-{version}.dist-info/METADATA").decode(), w.name, version)
+            tags = [l.split(":", 1)[1].strip() for l in z.read(f"harness_sdk-{version}.dist-info/WHEEL").decode().splitlines() if l.startswith("Tag:")]
+            need(tags == [f"cp39-abi3-{TARGETS[target][0]}"], f"{w.name}: WHEEL tags {tags}")
             need("harness/py.typed" in names and "harness/_types.py" in names and "harness/_native.pyi" in names, f"{w.name}: no type information")
             need("harness/_openapi.py" in names, f"{w.name}: harness/_openapi.py (the runtime of `harness codegen`'s Python clients) is missing")
-            natives = [n for n in names if n.startswith("harness/_native") and n.endswith(".so")]
-            need(len(natives) == 1, f"{w.name}: native libraries {natives}")
-            for n in natives:
-                stripped(f"{w.name}:{n}", z.read(n), "python")
-    need(len(wheels) == 0 or wheels[0].stat().st_size < MAX_NATIVE, f"the wheel is over {MAX_NATIVE / 2**20:.0f} MB")
+            so = [n for n in names if n.startswith("harness/_native") and n.endswith(".so")]
+            need(so == ["harness/_native.abi3.so"], f"{w.name}: native libraries {so}")
+            for n in so:
+                stripped(f"{w.name}:{n}", z.read(n), "python", target)
+        need(w.stat().st_size < MAX_NATIVE, f"{w.name} is over {MAX_NATIVE / 2**20:.0f} MB")
     sdist = DIST / f"harness_sdk-{version}.tar.gz"
     need(sdist.exists(), f"no sdist {sdist.name}")
     if sdist.exists():
@@ -103,11 +152,10 @@ def npm_json(tgz: Path) -> tuple:
     return pkg, set(files), readme, blobs
 
 
-def check_node(version: str) -> None:
+def check_node(version: str, targets: list) -> None:
     main = DIST / f"harness-sdk-{version}.tgz"
-    plat = DIST / f"harness-sdk-linux-x64-gnu-{version}.tgz"
-    need(main.exists() and plat.exists(), f"missing npm tarballs: {main.name}, {plat.name}")
-    if not (main.exists() and plat.exists()):
+    need(main.exists(), f"missing npm tarball {main.name}")
+    if not main.exists():
         return
     pkg, files, readme, blobs = npm_json(main)
     need(pkg["name"] == "harness-sdk" and pkg["version"] == version, f"{main.name}: {pkg['name']}@{pkg['version']}")
@@ -116,7 +164,8 @@ def check_node(version: str) -> None:
     need(pkg.get("engines", {}).get("node") == ">=18", f"{main.name}: engines.node {pkg.get('engines')}")
     scripts = pkg.get("scripts", {})
     need(not any(k in scripts for k in ("preinstall", "install", "postinstall")), f"{main.name}: an install script ({scripts})")
-    need(pkg.get("optionalDependencies", {}).get("@harness-sdk/linux-x64-gnu") == version, f"{main.name}: optionalDependencies {pkg.get('optionalDependencies')}")
+    want = {f"@harness-sdk/{p}": version for p in ALL_NPM}
+    need(pkg.get("optionalDependencies") == want, f"{main.name}: optionalDependencies {pkg.get('optionalDependencies')}, expected {want}")
     need(not blobs, f"{main.name}: carries a native module")
     js = {"package/index.js", "package/index.mjs", "package/index.d.ts", "package/index.d.mts", "package/types.d.ts", "package/errors.js", "package/errors.d.ts"}
     # harness-sdk/openapi: the runtime of `harness codegen`'s TypeScript clients, in the exports map.
@@ -124,18 +173,27 @@ def check_node(version: str) -> None:
     need("./openapi" in pkg.get("exports", {}), f"{main.name}: exports has no ./openapi")
     need(js <= files, f"{main.name}: JS files missing: {sorted(js - files)}")
     need(len(readme) > 500, f"{main.name}: README missing")
-    pkg, files, readme, blobs = npm_json(plat)
-    need(pkg["name"] == "@harness-sdk/linux-x64-gnu" and pkg["version"] == version, f"{plat.name}: {pkg['name']}@{pkg['version']}")
-    need(pkg.get("os") == ["linux"] and pkg.get("cpu") == ["x64"] and pkg.get("libc") == ["glibc"], f"{plat.name}: os/cpu/libc {pkg}")
-    need(pkg.get("license") == "Apache-2.0" and bool(pkg.get("description")), f"{plat.name}: license or description")
-    need(pkg.get("engines", {}).get("node") == ">=18", f"{plat.name}: engines.node")
-    need(bool(readme), f"{plat.name}: README missing")
-    need(list(blobs) == ["package/harness-sdk.linux-x64-gnu.node"], f"{plat.name}: native modules {list(blobs)}")
-    for n, data in blobs.items():
-        stripped(f"{plat.name}:{n}", data, "node")
+    for target in targets:
+        platform = TARGETS[target][1]
+        plat = DIST / f"harness-sdk-{platform}-{version}.tgz"
+        need(plat.exists(), f"missing npm tarball {plat.name}")
+        if not plat.exists():
+            continue
+        pkg, files, readme, blobs = npm_json(plat)
+        cpu = {"linux-x64": "x64", "linux-arm64": "arm64"}[platform.rsplit("-", 1)[0]]
+        libc = {"gnu": "glibc", "musl": "musl"}[platform.rsplit("-", 1)[1]]
+        need(pkg["name"] == f"@harness-sdk/{platform}" and pkg["version"] == version, f"{plat.name}: {pkg['name']}@{pkg['version']}")
+        need(pkg.get("os") == ["linux"] and pkg.get("cpu") == [cpu] and pkg.get("libc") == [libc], f"{plat.name}: os/cpu/libc {pkg.get('os')}/{pkg.get('cpu')}/{pkg.get('libc')}")
+        need(pkg.get("license") == "Apache-2.0" and bool(pkg.get("description")), f"{plat.name}: license or description")
+        need(pkg.get("engines", {}).get("node") == ">=18", f"{plat.name}: engines.node")
+        need(bool(readme), f"{plat.name}: README missing")
+        need(pkg.get("main") == f"harness-sdk.{platform}.node", f"{plat.name}: main is {pkg.get('main')}")
+        need(list(blobs) == [f"package/harness-sdk.{platform}.node"], f"{plat.name}: native modules {list(blobs)}")
+        for n, data in blobs.items():
+            stripped(f"{plat.name}:{n}", data, "node", target)
 
 
-def check_jvm(version: str) -> None:
+def check_jvm(version: str, targets: list) -> None:
     repo = DIST / "maven" / "dev" / "harness" / "harness-sdk" / version
     jar, pom = repo / f"harness-sdk-{version}.jar", repo / f"harness-sdk-{version}.pom"
     sources, javadoc = repo / f"harness-sdk-{version}-sources.jar", repo / f"harness-sdk-{version}-javadoc.jar"
@@ -146,9 +204,13 @@ def check_jvm(version: str) -> None:
         return
     with zipfile.ZipFile(jar) as z:
         names = set(z.namelist())
-        need("linux-x86-64/libharness_kotlin.so" in names, f"{jar.name}: no native library under linux-x86-64/")
-        if "linux-x86-64/libharness_kotlin.so" in names:
-            stripped(f"{jar.name}:linux-x86-64/libharness_kotlin.so", z.read("linux-x86-64/libharness_kotlin.so"), "jvm")
+        libs = sorted(n for n in names if n.endswith(".so"))
+        expected = sorted(f"{TARGETS[t][2]}/libharness_kotlin.so" for t in targets if TARGETS[t][2])
+        need(libs == expected, f"{jar.name}: native libraries {libs}, expected {expected}")
+        for t in targets:
+            lib = f"{TARGETS[t][2]}/libharness_kotlin.so"
+            if TARGETS[t][2] and lib in names:
+                stripped(f"{jar.name}:{lib}", z.read(lib), "jvm", t)
         props = z.read("dev/harness/harness-sdk.properties").decode() if "dev/harness/harness-sdk.properties" in names else ""
         need(f"version={version}" in props, f"{jar.name}: harness-sdk.properties says {props.strip()!r}")
         need("dev/harness/HarnessClient.class" in names, f"{jar.name}: no HarnessClient")
@@ -162,6 +224,11 @@ def check_jvm(version: str) -> None:
     need(text("m:groupId") == "dev.harness" and text("m:artifactId") == "harness-sdk" and text("m:version") == version, f"{pom.name}: coordinates")
     need(bool(text("m:description")) and bool(text("m:name")), f"{pom.name}: name or description")
     need(text("m:licenses/m:license/m:name") == "Apache-2.0", f"{pom.name}: license")
+    # What Maven Central requires of a POM besides coordinates, name, description and licenses.
+    need(text("m:url").startswith("https://"), f"{pom.name}: no url")
+    need(text("m:licenses/m:license/m:url").startswith("https://"), f"{pom.name}: the license has no url")
+    need(bool(text("m:developers/m:developer/m:name")), f"{pom.name}: no developers")
+    need(text("m:scm/m:url").startswith("https://") and text("m:scm/m:connection").startswith("scm:git:"), f"{pom.name}: no scm url/connection")
     deps = {}
     for d in root.findall("m:dependencies/m:dependency", ns):
         deps[d.findtext("m:artifactId", namespaces=ns)] = (d.findtext("m:scope", default="compile", namespaces=ns), d.findtext("m:optional", default="false", namespaces=ns))
@@ -172,18 +239,24 @@ def check_jvm(version: str) -> None:
 
 
 def main() -> None:
-    version = sys.argv[1]
-    check_python(version)
-    check_node(version)
-    check_jvm(version)
+    version, targets = sys.argv[1], sys.argv[2:] or ["x86_64-gnu"]
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        sys.exit(f"unknown targets {unknown} (known: {', '.join(TARGETS)})")
+    check_python(version, targets)
+    check_node(version, targets)
+    check_jvm(version, targets)
+    print(f"\n| native library | size | highest glibc symbol |\n|---|---:|---|")
+    for name, (size, floor) in sorted(natives.items()):
+        print(f"| {name} | {size / 1e6:.2f} MB | {floor} |")
     print(f"\n| artifact | size | SHA-256 |\n|---|---:|---|")
-    for f in sorted(p for p in DIST.rglob("*") if p.is_file() and not p.name.endswith(".sha1")):
+    for f in sorted(p for p in DIST.rglob("*") if p.is_file() and not p.name.endswith(".sha1") and p.name != "SHA256SUMS"):
         digest = hashlib.sha256(f.read_bytes()).hexdigest()
         print(f"| {f.relative_to(DIST)} | {f.stat().st_size / 1e6:.2f} MB | {digest} |")
     if failures:
         print("\nrelease checks failed:\n  " + "\n  ".join(failures), file=sys.stderr)
         sys.exit(1)
-    print(f"\nall release checks passed for {version}")
+    print(f"\nall release checks passed for {version} ({', '.join(targets)})")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,14 @@
 #   - the two npm tarballs go into a fresh folder (npm --offline: no registry) and the Node
 #     quickstart runs as CommonJS and as ESM, importing 'harness-sdk';
 #   - the jar, POM, sources and javadoc are installed into the local Maven repository and a
-#     tiny Maven project (release/smoke/jvm) that depends on dev.harness:harness-sdk runs.
-# The upstream binary is built first (a program of the test kit, not part of what is installed).
+#     tiny Maven project (release/smoke/jvm) that depends on dev.harness:harness-sdk runs;
+#   - when dist/ holds the x86_64 musl artifacts (the full matrix of release/build.sh): in a root
+#     filesystem with no glibc in it (release/musl-root.sh: musl 1.2.5, CPython built for musl,
+#     Bun's musl build as the N-API runtime), the musllinux wheel goes into a venv with pip and
+#     runs the Python quickstart, and @harness-sdk/linux-x64-musl with harness-sdk runs the Node
+#     quickstart (CommonJS and ESM) under Bun.
+# The upstream binary is built first (a program of the test kit, not part of what is installed);
+# for the musl root, a static musl build of it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -17,9 +23,24 @@ version="$(python3 release/version.py)"
 [ -f "dist/harness-sdk-$version.tgz" ] || { echo "no artifacts in dist/: run bash release/build.sh first" >&2; exit 1; }
 cargo build -q -p harness-upstream
 export HARNESS_UPSTREAM_BIN="$root/target/$CARGO_BUILD_TARGET/debug/harness-upstream"
+musl_wheel="dist/harness_sdk-$version-cp39-abi3-musllinux_1_2_x86_64.whl"
+musl_npm="dist/harness-sdk-linux-x64-musl-$version.tgz"
+musl_root=""
+if [ -f "$musl_wheel" ] && [ -f "$musl_npm" ]; then
+  [ "$(id -u)" = 0 ] || { echo "the musl check runs in a chroot: run as root" >&2; exit 1; }
+  musl_root="$(bash release/musl-root.sh | tail -1)"
+  # A static build of the test upstream: it runs in any root filesystem.
+  PATH="$root/target/release-tools/bin:$PATH" CARGO_TARGET_DIR="$root/target/dist" \
+    cargo zigbuild -q -p harness-upstream --target x86_64-unknown-linux-musl
+  static_upstream="$root/target/dist/x86_64-unknown-linux-musl/debug/harness-upstream"
+fi
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+cleanup() {
+  for m in "$work/musl/proc" "$work/musl/dev"; do mountpoint -q "$m" 2>/dev/null && umount "$m"; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 # No Rust from here on.
 clean_path=""
@@ -70,4 +91,28 @@ mvn -B -ntp -q install:install-file -Dfile="$repo/harness-sdk-$version.jar" -Dpo
 installed="$HOME/.m2/repository/dev/harness/harness-sdk/$version/harness-sdk-$version.jar"
 [ "$(sha256sum <"$installed")" = "$(sha256sum <"$repo/harness-sdk-$version.jar")" ] || { echo "the installed jar is not dist's" >&2; exit 1; }
 mvn -B -ntp -q -f release/smoke/jvm/pom.xml compile exec:exec
+if [ -n "$musl_root" ]; then
+  echo "== musl (x86_64): the musllinux wheel and @harness-sdk/linux-x64-musl in a root with no glibc"
+  m="$work/musl"
+  cp -a "$musl_root" "$m"
+  mount --bind /dev "$m/dev"
+  mount -t proc proc "$m/proc"
+  cp "$static_upstream" "$m/usr/local/bin/harness-upstream"
+  cp "$musl_wheel" examples/python/quickstart.py "$m/tmp/"
+  in_musl() { HARNESS_UPSTREAM_BIN=/usr/local/bin/harness-upstream HOME=/tmp chroot "$m" "$@"; }
+  in_musl /usr/local/bin/python3 -m venv --without-pip /tmp/venv
+  pip_wheel="$(cd "$m/tmp" && ls pip-*.whl)"
+  in_musl /tmp/venv/bin/python "/tmp/$pip_wheel/pip" install -q --no-index --disable-pip-version-check "/tmp/$(basename "$musl_wheel")"
+  in_musl /tmp/venv/bin/python -c 'import harness, sys; print("harness", harness.__version__, "on", sys.implementation.name, "from", harness.__file__)'
+  in_musl /tmp/venv/bin/python /tmp/quickstart.py
+  # npm resolves for musl (--libc), as it would on Alpine; the root has no npm, Bun runs the result.
+  mkdir -p "$m/tmp/node"
+  (cd "$m/tmp/node" && npm init -y >/dev/null &&
+    npm install --offline --no-audit --no-fund --os=linux --cpu=x64 --libc=musl "$root/$musl_npm" "$root/dist/harness-sdk-$version.tgz" >/dev/null)
+  [ -e "$m/tmp/node/node_modules/@harness-sdk/linux-x64-musl/harness-sdk.linux-x64-musl.node" ] || { echo "npm did not install @harness-sdk/linux-x64-musl" >&2; exit 1; }
+  cp "$work/node/quickstart.cjs" "$work/node/quickstart.mjs" "$m/tmp/node/"
+  in_musl /usr/local/bin/bun /tmp/node/quickstart.cjs
+  in_musl /usr/local/bin/bun /tmp/node/quickstart.mjs
+  umount "$m/proc" "$m/dev"
+fi
 echo "== the release artifacts installed and worked without Rust"

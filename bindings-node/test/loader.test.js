@@ -50,3 +50,32 @@ test('with no native module for the platform, the error names the platform and t
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })
+
+// What the loader asks for on other machines, seen by faking what Node reports about the
+// platform in the child (process.arch, and the report that names glibc only on glibc).
+function loadAs(dir, { arch, glibc }) {
+  const fake =
+    `Object.defineProperty(process, 'arch', { value: ${JSON.stringify(arch)} });` +
+    `const real = process.report.getReport.bind(process.report);` +
+    `process.report.getReport = () => { const r = real(); ${glibc ? '' : 'delete r.header.glibcVersionRuntime;'} return r };`
+  return spawnSync(process.execPath, ['-e', `${fake} require(${JSON.stringify(dir)})`], { encoding: 'utf8', cwd: dir })
+}
+
+for (const [arch, glibc, platform] of [
+  ['x64', false, 'linux-x64-musl'],
+  ['arm64', true, 'linux-arm64-gnu'],
+  ['arm64', false, 'linux-arm64-musl'],
+  ['riscv64', true, 'linux-riscv64-gnu'],
+]) {
+  test(`on ${arch} with ${glibc ? 'glibc' : 'musl'} the loader asks for @harness-sdk/${platform} and lists the released platforms`, () => {
+    const dir = copyPackage(pkg.version, false)
+    try {
+      const r = loadAs(dir, { arch, glibc })
+      assert.notStrictEqual(r.status, 0)
+      assert.ok(r.stderr.includes(`no native module for this platform (${platform}): @harness-sdk/${platform} is not installed`), r.stderr)
+      assert.match(r.stderr, /prebuilt modules exist for linux-x64-gnu, linux-arm64-gnu, linux-x64-musl and linux-arm64-musl/)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+}
