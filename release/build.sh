@@ -63,10 +63,18 @@ mkdir -p "$stage"
 dist_target="$root/target/dist"
 
 # split_debug IN OUT NAME: OUT is IN stripped, NAME.debug (in dist/debug) its debug info.
-# binutils' objcopy reads any ELF machine (it is built for all of Debian's targets).
+# The host's objcopy reads x86-64 only; aarch64 libraries take binutils-aarch64-linux-gnu's.
+objcopy_for() {
+  case "$1" in
+    aarch64-*)
+      command -v aarch64-linux-gnu-objcopy >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils-aarch64-linux-gnu >/dev/null
+      echo aarch64-linux-gnu-objcopy ;;
+    *) echo objcopy ;;
+  esac
+}
 split_debug() {
-  objcopy --only-keep-debug "$1" "dist/debug/$3.debug"
-  objcopy --strip-debug --strip-unneeded --add-gnu-debuglink="dist/debug/$3.debug" "$1" "$2"
+  "$OBJCOPY" --only-keep-debug "$1" "dist/debug/$3.debug"
+  "$OBJCOPY" --strip-debug --strip-unneeded --add-gnu-debuglink="dist/debug/$3.debug" "$1" "$2"
 }
 
 # Tools, in their own venv: maturin (the sdist and the wheel's metadata), auditwheel, wheel,
@@ -93,6 +101,7 @@ for t in $targets; do
     cargo zigbuild -q --release --target "${ZIG_TARGET[$t]}" -p harness-python -p harness-node -p harness-kotlin "${extra[@]}"
   unset "$rustflags_var"
   out="$dist_target/$triple/release"
+  OBJCOPY="$(objcopy_for "$t")"
   mkdir -p "$stage/native/$t"
   split_debug "$out/libharness_python.so" "$stage/native/$t/_native.abi3.so" "harness_python_native.$t.so"
   split_debug "$out/libharness_node.so" "$stage/native/$t/harness-sdk.${NPM_PLATFORM[$t]}.node" "harness-sdk.${NPM_PLATFORM[$t]}.node"
