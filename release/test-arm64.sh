@@ -6,6 +6,7 @@
 #     quickstart as CommonJS and ESM;
 #   - the Java smoke project (release/smoke/jvm) against the jar's linux-aarch64/ library: compiled
 #     by Maven on this machine (bytecode is the same everywhere), run by the arm64 JVM.
+# (npm --force: npm checks a tarball named on the command line against this x86_64 machine.)
 # Each runs against the test upstream, a static x86_64 build (runs natively beside the emulated
 # programs, in the same root). Needs root (chroot, binfmt_misc), Debian's qemu-user-static,
 # binfmt-support and debootstrap (installed here with apt when missing), and dist/ from
@@ -22,7 +23,7 @@ repo="dist/maven/dev/harness/harness-sdk/$version"
 for f in "$wheel" "$npm_arm64" "dist/harness-sdk-$version.tgz" "$repo/harness-sdk-$version.jar"; do
   [ -f "$f" ] || { echo "missing $f: run RELEASE_TARGETS=\"x86_64-gnu aarch64-gnu\" bash release/build.sh first" >&2; exit 1; }
 done
-unzip -l "$repo/harness-sdk-$version.jar" | grep -q 'linux-aarch64/libharness_kotlin.so' || { echo "the jar has no linux-aarch64/ library" >&2; exit 1; }
+python3 -c 'import sys, zipfile; sys.exit("linux-aarch64/libharness_kotlin.so" not in zipfile.ZipFile(sys.argv[1]).namelist())' "$repo/harness-sdk-$version.jar" || { echo "the jar has no linux-aarch64/ library" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "needs root (chroot, binfmt_misc)" >&2; exit 1; }
 if ! command -v qemu-aarch64-static >/dev/null || ! command -v debootstrap >/dev/null || ! command -v update-binfmts >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user-static binfmt-support debootstrap >/dev/null
@@ -77,7 +78,7 @@ echo "   $((SECONDS - t)) s"
 echo "== Node (arm64): harness-sdk and @harness-sdk/linux-arm64-gnu"
 t=$SECONDS
 (cd "$work/node" && npm init -y >/dev/null &&
-  npm install --offline --no-audit --no-fund --os=linux --cpu=arm64 --libc=glibc "$root/$npm_arm64" "$root/dist/harness-sdk-$version.tgz" >/dev/null)
+  npm install --offline --no-audit --no-fund --force --os=linux --cpu=arm64 --libc=glibc "$root/$npm_arm64" "$root/dist/harness-sdk-$version.tgz" >/dev/null)
 sed "s|'../../bindings-node'|'harness-sdk'|" examples/node/quickstart.cjs >"$work/node/quickstart.cjs"
 sed "s|'../../bindings-node/index.mjs'|'harness-sdk'|" examples/node/quickstart.mjs >"$work/node/quickstart.mjs"
 in_arm64 node -p '`node ${process.version} on ${process.arch}`'

@@ -61,7 +61,7 @@ echo "== no Rust toolchain on PATH (cargo, rustc: not found)"
 
 echo "== Python: the wheel in a fresh venv"
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --no-index "dist/harness_sdk-$version"-*.whl
+"$work/venv/bin/pip" install -q --no-index "dist/harness_sdk-$version-cp39-abi3-manylinux2014_x86_64.whl"
 "$work/venv/bin/python" -c 'import harness; print("harness", harness.__version__, "from", harness.__file__)'
 (cd "$work" && "$work/venv/bin/python" "$root/examples/python/quickstart.py")
 # The checked-in typed clients (harness codegen) import their runtime from the installed wheel.
@@ -98,17 +98,23 @@ if [ -n "$musl_root" ]; then
   mount --bind /dev "$m/dev"
   mount -t proc proc "$m/proc"
   cp "$static_upstream" "$m/usr/local/bin/harness-upstream"
-  cp "$musl_wheel" examples/python/quickstart.py "$m/tmp/"
+  # The CA bundle every Alpine image carries (ca-certificates-bundle), at Alpine's path: the
+  # HTTP client loads the system's roots when it is built, even for plain-HTTP upstreams.
+  mkdir -p "$m/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$m/etc/ssl/certs/"
+  cp "$musl_wheel" "$m/tmp/"
+  # (where the repository has it: the quickstart finds its default upstream from its own path)
+  mkdir -p "$m/tmp/examples/python" && cp examples/python/quickstart.py "$m/tmp/examples/python/"
   in_musl() { HARNESS_UPSTREAM_BIN=/usr/local/bin/harness-upstream HOME=/tmp chroot "$m" "$@"; }
   in_musl /usr/local/bin/python3 -m venv --without-pip /tmp/venv
   pip_wheel="$(cd "$m/tmp" && ls pip-*.whl)"
   in_musl /tmp/venv/bin/python "/tmp/$pip_wheel/pip" install -q --no-index --disable-pip-version-check "/tmp/$(basename "$musl_wheel")"
   in_musl /tmp/venv/bin/python -c 'import harness, sys; print("harness", harness.__version__, "on", sys.implementation.name, "from", harness.__file__)'
-  in_musl /tmp/venv/bin/python /tmp/quickstart.py
-  # npm resolves for musl (--libc), as it would on Alpine; the root has no npm, Bun runs the result.
+  in_musl /tmp/venv/bin/python /tmp/examples/python/quickstart.py
+  # The root has no npm: npm installs here for musl (--libc=musl; --force, since npm checks a
+  # tarball named on the command line against this glibc machine), and Bun runs the result.
   mkdir -p "$m/tmp/node"
   (cd "$m/tmp/node" && npm init -y >/dev/null &&
-    npm install --offline --no-audit --no-fund --os=linux --cpu=x64 --libc=musl "$root/$musl_npm" "$root/dist/harness-sdk-$version.tgz" >/dev/null)
+    npm install --offline --no-audit --no-fund --force --os=linux --cpu=x64 --libc=musl "$root/$musl_npm" "$root/dist/harness-sdk-$version.tgz" >/dev/null)
   [ -e "$m/tmp/node/node_modules/@harness-sdk/linux-x64-musl/harness-sdk.linux-x64-musl.node" ] || { echo "npm did not install @harness-sdk/linux-x64-musl" >&2; exit 1; }
   cp "$work/node/quickstart.cjs" "$work/node/quickstart.mjs" "$m/tmp/node/"
   in_musl /usr/local/bin/bun /tmp/node/quickstart.cjs
