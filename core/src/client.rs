@@ -389,6 +389,14 @@ impl Client {
         self.bulkhead(service, |b| b.in_use())
     }
 
+    /// A service's rate limit now: the 429 pause left and the attempts refused and waiting
+    /// so far; `None` when the service has no `rate_limit`.
+    pub fn rate_limit_state(&self, service: &str) -> Result<Option<crate::ratelimit::RateLimitState>, HarnessError> {
+        let snapshot = self.engine.snapshot();
+        let svc = snapshot.services.get(service).ok_or_else(|| unknown_service(service))?;
+        Ok(svc.limiter.as_ref().map(|l| l.state()))
+    }
+
     fn bulkhead<T>(&self, service: &str, read: impl FnOnce(&crate::bulkhead::Bulkhead) -> T) -> Result<T, HarnessError> {
         let snapshot = self.engine.snapshot();
         let svc = snapshot.services.get(service).ok_or_else(|| unknown_service(service))?;

@@ -69,6 +69,10 @@ async fn over_the_rate_a_request_waits_up_to_max_wait_then_fails_and_nothing_is_
     assert!(e.retry_after_ms.is_some_and(|ms| ms > 0 && ms <= 50), "{e:?}");
     assert_eq!(log(&u.url(), "rl").await.len(), 1, "nothing sent for the refused request");
     assert!(client.metrics_text().contains("harness_rate_limited_total{service=\"svc\"} 1"));
+    let state = client.rate_limit_state("svc").unwrap().unwrap();
+    assert_eq!((state.refused, state.waited, state.paused_ms), (1, 0, 0), "{state:?}");
+    assert_eq!(client.rate_limit_state("nope").unwrap_err().name(), "ConfigError");
+    assert_eq!(make(&u.url(), json!({})).0.rate_limit_state("svc").unwrap(), None, "no rate_limit: no state");
 
     // With a wait allowed, requests are paced instead: 6 at 20/s take >= 250 ms.
     let (client, _) = client_with_wait(&u.url());
@@ -79,6 +83,8 @@ async fn over_the_rate_a_request_waits_up_to_max_wait_then_fails_and_nothing_is_
     assert!(t0.elapsed() >= Duration::from_millis(240), "{:?}", t0.elapsed());
     let m = client.metrics_text();
     assert!(m.contains("harness_rate_limit_wait_seconds_count{service=\"svc\"} 5"), "{m}");
+    let state = client.rate_limit_state("svc").unwrap().unwrap();
+    assert_eq!((state.refused, state.waited), (0, 5), "{state:?}");
 }
 
 fn client_with_wait(base: &str) -> (Client, Arc<Events>) {
@@ -117,6 +123,8 @@ async fn a_429_pauses_the_service_for_its_retry_after() {
     assert!(e.retry_after_ms.unwrap() > 500);
     assert!(client.metrics_text().lines().any(|l| l.starts_with("harness_rate_limit_paused_ms{service=\"svc\"}") && !l.ends_with(" 0")));
     assert_eq!(log(&u.url(), "p").await.len(), 1);
+    let state = client.rate_limit_state("svc").unwrap().unwrap();
+    assert!(state.paused_ms > 500 && state.paused_ms <= 1000 && state.refused == 1, "{state:?}");
     // A caller that can wait is held until the pause ends, then sent.
     let (client2, _) = make(&u.url(), json!({"rate_limit": {"rps": 1000, "max_wait_ms": 3000}}));
     script(&u.url(), "p", json!([{"status": 429, "retry_after": "1"}, {"status": 200}])).await;

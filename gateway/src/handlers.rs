@@ -1089,7 +1089,8 @@ async fn admin_services(State(gw): Gw, headers: HeaderMap) -> Result<Response, A
             let endpoints: Vec<Value> = breakers.iter().filter(|b| &b.service == name).map(|b| json!(b)).collect();
             let rate_limit = s.rate_limit.as_ref().map(|r| {
                 let endpoints: Map<String, Value> = r.endpoints.iter().map(|(e, l)| (e.clone(), json!({"rps": l.rps, "burst": l.burst}))).collect();
-                json!({"rps": r.rps, "burst": r.burst, "max_wait_ms": r.max_wait_ms, "shared": r.shared.is_some(), "endpoints": endpoints})
+                let state = gw.client.rate_limit_state(name).ok().flatten();
+                json!({"rps": r.rps, "burst": r.burst, "max_wait_ms": r.max_wait_ms, "shared": r.shared.is_some(), "endpoints": endpoints, "state": state})
             });
             json!({"service": name, "bulkhead": {"in_use": gw.client.bulkhead_in_use(name).ok(), "limit": gw.client.bulkhead_limit(name).ok()},
                 "rate_limit": rate_limit, "endpoints": endpoints})

@@ -1388,7 +1388,9 @@ async fn the_console_views_show_callers_costs_services_reloads_and_audited_actio
     let w = World::new().await;
     w.provider("c3-a", json!({"content": "from a", "prompt_tokens": 500, "completion_tokens": 500})).await;
     w.provider("c3-b", json!({"content": "from b"})).await;
-    let g = w.gateway(w.config("c3", json!({"callers": {"ann": {"budget_per_day": 100.0}}}))).await;
+    // orders: two requests, then one per 100 s, and none waits.
+    let orders_limit = json!({"rps": 0.01, "burst": 2, "max_wait_ms": 0});
+    let g = w.gateway(w.config("c3", json!({"callers": {"ann": {"budget_per_day": 100.0}}, "services": {"orders": {"rate_limit": orders_limit}}}))).await;
     use reqwest::Method as M;
     // ann: one answer (cost 1.0 at 1.0 per 1k tokens), one refusal (no such route).
     assert_eq!(post(&w.http, &g, Some(ANN), "/v1/chat/completions", hello("chat")).await.0, 200);
@@ -1416,11 +1418,21 @@ async fn the_console_views_show_callers_costs_services_reloads_and_audited_actio
     assert!((v["providers"][0]["cost_today"].as_f64().unwrap() - 1.0).abs() < 1e-9, "{v}");
     assert_eq!(v["providers"][1]["cost_today"], 0.0);
 
-    // Services: the bulkhead and the breakers per endpoint, a hand-opened one included.
+    // Services: the rate limit's live state (bob took one cell, ann the second; ann's next
+    // is refused by the service's limit, not a caller's), the bulkhead, and the breakers
+    // per endpoint, a hand-opened one included.
+    let mut ann_statuses = Vec::new();
+    for _ in 0..2 {
+        ann_statuses.push(w.http.get(url(&g, "/v1/services/orders/x")).bearer_auth(ANN).send().await.unwrap().status().as_u16());
+    }
+    assert_eq!(ann_statuses[1], 429, "{ann_statuses:?}");
     let ep = json!({"service": "orders", "method": "GET", "endpoint": "/x"});
     assert_eq!(admin_call(&w, &g, M::POST, "/admin/breakers/open", Some(ADMIN), Some(ep.clone())).await.0, 200);
     let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/services", Some(ADMIN), None).await;
     let orders = v["services"].as_array().unwrap().iter().find(|s| s["service"] == "orders").cloned().unwrap();
+    assert_eq!(orders["rate_limit"]["state"], json!({"paused_ms": 0, "refused": 1, "waited": 0}), "{v}");
+    assert_eq!((orders["rate_limit"]["rps"].as_f64(), orders["rate_limit"]["burst"].as_u64()), (Some(0.01), Some(2)), "{v}");
+    assert_eq!(v["services"].as_array().unwrap().iter().find(|s| s["service"] == "c3-a").unwrap()["rate_limit"], Value::Null, "{v}");
     assert_eq!((orders["bulkhead"]["in_use"].as_u64(), orders["bulkhead"]["limit"].as_u64().is_some()), (Some(0), true), "{v}");
     assert!(orders["endpoints"].as_array().unwrap().iter().any(|b| b["endpoint"] == "/x" && b["state"] == "open" && b["phase"] == "open"), "{v}");
     assert_eq!(admin_call(&w, &g, M::POST, "/admin/breakers/close", Some(ADMIN), Some(ep)).await.0, 200);

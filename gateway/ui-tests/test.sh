@@ -3,7 +3,7 @@
 # never downloaded at test time), driven by Selenium (pip, this folder's pins, into .venv),
 # against real `harness serve` processes and the loopback upstream's simulated providers (and,
 # for the fleet card, a real redis-server from apt).
-# Writes the screenshots to docs/console/ and the console's weight and load time to
+# Writes the screenshots to docs/console/ (HARNESS_CONSOLE_SHOTS=<dir>: there instead) and the console's weight and load time to
 # target/console-metrics.json.
 # Usage: bash gateway/ui-tests/test.sh [pytest args]
 set -euo pipefail

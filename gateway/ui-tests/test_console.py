@@ -5,6 +5,8 @@ docs/console/; the console's weight and load time to target/console-metrics.json
 import gzip
 import io
 import json
+import os
+import re
 import statistics
 import threading
 import time
@@ -15,9 +17,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from conftest import (ADMIN_KEY, CALLER_KEYS, FLEET, FLEET_INSTANCES, HOSTILE_FLEET, HOSTILE_INSTANCE, LONG, ROOT, RTL, SCRIPT,
-                      SERVICE_SECRET, bucket, http, make_browser, sha)
+                      SERVICE_SECRET, bucket, http, http_json, make_browser, sha)
 
-SHOTS = ROOT / "docs" / "console"
+# The README links docs/console/; HARNESS_CONSOLE_SHOTS=<dir> writes elsewhere (a local run that
+# should leave the tree clean).
+SHOTS = Path(os.environ.get("HARNESS_CONSOLE_SHOTS") or ROOT / "docs" / "console")
 METRICS = ROOT / "target" / "console-metrics.json"
 
 
@@ -285,6 +289,36 @@ def test_a_breaker_is_opened_and_closed_by_hand(world, browser):
     assert result(browser)["ok"] == "true"
     wait_for("the breaker shown closed", lambda: (browser.execute_script(BREAKER, "orders", "/orders/{id}") or {}).get("state") == "closed")
     assert ("breaker_open", "orders GET /orders/{id}") in [(l["action"], l["target"]) for l in gw.audit_lines()]
+    assert_same_origin(browser, gw)
+
+
+RATE_LIMIT_NOW = """
+const card = document.querySelector(`section[data-service="${CSS.escape(arguments[0])}"]`);
+const dd = card && card.querySelector('[data-field="rate_limit_state"]');
+return dd ? {paused: dd.dataset.paused, text: dd.textContent} : null;
+"""
+
+
+def test_a_429_pause_and_the_refusals_show_in_the_rate_limit_state(world, browser):
+    gw = world.tidy
+    caller = {"Authorization": f"Bearer {CALLER_KEYS['checkout']}"}
+    sign_in(browser, gw)
+    signed_in(browser)
+    show(browser, "services")
+    before = wait_for("the rate limit state", lambda: browser.execute_script(RATE_LIMIT_NOW, "orders"))
+    assert before["paused"] == "false", before
+    refused_before = int(re.search(r"(\d+) req refused", before["text"]).group(1))
+    # The downstream answers 429 with Retry-After: 4; the service pauses, and a call in the
+    # pause (max_wait_ms 1000 by default) is refused at once with nothing sent.
+    assert http_json("PUT", f"{world.upstream}/__admin/script/console-429", {"steps": [{"status": 429, "retry_after": "4"}, {"status": 200}]})[0] == 200
+    assert http("GET", f"{gw.url}/v1/services/orders/s/console-429/a", headers=caller)[0] == 429
+    assert http("GET", f"{gw.url}/v1/services/orders/s/console-429/b", headers=caller)[0] == 429
+    paused = wait_for("the pause shown", lambda: (lambda st: st if st and st["paused"] == "true" else None)(browser.execute_script(RATE_LIMIT_NOW, "orders")), timeout=4)
+    assert re.search(r"\d+(\.\d+)? (ms|s) left after a 429", paused["text"]), paused
+    assert f"{refused_before + 1} req refused" in paused["text"], paused
+    # The pause ends by itself and the view says so; the service answers again.
+    wait_for("the pause over", lambda: (browser.execute_script(RATE_LIMIT_NOW, "orders") or {}).get("paused") == "false", timeout=8)
+    assert http("GET", f"{gw.url}/v1/services/orders/s/console-429/c", headers=caller)[0] == 200
     assert_same_origin(browser, gw)
 
 

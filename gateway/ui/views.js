@@ -74,6 +74,15 @@ function breakerRows(list, act) {
 
 const breakerColumns = ['Endpoint', 'State', 'Phase', 'Admitted', 'Window', 'Failures', 'Slow calls', 'Action'];
 
+// A limiter's live state: a downstream 429's pause left here, and what it refused or held.
+function rateLimitNow(st) {
+  const paused = st.paused_ms > 0;
+  return h('dd', { 'data-field': 'rate_limit_state', 'data-paused': String(paused) },
+    paused ? badge('paused', 'warn') : badge('admitting', 'good'),
+    paused ? ` ${ms(st.paused_ms)} left after a 429 · ` : ' · ',
+    `${count(st.refused, 'req')} refused, ${count(st.waited, 'req')} waited since the limit was set`);
+}
+
 export const services = {
   title: 'Services',
   load: () => call('GET', '/admin/services'),
@@ -89,7 +98,8 @@ export const services = {
         h('h2', {}, 'Service ', ext(s.service)),
         h('dl', { class: 'facts' },
           h('dt', {}, 'Bulkhead'), h('dd', { 'data-field': 'bulkhead' }, `${count(s.bulkhead.in_use)} of ${count(s.bulkhead.limit)} in use`),
-          h('dt', {}, 'Rate limit'), h('dd', {}, rl ? `${rps(rl.rps)}, burst ${count(rl.burst, 'req')}, waits up to ${ms(rl.max_wait_ms)}${rl.shared ? ', shared by the fleet' : ''}` : 'none')),
+          h('dt', {}, 'Rate limit'), h('dd', {}, rl ? `${rps(rl.rps)}, burst ${count(rl.burst, 'req')}, waits up to ${ms(rl.max_wait_ms)}${rl.shared ? ', shared by the fleet' : ''}` : 'none'),
+          ...(rl && rl.state ? [h('dt', {}, 'Rate limit now'), rateLimitNow(rl.state)] : [])),
         s.endpoints.length
           ? table(`Breakers of service ${s.service.slice(0, 60)}`, breakerColumns, breakerRows(s.endpoints.map((b) => ({ ...b, service: s.service })), act))
           : h('p', { class: 'muted' }, 'No endpoint has breaker state yet.')));

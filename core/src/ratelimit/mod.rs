@@ -13,6 +13,7 @@
 pub mod config;
 
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,8 +71,23 @@ pub struct ServiceLimiter {
     /// The fleet's store and this limit's key in it.
     shared: Option<(Arc<dyn RateLimitStore>, String)>,
     paused_until: Mutex<Option<Instant>>,
+    /// Attempts refused (nothing sent) and attempts that waited for a cell, since built.
+    refused: AtomicU64,
+    waited: AtomicU64,
     events: Arc<EventHub>,
     metrics: Arc<Metrics>,
+}
+
+/// A limiter's live state, as the admin API shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RateLimitState {
+    /// Milliseconds left of a downstream 429's pause in this process (0: not paused).
+    pub paused_ms: u64,
+    /// Attempts refused with `RateLimited` (nothing was sent) since the limiter was built;
+    /// the count carries over a reload that keeps the limit's settings.
+    pub refused: u64,
+    /// Attempts that waited for capacity before they were sent.
+    pub waited: u64,
 }
 
 impl ServiceLimiter {
@@ -93,6 +109,8 @@ impl ServiceLimiter {
             endpoints: config.endpoint_rates().map(|(k, r)| (k.clone(), LocalLimit::new(&r))).collect(),
             shared,
             paused_until: Mutex::new(None),
+            refused: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
             config: config.clone(),
             events,
             metrics,
@@ -115,12 +133,14 @@ impl ServiceLimiter {
             let Some(wait) = wait else {
                 let waited = started.elapsed();
                 if slept {
+                    self.waited.fetch_add(1, Ordering::Relaxed);
                     self.metrics.rate_limit_wait.get_or_create(&ServiceLabels { service: self.service.as_ref().into() }).observe(waited.as_secs_f64());
                 }
                 return Ok(());
             };
             let waited = started.elapsed();
             if waited + wait > max_wait || !deadline.fits(wait) {
+                self.refused.fetch_add(1, Ordering::Relaxed);
                 self.metrics.rate_limited.get_or_create(&ServiceLabels { service: self.service.as_ref().into() }).inc();
                 let mut e = HarnessError::new(
                     ErrorKind::RateLimited,
@@ -198,6 +218,11 @@ impl ServiceLimiter {
     pub fn paused_ms(&self) -> u64 {
         let now = Instant::now();
         self.paused_until.lock().filter(|t| *t > now).map(|t| (t - now).as_millis() as u64).unwrap_or(0)
+    }
+
+    /// The pause left and the refused and waiting attempts so far.
+    pub fn state(&self) -> RateLimitState {
+        RateLimitState { paused_ms: self.paused_ms(), refused: self.refused.load(Ordering::Relaxed), waited: self.waited.load(Ordering::Relaxed) }
     }
 }
 
