@@ -161,7 +161,8 @@ async fn run_demo() -> Result<(), String> {
     let client = Client::new(config).map_err(|e| e.to_string())?;
     client.add_listener(Arc::new(Narrator { start: Instant::now() }));
     let _ = rustls_default();
-    let admin = reqwest::Client::new();
+    // Only the embedded loopback upstream (plain http): no CA store needed, none loaded.
+    let admin = reqwest::Client::builder().tls_certs_only(Vec::new()).build().map_err(|e| e.to_string())?;
 
     println!("Harness demo: an embedded fault-injecting upstream at {base}, service `orders`.");
     println!("Policies: 2 retries (idempotent only), breaker opens after 3 failures for 1 s, bulkhead of 4.\n");

@@ -185,3 +185,44 @@ async fn base_url_prefix_path_query_and_query_params_compose() {
     let log: serde_json::Value = serde_json::from_slice(&log).unwrap();
     assert_eq!(log["requests"][0]["path"], "/s/pfx/items/7?view=full&page=2&q=a+b");
 }
+
+// ---- a system without CA certificates (a bare container) ----
+
+/// The child of the test below, run with `SSL_CERT_FILE`/`SSL_CERT_DIR` naming an empty
+/// file and folder: the system then has no CA certificate at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of without_ca_certificates_http_services_work_and_an_https_one_is_named"]
+async fn no_ca_certificates_child() {
+    if std::env::var_os("HARNESS_NO_CA_CHILD").is_none() {
+        return;
+    }
+    let u = upstream().await;
+    let plain = json!({"log": {"enabled": false}, "services": {"plain": {"base_url": u.url(), "retry": {"max_retries": 0}}}});
+    let client = Client::from_value(plain.clone()).unwrap();
+    // The upstream's own answer (no script installed for the path): the request went out.
+    let e = client.request(Request::new("plain", "GET", "/s/no-ca/x")).await.unwrap_err();
+    assert_eq!((e.status, e.code.as_deref()), (Some(404), Some("no_script")), "{e:?}");
+    let mut with_tls = plain;
+    with_tls["services"]["tls"] = json!({"base_url": "https://api.example.com"});
+    let e = Client::from_value(with_tls).err().expect("an https service needs a CA certificate");
+    assert_eq!(e.name(), "ConfigError");
+    assert!(e.message.starts_with("services.tls.base_url: ") && e.message.contains("no") && e.message.contains("SSL_CERT_FILE"), "{e}");
+    println!("NO_CA_CHILD_OK");
+}
+
+#[test]
+fn without_ca_certificates_http_services_work_and_an_https_one_is_named() {
+    let dir = std::env::temp_dir().join(format!("harness-no-ca-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("certs")).unwrap();
+    std::fs::write(dir.join("empty.pem"), "").unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "no_ca_certificates_child", "--nocapture", "--test-threads", "1"])
+        .env("SSL_CERT_FILE", dir.join("empty.pem"))
+        .env("SSL_CERT_DIR", dir.join("certs"))
+        .env("HARNESS_NO_CA_CHILD", "1")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("NO_CA_CHILD_OK"), "{text}");
+}

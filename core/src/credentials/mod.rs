@@ -202,8 +202,10 @@ impl Credential {
         let source = match cfg {
             AuthConfig::Oauth2ClientCredentials(o) => {
                 let token_url = url::Url::parse(o.token_url.as_deref().unwrap_or_default()).map_err(|e| HarnessError::config(format!("{path}.token_url: {e}")))?;
+                let field = format!("{path}.token_url");
                 let settings = ClientSettings {
                     base_url: token_url.as_str(),
+                    field: &field,
                     user_agent: "harness-oauth2",
                     connect_ms: ctx.connect_ms,
                     redirects: &RedirectConfig::default(),

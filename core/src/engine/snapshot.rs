@@ -47,10 +47,10 @@ pub(crate) struct Snapshot {
 /// What a service's HTTP client is built from. It keeps as many idle connections as the
 /// service may have requests in flight (at least 1024), so that a service allowed
 /// thousands at once does not reconnect most of them on every burst.
-fn client_settings<'a>(svc: &'a ServiceConfig, user_agent: &'a str) -> crate::transport::config::ClientSettings<'a> {
+fn client_settings<'a>(svc: &'a ServiceConfig, user_agent: &'a str, field: &'a str) -> crate::transport::config::ClientSettings<'a> {
     let bulkhead = &svc.bulkhead;
     let idle_pool = bulkhead.adaptive.as_ref().map_or(bulkhead.max_concurrency, |a| a.max).max(1024) as usize;
-    crate::transport::config::ClientSettings { base_url: &svc.base_url, user_agent, connect_ms: svc.timeouts.connect_ms, redirects: &svc.redirects, idle_pool }
+    crate::transport::config::ClientSettings { base_url: &svc.base_url, field, user_agent, connect_ms: svc.timeouts.connect_ms, redirects: &svc.redirects, idle_pool }
 }
 
 fn transport_key(client_name: &str, svc: &ServiceConfig) -> String {
@@ -143,7 +143,7 @@ impl Snapshot {
             let network: Arc<dyn Transport> = match (fixed_transport, previous.and_then(|p| p.services.get(name))) {
                 (Some(t), _) => t.clone(),
                 (None, Some(prev)) if prev.transport_key == key => prev.network.clone(),
-                _ => Arc::new(ReqwestTransport::new(&client_settings(svc, &config.client.name))?),
+                _ => Arc::new(ReqwestTransport::new(&client_settings(svc, &config.client.name, &format!("services.{name}.base_url")))?),
             };
             let base_path = base_url.path().trim_end_matches('/').to_string();
             let mut transport = network.clone();

@@ -141,13 +141,8 @@ impl Otel {
         let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
         let timeout = Duration::from_millis(config.timeout_ms);
         crate::transport::reqwest::install_crypto();
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(timeout)
-            .timeout(timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| HarnessError::config(format!("otel: cannot build the HTTP client: {e}")))?;
+        let make = || reqwest::Client::builder().no_proxy().connect_timeout(timeout).timeout(timeout).redirect(reqwest::redirect::Policy::none());
+        let http = crate::transport::reqwest::build(make, &url, "otel.endpoint")?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_http_client(http)

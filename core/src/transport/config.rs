@@ -58,6 +58,8 @@ impl Default for LimitsConfig {
 #[derive(Debug, Clone, Copy)]
 pub struct ClientSettings<'a> {
     pub base_url: &'a str,
+    /// The config field `base_url` came from (`services.<name>.base_url`), for errors.
+    pub field: &'a str,
     pub user_agent: &'a str,
     pub connect_ms: u64,
     pub redirects: &'a RedirectConfig,

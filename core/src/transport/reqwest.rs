@@ -21,21 +21,63 @@ pub struct ReqwestTransport {
 
 impl ReqwestTransport {
     /// One HTTP client per service: its own pool, connect timeout and redirect policy.
+    ///
+    /// TLS trusts the system's CA certificates (`SSL_CERT_FILE`/`SSL_CERT_DIR` when set). A
+    /// system without any (a bare container) still reaches plain-`http` services: redirects
+    /// stay on `base_url`'s origin, so such a client never needs a root; an `https` one
+    /// fails here with a `ConfigError` naming the field and the fix.
     pub fn new(settings: &ClientSettings<'_>) -> Result<Self, HarnessError> {
         install_crypto();
-        let client = reqwest::Client::builder()
-            .user_agent(settings.user_agent)
-            .connect_timeout(Duration::from_millis(settings.connect_ms))
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(settings.idle_pool)
-            .no_proxy()
-            .redirect(redirect_policy(settings))
-            .referer(false)
-            .build()
-            .map_err(|e| HarnessError::config(format!("cannot build the HTTP client: {e}")))?;
+        let builder = || {
+            reqwest::Client::builder()
+                .user_agent(settings.user_agent)
+                .connect_timeout(Duration::from_millis(settings.connect_ms))
+                .tcp_nodelay(true)
+                .pool_idle_timeout(Duration::from_secs(60))
+                .pool_max_idle_per_host(settings.idle_pool)
+                .no_proxy()
+                .redirect(redirect_policy(settings))
+                .referer(false)
+        };
+        let client = build(builder, settings.base_url, settings.field)?;
         Ok(ReqwestTransport { client })
     }
+}
+
+/// Builds the client `make` describes for requests to `url` (named by `field` in errors).
+/// Without any system CA certificate a plain-`http` client is built with no roots (it
+/// never verifies a certificate) and an `https` one is refused with the fix.
+pub(crate) fn build(make: impl Fn() -> reqwest::ClientBuilder, url: &str, field: &str) -> Result<reqwest::Client, HarnessError> {
+    let e = match make().build() {
+        Ok(client) => return Ok(client),
+        Err(e) => e,
+    };
+    let why = error_chain(&e);
+    if url::Url::parse(url).is_ok_and(|u| u.scheme() == "http") {
+        if let Ok(client) = make().tls_certs_only(Vec::new()).build() {
+            return Ok(client);
+        }
+    }
+    if why.contains("No CA certificates") {
+        return Err(HarnessError::config(format!(
+            "{field}: an https URL needs CA certificates to verify the server, and this system has none \
+             (install the ca-certificates package, or set SSL_CERT_FILE to a PEM bundle)"
+        )));
+    }
+    Err(HarnessError::config(format!("{field}: cannot build the HTTP client: {why}")))
+}
+
+/// An error with its sources (`builder error: ...: ...`): reqwest's own text alone names
+/// only the stage.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Installs the TLS crypto every reqwest client here needs (once per process).
