@@ -1617,6 +1617,21 @@ export interface BreakerInfo {
   slowCallRate: number
 }
 
+/** A rate limit's live state in this process (`rate_limits()`, the admin console). */
+export interface RateLimitState {
+  /** The service, or `route:<name>` for a route's own limit. */
+  service: string
+  /** Milliseconds left of a downstream 429's pause in this process (0: not paused). */
+  pausedMs: number
+  /**
+   * Attempts refused with `RateLimited` (nothing was sent) since the limiter was built;
+   * the count carries over a reload that keeps the limit's settings.
+   */
+  refused: number
+  /** Attempts that waited for capacity before they were sent. */
+  waited: number
+}
+
 /** What routing did for one request. */
 export interface Routed {
   route: string
@@ -1858,6 +1873,8 @@ export interface ClientViews {
   breakerDetails(service: string, method: string, path: string, endpoint?: string): BreakerInfo
   /** Every breaker the client has state for, as breaker_details shows it. */
   breakers(): BreakerInfo[]
+  /** Every rate_limit of the config, live in this process: each service's, then each route's (route:<name>), sorted by name; the pause left of a downstream 429 (ms), and the attempts refused (RateLimitedError, nothing sent) and held waiting for capacity since the limit was set (kept across a reload that keeps its settings). */
+  rateLimits(): RateLimitState[]
   /** The fleet config source (config_source) as this instance follows it: its name and instance id, the version applied with its hash, where it came from (redis, cache_file or bootstrap) and when, the version Redis says this instance should run, the last version it rejected with the reason (naming the field), whether Redis answered and its last error. A ConfigError without a config_source. */
   configSourceState(): ConfigSourceState
   /** What the active config holds: its version, the client's name, each service (base URL without credentials, auth type, named endpoints) and each route (strategy, providers). Never a secret. */

@@ -336,6 +336,14 @@ function check(client, scenario, call, i, results) {
     assert.equal(state, ex.breaker, `${where}: breaker`)
   }
   if ('bulkhead_in_use' in ex) assert.equal(client.bulkheadInUse(service), ex.bulkhead_in_use, `${where}: bulkhead in use`)
+  if ('rate_limit' in ex) {
+    const every = client.rateLimits()
+    const got = every.find((s) => s.service === service) || {}
+    for (const [k, want] of Object.entries(ex.rate_limit)) {
+      const value = k === 'paused' ? got.pausedMs > 0 : got[k]
+      assert.equal(value, want, `${where}: rate limit ${k} (of ${JSON.stringify(every)})`)
+    }
+  }
 }
 
 // `upstream` against the scenario's script log, `token_upstream` against its `{name}-token` script,

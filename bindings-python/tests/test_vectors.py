@@ -324,6 +324,13 @@ def check_breaker(name, i, call, client, errors):
         got = client.breaker_state(call.get("service", "svc"), call["method"], f"/s/{name}{call['path']}", call.get("endpoint"))
         if got != exp["breaker"]:
             errors.append(f"{name} call {i}: expected breaker {exp['breaker']}, got {got}")
+    if "rate_limit" in exp:
+        every = client.rate_limits()
+        got = next((s for s in every if s["service"] == call.get("service", "svc")), {})
+        for k, want in exp["rate_limit"].items():
+            value = got.get("paused_ms", 0) > 0 if k == "paused" else got.get(k)
+            if value != want:
+                errors.append(f"{name} call {i}: expected rate limit {k} {want}, got {value} (of {every})")
 
 
 def check_outcomes(name, i, call, outcomes, errors):

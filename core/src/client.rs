@@ -397,6 +397,18 @@ impl Client {
         Ok(svc.limiter.as_ref().map(|l| l.state()))
     }
 
+    /// Every rate limit of the active config, live (`rate_limits`): each service's, then each
+    /// route's (`route:<name>`), sorted by name.
+    pub fn rate_limits(&self) -> Vec<crate::ratelimit::RateLimitState> {
+        let snapshot = self.engine.snapshot();
+        let mut services: Vec<_> = snapshot.services.values().filter_map(|s| s.limiter.as_ref().map(|l| l.state())).collect();
+        let mut routes: Vec<_> = snapshot.routes.values().filter_map(|r| r.limiter.as_ref().map(|l| l.state())).collect();
+        services.sort_by(|a, b| a.service.cmp(&b.service));
+        routes.sort_by(|a, b| a.service.cmp(&b.service));
+        services.extend(routes);
+        services
+    }
+
     fn bulkhead<T>(&self, service: &str, read: impl FnOnce(&crate::bulkhead::Bulkhead) -> T) -> Result<T, HarnessError> {
         let snapshot = self.engine.snapshot();
         let svc = snapshot.services.get(service).ok_or_else(|| unknown_service(service))?;

@@ -122,6 +122,12 @@ pub const VIEWS: &[ViewSpec] = &[
     },
     ViewSpec { name: "breakers", args: &[], returns: "[BreakerInfo]", doc: "Every breaker the client has state for, as breaker_details shows it." },
     ViewSpec {
+        name: "rate_limits",
+        args: &[],
+        returns: "[RateLimitState]",
+        doc: "Every rate_limit of the config, live in this process: each service's, then each route's (route:<name>), sorted by name; the pause left of a downstream 429 (ms), and the attempts refused (RateLimitedError, nothing sent) and held waiting for capacity since the limit was set (kept across a reload that keeps its settings).",
+    },
+    ViewSpec {
         name: "config_source_state",
         args: &[],
         returns: "ConfigSourceState",
@@ -191,6 +197,7 @@ impl crate::client::Client {
             "credentials_state" => to_json(&self.credentials_state()),
             "breaker_details" => to_json(&self.breaker_details(arg(0), arg(1), arg(2), args.get(3).map(String::as_str))),
             "breakers" => to_json(&self.all_breaker_details()),
+            "rate_limits" => to_json(&self.rate_limits()),
             "describe" => to_json(&self.describe()),
             "config_source_state" => to_json(&self.config_source_state().ok_or_else(|| HarnessError::config("config_source_state: this client has no config_source"))?),
             other => return Err(HarnessError::new(crate::error::ErrorKind::Harness, format!("view: `{other}` is listed but not served (a bug in Harness)"))),
@@ -245,6 +252,7 @@ pub fn host_schema() -> Value {
         "RouteState" => crate::routing::RouteState,
         "CredentialState" => crate::credentials::CredentialState,
         "BreakerInfo" => crate::breaker::BreakerInfo,
+        "RateLimitState" => crate::ratelimit::RateLimitState,
         "Routed" => crate::response::Routed,
         "Description" => Description,
         "ConfigSourceState" => crate::fleet::source::SourceState,
@@ -292,6 +300,24 @@ mod tests {
         let text = client.view("describe", &[]).unwrap().to_string();
         assert!(!text.contains("pa55word") && !text.contains("tok-SECRET-1"), "{text}");
         assert!(text.contains("\"base_url\":\"http://user:***@127.0.0.1:1"), "{text}");
+    }
+
+    #[test]
+    fn rate_limits_lists_each_service_then_each_route_with_a_limit() {
+        let client = Client::from_value(serde_json::json!({
+            "services": {
+                "zeta": {"base_url": "http://127.0.0.1:1", "rate_limit": {"rps": 5}},
+                "alpha": {"base_url": "http://127.0.0.1:2", "rate_limit": {"rps": 1, "burst": 1}},
+                "free": {"base_url": "http://127.0.0.1:3"}
+            },
+            "routes": {"chat": {"rate_limit": {"rps": 2}, "providers": [{"id": "a", "service": "free", "model": "m", "weight": 1}]}}
+        }))
+        .unwrap();
+        let v = client.view("rate_limits", &[]).unwrap();
+        let names: Vec<&str> = v.as_array().unwrap().iter().map(|s| s["service"].as_str().unwrap()).collect();
+        assert_eq!(names, ["alpha", "zeta", "route:chat"]);
+        assert_eq!(v[0], serde_json::json!({"service": "alpha", "paused_ms": 0, "refused": 0, "waited": 0}));
+        assert!(Client::from_value(serde_json::json!({"services": {}})).unwrap().rate_limits().is_empty());
     }
 
     #[test]

@@ -70,7 +70,8 @@ async fn over_the_rate_a_request_waits_up_to_max_wait_then_fails_and_nothing_is_
     assert_eq!(log(&u.url(), "rl").await.len(), 1, "nothing sent for the refused request");
     assert!(client.metrics_text().contains("harness_rate_limited_total{service=\"svc\"} 1"));
     let state = client.rate_limit_state("svc").unwrap().unwrap();
-    assert_eq!((state.refused, state.waited, state.paused_ms), (1, 0, 0), "{state:?}");
+    assert_eq!((state.service.as_str(), state.refused, state.waited, state.paused_ms), ("svc", 1, 0, 0), "{state:?}");
+    assert_eq!(client.rate_limits(), [state]);
     assert_eq!(client.rate_limit_state("nope").unwrap_err().name(), "ConfigError");
     assert_eq!(make(&u.url(), json!({})).0.rate_limit_state("svc").unwrap(), None, "no rate_limit: no state");
 

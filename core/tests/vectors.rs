@@ -525,6 +525,16 @@ async fn check_state(name: &str, i: usize, call: &Value, client: &Client, errors
             errors.push(format!("{name} call {i}: expected breaker {state}, got {got}"));
         }
     }
+    if let Some(want) = exp.get("rate_limit").and_then(Value::as_object) {
+        let all = client.view("rate_limits", &[]).unwrap();
+        let got = all.as_array().unwrap().iter().find(|s| s["service"] == service).cloned().unwrap_or(Value::Null);
+        for (k, w) in want {
+            let g = if k == "paused" { got.get("paused_ms").and_then(Value::as_u64).map(|ms| Value::Bool(ms > 0)) } else { got.get(k).cloned() };
+            if g.as_ref() != Some(w) {
+                errors.push(format!("{name} call {i}: expected rate limit {k} {w}, got {g:?} (of {all})"));
+            }
+        }
+    }
     if let Some(n) = exp.get("bulkhead_in_use").and_then(Value::as_u64) {
         // A cancel frees its permits asynchronously (the task is aborted on the runtime).
         let settle = Instant::now();

@@ -1430,7 +1430,7 @@ async fn the_console_views_show_callers_costs_services_reloads_and_audited_actio
     assert_eq!(admin_call(&w, &g, M::POST, "/admin/breakers/open", Some(ADMIN), Some(ep.clone())).await.0, 200);
     let (_, _, v) = admin_call(&w, &g, M::GET, "/admin/services", Some(ADMIN), None).await;
     let orders = v["services"].as_array().unwrap().iter().find(|s| s["service"] == "orders").cloned().unwrap();
-    assert_eq!(orders["rate_limit"]["state"], json!({"paused_ms": 0, "refused": 1, "waited": 0}), "{v}");
+    assert_eq!(orders["rate_limit"]["state"], json!({"service": "orders", "paused_ms": 0, "refused": 1, "waited": 0}), "{v}");
     assert_eq!((orders["rate_limit"]["rps"].as_f64(), orders["rate_limit"]["burst"].as_u64()), (Some(0.01), Some(2)), "{v}");
     assert_eq!(v["services"].as_array().unwrap().iter().find(|s| s["service"] == "c3-a").unwrap()["rate_limit"], Value::Null, "{v}");
     assert_eq!((orders["bulkhead"]["in_use"].as_u64(), orders["bulkhead"]["limit"].as_u64().is_some()), (Some(0), true), "{v}");

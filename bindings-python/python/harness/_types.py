@@ -1360,6 +1360,20 @@ class BreakerInfo(TypedDict):
     slow_call_rate: float
 
 
+class RateLimitState(TypedDict):
+    """A rate limit's live state in this process (`rate_limits()`, the admin console).
+
+    ``service``: The service, or `route:<name>` for a route's own limit.
+    ``paused_ms``: Milliseconds left of a downstream 429's pause in this process (0: not paused).
+    ``refused``: Attempts refused with `RateLimited` (nothing was sent) since the limiter was built; the count carries over a reload that keeps the limit's settings.
+    ``waited``: Attempts that waited for capacity before they were sent.
+    """
+    service: str
+    paused_ms: int
+    refused: int
+    waited: int
+
+
 class Routed(TypedDict):
     """What routing did for one request.
 
@@ -1606,6 +1620,10 @@ class ClientViews:
         """Every breaker the client has state for, as breaker_details shows it."""
         return cast("List[BreakerInfo]", self._view("breakers", []))
 
+    def rate_limits(self) -> List["RateLimitState"]:
+        """Every rate_limit of the config, live in this process: each service's, then each route's (route:<name>), sorted by name; the pause left of a downstream 429 (ms), and the attempts refused (RateLimitedError, nothing sent) and held waiting for capacity since the limit was set (kept across a reload that keeps its settings)."""
+        return cast("List[RateLimitState]", self._view("rate_limits", []))
+
     def config_source_state(self) -> "ConfigSourceState":
         """The fleet config source (config_source) as this instance follows it: its name and instance id, the version applied with its hash, where it came from (redis, cache_file or bootstrap) and when, the version Redis says this instance should run, the last version it rejected with the reason (naming the field), whether Redis answered and its last error. A ConfigError without a config_source."""
         return cast("ConfigSourceState", self._view("config_source_state", []))
@@ -1728,6 +1746,7 @@ __all__ = [
     "CredentialState",
     "KeyStatus",
     "BreakerInfo",
+    "RateLimitState",
     "Routed",
     "Description",
     "ServiceSummary",

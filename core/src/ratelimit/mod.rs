@@ -78,9 +78,11 @@ pub struct ServiceLimiter {
     metrics: Arc<Metrics>,
 }
 
-/// A limiter's live state, as the admin API shows it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// A rate limit's live state in this process (`rate_limits()`, the admin console).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct RateLimitState {
+    /// The service, or `route:<name>` for a route's own limit.
+    pub service: String,
     /// Milliseconds left of a downstream 429's pause in this process (0: not paused).
     pub paused_ms: u64,
     /// Attempts refused with `RateLimited` (nothing was sent) since the limiter was built;
@@ -222,7 +224,7 @@ impl ServiceLimiter {
 
     /// The pause left and the refused and waiting attempts so far.
     pub fn state(&self) -> RateLimitState {
-        RateLimitState { paused_ms: self.paused_ms(), refused: self.refused.load(Ordering::Relaxed), waited: self.waited.load(Ordering::Relaxed) }
+        RateLimitState { service: self.service.to_string(), paused_ms: self.paused_ms(), refused: self.refused.load(Ordering::Relaxed), waited: self.waited.load(Ordering::Relaxed) }
     }
 }
 

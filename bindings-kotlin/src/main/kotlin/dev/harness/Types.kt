@@ -1646,6 +1646,22 @@ data class BreakerInfo(
     @SerialName("slow_call_rate") val slowCallRate: Double,
 )
 
+/** A rate limit's live state in this process (`rate_limits()`, the admin console). */
+@Serializable
+data class RateLimitState(
+    /** The service, or `route:<name>` for a route's own limit. */
+    @SerialName("service") val service: String,
+    /** Milliseconds left of a downstream 429's pause in this process (0: not paused). */
+    @SerialName("paused_ms") val pausedMs: Long,
+    /**
+     * Attempts refused with `RateLimited` (nothing was sent) since the limiter was built;
+     * the count carries over a reload that keeps the limit's settings.
+     */
+    @SerialName("refused") val refused: Long,
+    /** Attempts that waited for capacity before they were sent. */
+    @SerialName("waited") val waited: Long,
+)
+
 /** What routing did for one request. */
 @Serializable
 data class Routed(
@@ -1926,6 +1942,9 @@ interface ClientViews {
 
     /** Every breaker the client has state for, as breaker_details shows it. */
     fun breakers(): List<BreakerInfo> = ViewJson.decode<List<BreakerInfo>>(viewJson("breakers", listOf()))
+
+    /** Every rate_limit of the config, live in this process: each service's, then each route's (route:<name>), sorted by name; the pause left of a downstream 429 (ms), and the attempts refused (RateLimitedError, nothing sent) and held waiting for capacity since the limit was set (kept across a reload that keeps its settings). */
+    fun rateLimits(): List<RateLimitState> = ViewJson.decode<List<RateLimitState>>(viewJson("rate_limits", listOf()))
 
     /** The fleet config source (config_source) as this instance follows it: its name and instance id, the version applied with its hash, where it came from (redis, cache_file or bootstrap) and when, the version Redis says this instance should run, the last version it rejected with the reason (naming the field), whether Redis answered and its last error. A ConfigError without a config_source. */
     fun configSourceState(): ConfigSourceState = ViewJson.decode<ConfigSourceState>(viewJson("config_source_state", listOf()))

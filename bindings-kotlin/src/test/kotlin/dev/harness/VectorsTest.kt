@@ -507,6 +507,19 @@ class VectorsTest {
             val got = client.breakerState(service, call.str("method")!!, "/s/$name" + call.str("path"), call.str("endpoint"))
             if (got != want) errors += "call $i: expected breaker $want, got $got"
         }
+        exp.obj("rate_limit")?.let { want ->
+            val every = client.rateLimits()
+            val got = every.firstOrNull { it.service == service }
+            for ((k, w) in want) {
+                val value: Any? = when (k) {
+                    "paused" -> got?.let { it.pausedMs > 0 }
+                    "refused" -> got?.refused
+                    "waited" -> got?.waited
+                    else -> "unknown key"
+                }
+                if (!jsonEquals(value, w)) errors += "call $i: expected rate limit $k $w, got $value (of $every)"
+            }
+        }
         exp.long("bulkhead_in_use")?.let { l ->
             // A cancel frees its permits asynchronously (the task is aborted on the engine's runtime).
             val want = l.toInt()
