@@ -168,6 +168,10 @@ fn traffic(clients: &[Client], stop: &std::sync::Arc<std::sync::atomic::AtomicBo
                     let chat = harness_core::ChatRequest::new(json!([{"role": "user", "content": "hello"}]));
                     if c.chat("chat", chat).await.is_err() {
                         // The version in force when it started (a switch may fall in between).
+                        // The source records a version just after the engine swaps it in, so
+                        // a call that failed at once on the new one may still read the old:
+                        // read again once that moment has passed (a rollback is >= 200 ms away).
+                        tokio::time::sleep(Duration::from_millis(20)).await;
                         let after = c.config_source_state().unwrap().version;
                         failed_on.push(if before == 2 || after == 2 { 2 } else { before });
                     }
