@@ -52,6 +52,13 @@ def signed_in(driver):
     return wait_for("the console", lambda: driver.find_element(By.ID, "console").is_displayed())
 
 
+def open_view(driver, gw, view):
+    """Signs in with the admin key and opens `view`."""
+    sign_in(driver, gw)
+    signed_in(driver)
+    show(driver, view)
+
+
 def show(driver, view):
     driver.find_element(By.CSS_SELECTOR, f'nav button[data-view="{view}"]').click()
     wait_for(f"the {view} view", lambda: driver.execute_script(
@@ -178,9 +185,7 @@ def test_sign_in_refuses_a_wrong_key_and_keeps_the_right_one_in_memory_only(worl
     sign_in(browser, gw, key=CALLER_KEYS["checkout"])
     assert wait_for("the refusal", lambda: browser.find_element(By.ID, "login-error").text) == "That admin key was refused."
 
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "routes")
+    open_view(browser, gw, "routes")
     assert_nothing_stored(browser, gw)
     # Times are in the viewer's zone (Chromium runs with TZ=Asia/Kolkata; the gateway in UTC).
     assert "GMT+5:30" in browser.find_element(By.ID, "status").text
@@ -203,9 +208,7 @@ def test_sign_in_refuses_a_wrong_key_and_keeps_the_right_one_in_memory_only(worl
 
 def test_a_provider_the_upstream_fails_shows_unhealthy_within_4_seconds(world, browser):
     gw = world.tidy
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "routes")
+    open_view(browser, gw, "routes")
     traffic = Traffic(gw, "chat", CALLER_KEYS["checkout"])
     try:
         wait_for("provider a healthy under traffic", lambda: (provider_row(browser, "chat", "a") or {}).get("health") == "healthy")
@@ -225,9 +228,7 @@ def test_a_provider_the_upstream_fails_shows_unhealthy_within_4_seconds(world, b
 
 def test_weight_0_moves_traffic_and_a_test_call_still_reaches_the_provider(world, browser):
     gw = world.tidy
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "routes")
+    open_view(browser, gw, "routes")
     wait_for("route shift", lambda: provider_row(browser, "shift", "a"))
     # From the keyboard: focus the button, Enter, type the weight, Enter.
     button = provider_button(browser, "shift", "a", "weight")
@@ -273,9 +274,7 @@ return row ? {state: row.querySelector('[data-field=breaker]').dataset.state, bu
 
 def test_a_breaker_is_opened_and_closed_by_hand(world, browser):
     gw = world.tidy
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "services")
+    open_view(browser, gw, "services")
     browser.find_element(By.CSS_SELECTOR, 'button[data-action="open-by-hand"]').click()
     confirm(browser, "orders GET /orders/{id}")
     assert result(browser)["ok"] == "true"
@@ -302,9 +301,7 @@ return dd ? {paused: dd.dataset.paused, text: dd.textContent} : null;
 def test_a_429_pause_and_the_refusals_show_in_the_rate_limit_state(world, browser):
     gw = world.tidy
     caller = {"Authorization": f"Bearer {CALLER_KEYS['checkout']}"}
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "services")
+    open_view(browser, gw, "services")
     before = wait_for("the rate limit state", lambda: browser.execute_script(RATE_LIMIT_NOW, "orders"))
     assert before["paused"] == "false", before
     refused_before = int(re.search(r"(\d+) req refused", before["text"]).group(1))
@@ -324,9 +321,7 @@ def test_a_429_pause_and_the_refusals_show_in_the_rate_limit_state(world, browse
 
 def test_a_reload_with_a_bad_config_is_refused_with_its_field_path(world, browser):
     gw = world.tidy
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "config")
+    open_view(browser, gw, "config")
     version = browser.find_element(By.CSS_SELECTOR, '[data-field="version"]').text
     browser.find_element(By.CSS_SELECTOR, 'button[data-action="reload-text"]').click()
     confirm(browser, json.dumps({"services": {"orders": {"base_url": "ftp://orders.internal"}}}))
@@ -351,9 +346,7 @@ def test_callers_and_credentials_views(world, browser):
     for _ in range(3):
         gw.chat(CALLER_KEYS["reports"], "chat")  # 1 rps, burst 1, no wait: refused after the first
     gw.chat(CALLER_KEYS["checkout"], "chat")
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "callers")
+    open_view(browser, gw, "callers")
     cells = wait_for("the reports row", lambda: browser.execute_script(
         "const r = [...document.querySelectorAll('tbody tr')].find((tr) => tr.querySelector('[data-caller]')?.dataset.caller === 'reports');"
         "return r ? Object.fromEntries([...r.children].map((td) => [td.dataset.label, td.textContent])) : null"))
@@ -370,9 +363,7 @@ def test_callers_and_credentials_views(world, browser):
 def test_hostile_strings_are_rendered_as_text_and_no_script_runs(world, browser):
     gw = world.hostile
     assert gw.chat("sk-hostile-0123456789", "hostile")[0] == 200  # a fails (its error text is hostile), b answers
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "routes")
+    open_view(browser, gw, "routes")
     api = gw.admin("GET", "/admin/routes/hostile")[1]
     row = wait_for("provider a's error", lambda: (lambda r: r if r and r["cells"]["Last error"] != "–" else None)(provider_row(browser, "hostile", "a")))
     assert row["cells"]["Model"] == f"{SCRIPT}{RTL}"
@@ -400,9 +391,7 @@ def test_a_narrow_window_stacks_each_row_and_scrolls_nothing_sideways(world):
     gw = world.tidy
     driver = make_browser(width=390, height=844)
     try:
-        sign_in(driver, gw)
-        signed_in(driver)
-        show(driver, "routes")
+        open_view(driver, gw, "routes")
         wait_for("route chat", lambda: provider_row(driver, "chat", "b"))
         overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 1, f"{overflow} px sideways"
@@ -480,9 +469,7 @@ def test_the_fleet_card_shows_versions_and_the_guard_and_promotes_and_rolls_back
     wait_applied("the canary on edge-7 only", {edge1: 1, edge7: 2})
     assert (answered_by(edge1), answered_by(edge7)) == ("answer from fleet-a", "answer from fleet-b")
 
-    sign_in(browser, edge1)
-    signed_in(browser)
-    show(browser, "config")
+    open_view(browser, edge1, "config")
     traffic = [Traffic(g, "chat", CALLER_KEYS["checkout"]) for g in (edge1, edge7)]
     try:
         card = card_when(browser, "both instances' beats with requests", lambda c: len(c["tables"]["Instances"]) == 2
@@ -564,9 +551,7 @@ def test_hostile_fleet_and_instance_names_and_a_hostile_reason_are_rendered_as_t
     fleet.push(HOSTILE_FLEET, 1, "--message", SCRIPT, "--author", author)
     fleet.push(HOSTILE_FLEET, 0, "--message", RTL, "--author", author)
     wait_applied("version 2 on the hostile instance", {gw: 2})
-    sign_in(browser, gw)
-    signed_in(browser)
-    show(browser, "config")
+    open_view(browser, gw, "config")
     card = card_when(browser, "the hostile instance's beat", lambda c: len(c["tables"]["Instances"]) == 1)
     assert card["heading"] == f"Fleet {HOSTILE_FLEET}"
     assert card["facts"]["This instance"].startswith(f"{HOSTILE_INSTANCE} runs version 2 "), card["facts"]
